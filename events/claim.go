@@ -1,0 +1,101 @@
+package events
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"time"
+
+	"google.golang.org/protobuf/types/known/timestamppb"
+
+	"artifactr/events/eventspb"
+)
+
+// maxClaimAttempts bounds the compare-and-set loop of AcquireClaim. Each
+// conflict means the claim subject moved while we held the lease (a stale
+// claimant's marker or a release landing); more than a few in a row means
+// another live writer, and the thread is busy.
+const maxClaimAttempts = 8
+
+// AcquireClaim claims thread for holder, following DESIGN §3:
+//
+//  1. acquire the lease (create, or take over a lapsed or released one);
+//  2. read the last claim sequence c0;
+//  3. append thread_claimed expecting c0, retrying from 2 on a conflict
+//     while the lease is still ours;
+//  4. load the thread's events, which include every consuming write that
+//     landed before the marker.
+//
+// It returns the claim and the thread's events up to at least its marker. A
+// thread held by another returns an error wrapping [ErrThreadBusy].
+func AcquireClaim(ctx context.Context, s Store, thread, holder string, ttl time.Duration, now time.Time) (Claim, []Envelope, error) {
+	if err := ValidateThreadID(thread); err != nil {
+		return Claim{}, nil, err
+	}
+	lease, err := s.AcquireLease(ctx, thread, holder, ttl)
+	if err != nil {
+		return Claim{}, nil, err
+	}
+	for attempt := 0; ; attempt++ {
+		c0, err := s.LastSeq(ctx, thread, KindClaim)
+		if err != nil {
+			return Claim{}, nil, err
+		}
+		ev := &eventspb.Event{
+			Thread: thread,
+			Time:   timestamppb.New(now),
+			Holder: holder,
+			Body: &eventspb.Event_ThreadClaimed{ThreadClaimed: &eventspb.ThreadClaimed{
+				Holder:        holder,
+				LeaseRevision: lease.Revision,
+				LeaseTtlMs:    ttl.Milliseconds(),
+			}},
+		}
+		ack, err := s.Append(ctx, ev, ExpectLast(c0))
+		if err == nil {
+			c := Claim{Thread: thread, Holder: holder, Seq: ack.Seq, Lease: lease}
+			envs, err := s.Load(ctx, thread, 1)
+			if err != nil {
+				return c, nil, fmt.Errorf("events: load %s after claim: %w", thread, err)
+			}
+			return c, envs, nil
+		}
+		if !errors.Is(err, ErrConflict) {
+			return Claim{}, nil, err
+		}
+		if attempt+1 >= maxClaimAttempts {
+			return Claim{}, nil, fmt.Errorf("%w: claim subject of %s keeps moving", ErrThreadBusy, thread)
+		}
+		// Retry only while the lease is still ours.
+		if lease, err = s.RenewLease(ctx, lease); err != nil {
+			if errors.Is(err, ErrLeaseLost) {
+				return Claim{}, nil, fmt.Errorf("%w: lease of %s lost while claiming", ErrThreadBusy, thread)
+			}
+			return Claim{}, nil, err
+		}
+	}
+}
+
+// ReleaseClaim gives c up: it appends thread_released expecting c's marker to
+// be the newest, then deletes the lease so the thread can be claimed at once.
+// A release that finds a newer claim has nothing to give up and returns nil.
+func ReleaseClaim(ctx context.Context, s Store, c Claim, reason string, now time.Time) error {
+	ev := &eventspb.Event{
+		Thread:   c.Thread,
+		Time:     timestamppb.New(now),
+		ClaimSeq: c.Seq,
+		Holder:   c.Holder,
+		Body: &eventspb.Event_ThreadReleased{ThreadReleased: &eventspb.ThreadReleased{
+			Holder: c.Holder,
+			Reason: reason,
+		}},
+	}
+	_, err := s.Append(ctx, ev, ExpectLast(c.Seq))
+	if err != nil && !errors.Is(err, ErrConflict) {
+		return err
+	}
+	if lerr := s.ReleaseLease(ctx, c.Lease); lerr != nil && !errors.Is(lerr, ErrLeaseLost) {
+		return lerr
+	}
+	return nil
+}

@@ -1,0 +1,28 @@
+// Package events defines artifactr's event log: the protobuf schema
+// (eventspb), the codec, the [Store] interface its two implementations share
+// (natsstore on JetStream, memstore in memory), the claim protocol and the
+// errors callers branch on.
+//
+// Each thread T has three subjects: threads.T.posted (messages),
+// threads.T.claim (claim markers) and threads.T.run (runs). The stream
+// sequence of a thread_claimed marker is the claim's fencing token: a write
+// that consumes a message is appended with [Fenced], which JetStream checks
+// atomically against the last sequence on threads.T.claim. A refused fence
+// returns [ErrThreadBusy] and writes nothing.
+//
+// # Usage
+//
+//	c, history, err := events.AcquireClaim(ctx, store, "T", holder, ttl, time.Now())
+//	if errors.Is(err, events.ErrThreadBusy) {
+//		return // another holder works on T
+//	}
+//	// fold history, decide, then:
+//	ack, err := store.Append(ctx, runStarted, events.Fenced(c))
+//	if errors.Is(err, events.ErrThreadBusy) {
+//		// a newer claim exists: nothing was written; stop (I4)
+//	}
+//	// run ends carry a compare-and-set on threads.T.run:
+//	_, err = store.Append(ctx, runCompleted, events.ExpectLast(lastRunSeq))
+//	// give the thread up:
+//	err = events.ReleaseClaim(ctx, store, c, "idle", time.Now())
+package events

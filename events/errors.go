@@ -1,0 +1,37 @@
+package events
+
+import "errors"
+
+// ErrThreadBusy is returned when another holder has the thread: a fenced
+// append refused because a newer claim marker exists (nothing was written),
+// or a lease that is held and has not lapsed.
+var ErrThreadBusy = errors.New("events: thread busy")
+
+// ErrConflict is returned when a compare-and-set append is refused because
+// the subject moved past the expected sequence. Nothing was written; reload
+// and decide again.
+var ErrConflict = errors.New("events: append conflict")
+
+// ErrLeaseLost is returned by RenewLease and ReleaseLease when the lease is no
+// longer the caller's: it lapsed and was taken, or it was released.
+var ErrLeaseLost = errors.New("events: lease lost")
+
+// ErrInvalidThreadID is returned for a thread id that is not a valid NATS
+// subject token of the form [A-Za-z0-9_-]{1,128}. Nothing was written.
+var ErrInvalidThreadID = errors.New("events: invalid thread id")
+
+// ErrTooLarge is returned when an event exceeds the store's size limit.
+// Nothing was written.
+var ErrTooLarge = errors.New("events: event too large")
+
+// ErrInvalidEvent is returned when an append is malformed: no body, a body on
+// the wrong subject, or a consuming body without the fence. Nothing was
+// written.
+var ErrInvalidEvent = errors.New("events: invalid event")
+
+// ErrUnavailable is returned when the store cannot be reached within the
+// call's bounded wait. When it wraps a publish, the outcome is unknown.
+var ErrUnavailable = errors.New("events: store unavailable")
+
+// ErrClosed is returned by calls on a closed store or tail.
+var ErrClosed = errors.New("events: closed")

@@ -1,0 +1,198 @@
+package events
+
+import (
+	"errors"
+	"fmt"
+	"strconv"
+	"time"
+
+	"google.golang.org/protobuf/proto"
+
+	"artifactr/events/eventspb"
+)
+
+// SchemaVersion is the version of the event schema in eventspb, carried in
+// the HeaderSchema header.
+const SchemaVersion = "1"
+
+// Headers carried by every event. The Nats- ones are JetStream's own.
+const (
+	HeaderType       = "Artifactr-Type"
+	HeaderSchema     = "Artifactr-Schema"
+	HeaderMsgID      = "Nats-Msg-Id"
+	HeaderExpectSeq  = "Nats-Expected-Last-Subject-Sequence"
+	HeaderExpectSubj = "Nats-Expected-Last-Subject-Sequence-Subject"
+)
+
+// Type names an event body. It is the value of the HeaderType header.
+type Type string
+
+// The event types.
+const (
+	TypeMessagePosted  Type = "message_posted"
+	TypeThreadClaimed  Type = "thread_claimed"
+	TypeThreadReleased Type = "thread_released"
+	TypeRunStarted     Type = "run_started"
+	TypeRunOutput      Type = "run_output"
+	TypeRequestOpened  Type = "request_opened"
+	TypeAnswerGiven    Type = "answer_given"
+	TypeSteeringGiven  Type = "steering_given"
+	TypeRunCompleted   Type = "run_completed"
+	TypeRunFailed      Type = "run_failed"
+	TypeRunAbandoned   Type = "run_abandoned"
+)
+
+// TypeOf returns the type of ev's body, or "" when it has none.
+func TypeOf(ev *eventspb.Event) Type {
+	switch ev.GetBody().(type) {
+	case *eventspb.Event_MessagePosted:
+		return TypeMessagePosted
+	case *eventspb.Event_ThreadClaimed:
+		return TypeThreadClaimed
+	case *eventspb.Event_ThreadReleased:
+		return TypeThreadReleased
+	case *eventspb.Event_RunStarted:
+		return TypeRunStarted
+	case *eventspb.Event_RunOutput:
+		return TypeRunOutput
+	case *eventspb.Event_RequestOpened:
+		return TypeRequestOpened
+	case *eventspb.Event_AnswerGiven:
+		return TypeAnswerGiven
+	case *eventspb.Event_SteeringGiven:
+		return TypeSteeringGiven
+	case *eventspb.Event_RunCompleted:
+		return TypeRunCompleted
+	case *eventspb.Event_RunFailed:
+		return TypeRunFailed
+	case *eventspb.Event_RunAbandoned:
+		return TypeRunAbandoned
+	}
+	return ""
+}
+
+// Kind returns the subject the type is written to, or "" for an unknown type.
+func (t Type) Kind() Kind {
+	switch t {
+	case TypeMessagePosted:
+		return KindPosted
+	case TypeThreadClaimed, TypeThreadReleased:
+		return KindClaim
+	case TypeRunStarted, TypeRunOutput, TypeRequestOpened, TypeAnswerGiven,
+		TypeSteeringGiven, TypeRunCompleted, TypeRunFailed, TypeRunAbandoned:
+		return KindRun
+	}
+	return ""
+}
+
+// Fenced reports whether the type consumes a message or ends another claim's
+// run, and so may only be appended with [Fenced] (DESIGN §3).
+func (t Type) Fenced() bool {
+	switch t {
+	case TypeRunStarted, TypeAnswerGiven, TypeSteeringGiven, TypeRunAbandoned:
+		return true
+	}
+	return false
+}
+
+// Envelope is one event as stored: its position, its headers and its decoded
+// body. Err is set, and Event may be nil, when the stored bytes are not a
+// valid event; such an envelope is an anomaly, never a panic.
+type Envelope struct {
+	Seq     uint64    // stream sequence
+	Subject string    // full subject
+	Thread  string    // thread id from the subject
+	Kind    Kind      // subject kind from the subject
+	Type    Type      // HeaderType as stored
+	MsgID   string    // Nats-Msg-Id as stored
+	Stored  time.Time // the server's timestamp
+
+	// ExpectSeq and ExpectSubject are the expected-sequence check the append
+	// carried, as stored with the message. Zero and "" when none.
+	ExpectSeq     uint64
+	ExpectSubject string
+
+	Event *eventspb.Event
+	Err   error
+}
+
+// Header is a message's headers, as nats.Header.
+type Header map[string][]string
+
+// Get returns the first value of key, or "".
+func (h Header) Get(key string) string {
+	if v := h[key]; len(v) > 0 {
+		return v[0]
+	}
+	return ""
+}
+
+// Encode marshals ev for the subject of its type, returning its payload and
+// the headers that name it. It validates ev first.
+func Encode(ev *eventspb.Event) ([]byte, Header, error) {
+	if err := Validate(ev); err != nil {
+		return nil, nil, err
+	}
+	data, err := proto.MarshalOptions{Deterministic: true}.Marshal(ev)
+	if err != nil {
+		return nil, nil, fmt.Errorf("%w: %v", ErrInvalidEvent, err)
+	}
+	h := Header{HeaderType: {string(TypeOf(ev))}, HeaderSchema: {SchemaVersion}}
+	return data, h, nil
+}
+
+// Validate checks that ev has a body and a valid thread id.
+func Validate(ev *eventspb.Event) error {
+	if ev == nil || TypeOf(ev) == "" {
+		return fmt.Errorf("%w: no body", ErrInvalidEvent)
+	}
+	return ValidateThreadID(ev.GetThread())
+}
+
+// Decode builds an envelope from a stored message. It never fails: a payload
+// that does not decode, or that contradicts its subject or headers, is
+// returned with Err set.
+func Decode(subjects Subjects, subject string, seq uint64, stored time.Time, h Header, data []byte) Envelope {
+	env := Envelope{
+		Seq:           seq,
+		Subject:       subject,
+		Stored:        stored,
+		Type:          Type(h.Get(HeaderType)),
+		MsgID:         h.Get(HeaderMsgID),
+		ExpectSubject: h.Get(HeaderExpectSubj),
+	}
+	if v := h.Get(HeaderExpectSeq); v != "" {
+		n, err := strconv.ParseUint(v, 10, 64)
+		if err != nil {
+			env.Err = fmt.Errorf("bad %s header %q", HeaderExpectSeq, v)
+		}
+		env.ExpectSeq = n
+	}
+	thread, kind, ok := subjects.Parse(subject)
+	env.Thread, env.Kind = thread, kind
+	if !ok {
+		env.Err = errors.Join(env.Err, fmt.Errorf("subject %q is not %s.<thread>.<posted|claim|run>", subject, subjects.prefix()))
+		return env
+	}
+	ev := new(eventspb.Event)
+	if err := proto.Unmarshal(data, ev); err != nil {
+		env.Err = errors.Join(env.Err, fmt.Errorf("undecodable payload (%d bytes): %v", len(data), err))
+		return env
+	}
+	t := TypeOf(ev)
+	switch {
+	case t == "":
+		env.Err = errors.Join(env.Err, fmt.Errorf("event has no known body (type header %q)", env.Type))
+	case ev.GetThread() != thread:
+		env.Err = errors.Join(env.Err, fmt.Errorf("event thread %q on subject of thread %q", ev.GetThread(), thread))
+	case t.Kind() != kind:
+		env.Err = errors.Join(env.Err, fmt.Errorf("%s event on the %s subject", t, kind))
+	case env.Type != t:
+		env.Err = errors.Join(env.Err, fmt.Errorf("%s header %q names another body than %s", HeaderType, env.Type, t))
+	}
+	env.Event = ev
+	if env.Type == "" {
+		env.Type = t
+	}
+	return env
+}

@@ -1,0 +1,201 @@
+package events
+
+import (
+	"context"
+	"fmt"
+	"testing"
+	"time"
+
+	"artifactr/events/eventspb"
+)
+
+// DefaultMaxEventBytes is the default limit on an encoded event's size.
+const DefaultMaxEventBytes = 1 << 20
+
+// Store is a thread event log with leases. The JetStream store (natsstore)
+// and the in-memory store (memstore) implement it with the same semantics,
+// checked by the contract suite in eventstest.
+//
+// Every method validates its thread id first and returns an error wrapping
+// [ErrInvalidThreadID] without writing anything when it is bad.
+type Store interface {
+	Poster
+	Appender
+	Reader
+	Leaser
+	// Close releases the store's resources. It does not release leases.
+	Close() error
+}
+
+// Poster posts messages.
+type Poster interface {
+	// Post appends message_posted to threads.T.posted. It is idempotent by
+	// MessageId within the deduplication window: a repeat returns the
+	// original sequence with Duplicate set. An empty MessageId is filled in.
+	Post(ctx context.Context, thread string, m *eventspb.MessagePosted) (Ack, error)
+}
+
+// Appender appends claim and run events.
+type Appender interface {
+	// Append appends ev to the subject of its type, carrying chk. A refused
+	// check writes nothing: it returns [ErrThreadBusy] for [Fenced] and
+	// [ErrConflict] for [ExpectLast]. An error that wraps neither, nor
+	// [ErrInvalidEvent], [ErrTooLarge] or [ErrInvalidThreadID], means the
+	// outcome is unknown; Append has already retried with the same message id
+	// and read the subject back where it could.
+	Append(ctx context.Context, ev *eventspb.Event, chk Check, opts ...AppendOption) (Ack, error)
+}
+
+// Reader reads the log.
+type Reader interface {
+	// Load returns every event of thread with sequence >= from, at least up
+	// to the stream's last sequence when Load was called, in order.
+	// Malformed events are returned with Envelope.Err set.
+	Load(ctx context.Context, thread string, from uint64) ([]Envelope, error)
+	// LastSeq returns the sequence of the last event on thread's subject of
+	// kind k, or 0 when there is none.
+	LastSeq(ctx context.Context, thread string, k Kind) (uint64, error)
+	// Tail follows events on a subject filter, such as threads.T.> or
+	// threads.*.posted, from sequence from (0 means only new events).
+	Tail(ctx context.Context, filter string, from uint64) (Tail, error)
+	// Threads lists the threads that have events, in no set order.
+	Threads(ctx context.Context) ([]string, error)
+}
+
+// Leaser manages the leases in the claims bucket. A lease decides liveness
+// only: who should work on a thread, and when a dead holder's thread may be
+// taken. Safety rests on the claim marker and [Fenced].
+type Leaser interface {
+	// AcquireLease takes thread's lease for holder, if it is free, released
+	// or lapsed by this store's clock. Otherwise it returns an error wrapping
+	// [ErrThreadBusy] that names the current holder.
+	AcquireLease(ctx context.Context, thread, holder string, ttl time.Duration) (Lease, error)
+	// RenewLease extends l by its TTL by compare-and-set on its revision. It
+	// returns [ErrLeaseLost] when the lease moved on.
+	RenewLease(ctx context.Context, l Lease) (Lease, error)
+	// ReleaseLease deletes l by compare-and-set on its revision, so the
+	// thread can be claimed at once. It returns [ErrLeaseLost] when the lease
+	// moved on.
+	ReleaseLease(ctx context.Context, l Lease) error
+	// GetLease returns thread's current lease and whether one is held and not
+	// lapsed by this store's clock.
+	GetLease(ctx context.Context, thread string) (Lease, bool, error)
+}
+
+// Tail is a live follow of the log.
+type Tail interface {
+	// Next blocks until the next event, ctx is done, or the tail is stopped.
+	Next(ctx context.Context) (Envelope, error)
+	// Stop ends the tail. It is safe to call more than once.
+	Stop()
+}
+
+// Ack is a successful append.
+type Ack struct {
+	Seq       uint64 // the event's stream sequence
+	Duplicate bool   // the append had landed before; Seq is the original
+}
+
+// Lease is a held lease on a thread.
+type Lease struct {
+	Thread   string
+	Holder   string
+	Revision uint64        // the KV revision; compare-and-set token
+	TTL      time.Duration // how long the lease lives without renewal
+	Expires  time.Time     // by the writer's clock; liveness only
+}
+
+// Claim is a held claim: a lease plus the claim marker whose sequence is the
+// fencing token.
+type Claim struct {
+	Thread string
+	Holder string
+	Seq    uint64 // claim_seq: the stream sequence of the thread_claimed marker
+	Lease  Lease
+}
+
+// CheckMode says which expected-sequence check an append carries.
+type CheckMode uint8
+
+// The check modes. See [ExpectLast] and [Fenced].
+const (
+	// CheckNone carries no check. Only posts use it.
+	CheckNone CheckMode = iota
+	// CheckSubject expects Seq to be the last sequence on the event's own
+	// subject (compare-and-set).
+	CheckSubject
+	// CheckFence expects Seq to be the last sequence on the thread's claim
+	// subject: the writer's claim is still the newest.
+	CheckFence
+	// CheckUnfencedForTest drops the fence from a consuming append. Stores
+	// refuse it outside test binaries; it exists to prove that the safety
+	// tests fail without the fence.
+	CheckUnfencedForTest
+)
+
+// Check is the expected-sequence check an append carries.
+type Check struct {
+	Mode CheckMode
+	Seq  uint64
+}
+
+// ExpectLast is a compare-and-set on the event's own subject: the append lands
+// only if seq is the subject's last sequence (0: the subject is empty).
+func ExpectLast(seq uint64) Check { return Check{Mode: CheckSubject, Seq: seq} }
+
+// Fenced is the fence: the append lands only while c's marker is the newest
+// on the thread's claim subject.
+func Fenced(c Claim) Check { return Check{Mode: CheckFence, Seq: c.Seq} }
+
+// AppendOption sets optional per-call behaviour of Append.
+type AppendOption func(*AppendOptions) error
+
+// AppendOptions are the options an AppendOption sets. Stores read them.
+type AppendOptions struct {
+	// MsgID is the Nats-Msg-Id; a fresh one is made when empty.
+	MsgID string
+}
+
+// WithMsgID sets the append's message id, so a caller can retry an append
+// whose outcome is unknown without writing it twice.
+func WithMsgID(id string) AppendOption {
+	return func(o *AppendOptions) error {
+		if id == "" {
+			return fmt.Errorf("%w: empty message id", ErrInvalidEvent)
+		}
+		o.MsgID = id
+		return nil
+	}
+}
+
+// CheckAppend validates an append before a store writes it: ev has a body of
+// a type other than message_posted, a valid thread, and the check its type
+// requires (DESIGN §3). It returns the applied options.
+func CheckAppend(ev *eventspb.Event, chk Check, opts []AppendOption) (AppendOptions, error) {
+	var o AppendOptions
+	for _, opt := range opts {
+		if err := opt(&o); err != nil {
+			return o, err
+		}
+	}
+	if err := Validate(ev); err != nil {
+		return o, err
+	}
+	t := TypeOf(ev)
+	switch {
+	case t == TypeMessagePosted:
+		return o, fmt.Errorf("%w: message_posted is written by Post", ErrInvalidEvent)
+	case t.Fenced() && chk.Mode == CheckUnfencedForTest:
+		if !testing.Testing() {
+			return o, fmt.Errorf("%w: the fence can only be switched off in tests", ErrInvalidEvent)
+		}
+	case t.Fenced() && chk.Mode != CheckFence:
+		return o, fmt.Errorf("%w: %s must be fenced by the writer's claim", ErrInvalidEvent, t)
+	case !t.Fenced() && chk.Mode != CheckSubject:
+		return o, fmt.Errorf("%w: %s needs a compare-and-set on its subject", ErrInvalidEvent, t)
+	}
+	if t.Fenced() && ev.GetClaimSeq() != chk.Seq {
+		return o, fmt.Errorf("%w: %s claim_seq %d differs from its fence %d", ErrInvalidEvent, t, ev.GetClaimSeq(), chk.Seq)
+	}
+	return o, nil
+}
