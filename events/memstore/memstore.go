@@ -1,0 +1,392 @@
+package memstore
+
+import (
+	"context"
+	"fmt"
+	"slices"
+	"strings"
+	"sync"
+	"time"
+
+	"google.golang.org/protobuf/proto"
+	"google.golang.org/protobuf/types/known/timestamppb"
+
+	"artifactr/events"
+	"artifactr/events/eventspb"
+)
+
+// Fault is what an injected fault does to one write.
+type Fault uint8
+
+// The faults a [Config.Fault] hook can inject.
+const (
+	// NoFault lets the write through.
+	NoFault Fault = iota
+	// FailBefore refuses the write with an unavailable error; nothing is
+	// written.
+	FailBefore
+	// LoseAck writes, then returns an unavailable error: the outcome is
+	// unknown to the caller, as with a publish whose reply timed out.
+	LoseAck
+)
+
+// Config configures a [Store] handle.
+type Config struct {
+	// Subjects names the stream's subjects; the zero value is threads.*.
+	Subjects events.Subjects
+	// Now is this handle's clock, used for lease expiry and event times.
+	// Handles with different clocks model skewed processes. Default time.Now.
+	Now func() time.Time
+	// MaxEventBytes limits an encoded event. Default events.DefaultMaxEventBytes.
+	MaxEventBytes int
+	// Fault, if set, is asked before each append, post and lease write.
+	// op is "post", "append" or "lease"; subject is the written subject.
+	Fault func(op, subject string) Fault
+}
+
+type record struct {
+	seq     uint64
+	subject string
+	hdr     events.Header
+	data    []byte
+	stored  time.Time
+}
+
+type lease struct {
+	value   *eventspb.Lease
+	rev     uint64
+	deleted bool
+}
+
+// Log is an in-memory stream shared by any number of [Store] handles, as a
+// JetStream stream is shared by connections. It keeps everything forever.
+type Log struct {
+	mu       sync.Mutex // protects the fields below
+	recs     []record
+	last     map[string]uint64 // subject -> last seq
+	msgIDs   map[string]uint64 // Nats-Msg-Id -> seq
+	leases   map[string]*lease
+	leaseRev uint64
+	notify   chan struct{} // closed and replaced on every write
+	now      func() time.Time
+}
+
+// NewLog returns an empty log. Its clock stamps stored times.
+func NewLog() *Log {
+	return &Log{
+		last:   make(map[string]uint64),
+		msgIDs: make(map[string]uint64),
+		leases: make(map[string]*lease),
+		notify: make(chan struct{}),
+		now:    time.Now,
+	}
+}
+
+// Store is a handle on a [Log] with its own clock and faults. It implements
+// [events.Store] with the same fence semantics as the JetStream store.
+type Store struct {
+	log *Log
+	cfg Config
+}
+
+var _ events.Store = (*Store)(nil)
+
+// Open returns a handle on l.
+func (l *Log) Open(cfg Config) *Store {
+	if cfg.Now == nil {
+		cfg.Now = time.Now
+	}
+	if cfg.MaxEventBytes <= 0 {
+		cfg.MaxEventBytes = events.DefaultMaxEventBytes
+	}
+	return &Store{log: l, cfg: cfg}
+}
+
+// New returns a handle on a fresh log.
+func New(cfg Config) *Store { return NewLog().Open(cfg) }
+
+// Log returns the log the handle writes to.
+func (s *Store) Log() *Log { return s.log }
+
+// PublishRaw appends data to subject with no checks, as a buggy or forged
+// writer would, and returns its sequence.
+func (l *Log) PublishRaw(subject string, h events.Header, data []byte) uint64 {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	return l.appendLocked(subject, h, data)
+}
+
+// Len returns the number of records in the log.
+func (l *Log) Len() int {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	return len(l.recs)
+}
+
+func (l *Log) appendLocked(subject string, h events.Header, data []byte) uint64 {
+	seq := uint64(len(l.recs)) + 1
+	l.recs = append(l.recs, record{seq: seq, subject: subject, hdr: h, data: data, stored: l.now()})
+	l.last[subject] = seq
+	if id := h.Get(events.HeaderMsgID); id != "" {
+		l.msgIDs[id] = seq
+	}
+	close(l.notify)
+	l.notify = make(chan struct{})
+	return seq
+}
+
+func (s *Store) fault(op, subject string) Fault {
+	if s.cfg.Fault == nil {
+		return NoFault
+	}
+	return s.cfg.Fault(op, subject)
+}
+
+func unavailable(op string, f Fault) error {
+	if f == LoseAck {
+		return fmt.Errorf("%w: memstore: %s ack lost (injected); outcome unknown", events.ErrUnavailable, op)
+	}
+	return fmt.Errorf("%w: memstore: %s failed (injected); nothing written", events.ErrUnavailable, op)
+}
+
+// Post implements [events.Poster].
+func (s *Store) Post(ctx context.Context, thread string, m *eventspb.MessagePosted) (events.Ack, error) {
+	if err := events.ValidateThreadID(thread); err != nil {
+		return events.Ack{}, err
+	}
+	if err := ctx.Err(); err != nil {
+		return events.Ack{}, err
+	}
+	m = proto.Clone(m).(*eventspb.MessagePosted)
+	if m.MessageId == "" {
+		m.MessageId = newID()
+	}
+	ev := &eventspb.Event{Thread: thread, Time: timestamppb.New(s.cfg.Now()), Body: &eventspb.Event_MessagePosted{MessagePosted: m}}
+	data, h, err := s.encode(ev)
+	if err != nil {
+		return events.Ack{}, err
+	}
+	h[events.HeaderMsgID] = []string{thread + ":" + m.MessageId}
+	return s.write("post", s.cfg.Subjects.Thread(thread, events.KindPosted), h, data, "", 0)
+}
+
+// Append implements [events.Appender].
+func (s *Store) Append(ctx context.Context, ev *eventspb.Event, chk events.Check, opts ...events.AppendOption) (events.Ack, error) {
+	o, err := events.CheckAppend(ev, chk, opts)
+	if err != nil {
+		return events.Ack{}, err
+	}
+	if err := ctx.Err(); err != nil {
+		return events.Ack{}, err
+	}
+	if ev.Time == nil {
+		ev = proto.Clone(ev).(*eventspb.Event)
+		ev.Time = timestamppb.New(s.cfg.Now())
+	}
+	data, h, err := s.encode(ev)
+	if err != nil {
+		return events.Ack{}, err
+	}
+	id := o.MsgID
+	if id == "" {
+		id = ev.GetThread() + ":" + newID()
+	}
+	h[events.HeaderMsgID] = []string{id}
+	subject := s.cfg.Subjects.Thread(ev.GetThread(), events.TypeOf(ev).Kind())
+	var checkSubj string
+	switch chk.Mode {
+	case events.CheckSubject:
+		checkSubj = subject
+		h[events.HeaderExpectSeq] = []string{fmt.Sprint(chk.Seq)}
+	case events.CheckFence:
+		checkSubj = s.cfg.Subjects.Thread(ev.GetThread(), events.KindClaim)
+		h[events.HeaderExpectSeq] = []string{fmt.Sprint(chk.Seq)}
+		h[events.HeaderExpectSubj] = []string{checkSubj}
+	}
+	ack, err := s.write("append", subject, h, data, checkSubj, chk.Seq)
+	if err != nil && checkSubj != "" && isRefusal(err) && chk.Mode == events.CheckFence {
+		return ack, fmt.Errorf("%w: %w", err, events.ErrThreadBusy)
+	}
+	if err != nil && isRefusal(err) {
+		return ack, fmt.Errorf("%w: %w", err, events.ErrConflict)
+	}
+	return ack, err
+}
+
+// errWrongLast mirrors JetStream's 10071: the check failed, nothing written.
+type errWrongLast struct {
+	subject   string
+	want, got uint64
+}
+
+func (e *errWrongLast) Error() string {
+	return fmt.Sprintf("memstore: wrong last sequence on %s: %d (expected %d)", e.subject, e.got, e.want)
+}
+
+func isRefusal(err error) bool {
+	_, ok := err.(*errWrongLast)
+	return ok
+}
+
+func (s *Store) write(op, subject string, h events.Header, data []byte, checkSubj string, want uint64) (events.Ack, error) {
+	f := s.fault(op, subject)
+	if f == FailBefore {
+		return events.Ack{}, unavailable(op, f)
+	}
+	l := s.log
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	// A message id already stored means the write landed before; the check
+	// it carried then held, so this is the same write, not a new one.
+	if seq, ok := l.msgIDs[h.Get(events.HeaderMsgID)]; ok {
+		return events.Ack{Seq: seq, Duplicate: true}, nil
+	}
+	if checkSubj != "" {
+		if got := l.last[checkSubj]; got != want {
+			return events.Ack{}, &errWrongLast{subject: checkSubj, want: want, got: got}
+		}
+	}
+	seq := l.appendLocked(subject, h, data)
+	if f == LoseAck {
+		return events.Ack{}, unavailable(op, f)
+	}
+	return events.Ack{Seq: seq}, nil
+}
+
+func (s *Store) encode(ev *eventspb.Event) ([]byte, events.Header, error) {
+	data, h, err := events.Encode(ev)
+	if err != nil {
+		return nil, nil, err
+	}
+	if len(data) > s.cfg.MaxEventBytes {
+		return nil, nil, fmt.Errorf("%w: %s event of %d bytes exceeds the %d-byte limit", events.ErrTooLarge, events.TypeOf(ev), len(data), s.cfg.MaxEventBytes)
+	}
+	return data, h, nil
+}
+
+// Load implements [events.Reader].
+func (s *Store) Load(ctx context.Context, thread string, from uint64) ([]events.Envelope, error) {
+	if err := events.ValidateThreadID(thread); err != nil {
+		return nil, err
+	}
+	if err := ctx.Err(); err != nil {
+		return nil, err
+	}
+	filter := s.cfg.Subjects.ThreadAll(thread)
+	l := s.log
+	l.mu.Lock()
+	recs := l.recs
+	l.mu.Unlock()
+	var out []events.Envelope
+	if from == 0 {
+		from = 1
+	}
+	for i := from - 1; i < uint64(len(recs)); i++ {
+		if r := recs[i]; subjectMatch(filter, r.subject) {
+			out = append(out, s.decode(r))
+		}
+	}
+	return out, nil
+}
+
+func (s *Store) decode(r record) events.Envelope {
+	return events.Decode(s.cfg.Subjects, r.subject, r.seq, r.stored, r.hdr, r.data)
+}
+
+// LastSeq implements [events.Reader].
+func (s *Store) LastSeq(ctx context.Context, thread string, k events.Kind) (uint64, error) {
+	if err := events.ValidateThreadID(thread); err != nil {
+		return 0, err
+	}
+	if err := ctx.Err(); err != nil {
+		return 0, err
+	}
+	s.log.mu.Lock()
+	defer s.log.mu.Unlock()
+	return s.log.last[s.cfg.Subjects.Thread(thread, k)], nil
+}
+
+// Threads implements [events.Reader].
+func (s *Store) Threads(ctx context.Context) ([]string, error) {
+	if err := ctx.Err(); err != nil {
+		return nil, err
+	}
+	s.log.mu.Lock()
+	defer s.log.mu.Unlock()
+	var out []string
+	for subj := range s.log.last {
+		if t, k, ok := s.cfg.Subjects.Parse(subj); ok && k == events.KindPosted {
+			out = append(out, t)
+		}
+	}
+	slices.Sort(out)
+	return out, nil
+}
+
+// Tail implements [events.Reader].
+func (s *Store) Tail(ctx context.Context, filter string, from uint64) (events.Tail, error) {
+	if err := ctx.Err(); err != nil {
+		return nil, err
+	}
+	s.log.mu.Lock()
+	next := from
+	if next == 0 {
+		next = uint64(len(s.log.recs)) + 1
+	}
+	s.log.mu.Unlock()
+	return &tail{s: s, filter: filter, next: next, stop: make(chan struct{})}, nil
+}
+
+type tail struct {
+	s        *Store
+	filter   string
+	next     uint64
+	stopOnce sync.Once
+	stop     chan struct{}
+}
+
+func (t *tail) Next(ctx context.Context) (events.Envelope, error) {
+	l := t.s.log
+	for {
+		l.mu.Lock()
+		for t.next <= uint64(len(l.recs)) {
+			r := l.recs[t.next-1]
+			t.next++
+			if subjectMatch(t.filter, r.subject) {
+				l.mu.Unlock()
+				return t.s.decode(r), nil
+			}
+		}
+		wait := l.notify
+		l.mu.Unlock()
+		select {
+		case <-wait:
+		case <-t.stop:
+			return events.Envelope{}, events.ErrClosed
+		case <-ctx.Done():
+			return events.Envelope{}, ctx.Err()
+		}
+	}
+}
+
+func (t *tail) Stop() { t.stopOnce.Do(func() { close(t.stop) }) }
+
+// Close implements [events.Store]. The log stays readable by other handles.
+func (s *Store) Close() error { return nil }
+
+// subjectMatch reports whether subject matches a NATS filter with * and >.
+func subjectMatch(filter, subject string) bool {
+	for {
+		ft, frest, fmore := strings.Cut(filter, ".")
+		st, srest, smore := strings.Cut(subject, ".")
+		switch {
+		case ft == ">":
+			return true
+		case ft != "*" && ft != st:
+			return false
+		case !fmore || !smore:
+			return fmore == smore
+		}
+		filter, subject = frest, srest
+	}
+}
