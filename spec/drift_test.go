@@ -1,0 +1,199 @@
+package spec
+
+import (
+	"os"
+	"reflect"
+	"regexp"
+	"slices"
+	"strconv"
+	"strings"
+	"testing"
+)
+
+// The drift tests hold the Go transcription to the .tla and .cfg files:
+// the same actions, invariants, variables and constants, so that a change
+// to one that is not made to the other fails here, not in a review.
+
+var (
+	blockComment = regexp.MustCompile(`(?s)\(\*.*?\*\)`)
+	lineComment  = regexp.MustCompile(`\\\*.*`)
+	definition   = regexp.MustCompile(`(?m)^([A-Za-z_]\w*)\s*(\([^)]*\))?\s*==`)
+	identifier   = regexp.MustCompile(`[A-Za-z_]\w*`)
+	varList      = regexp.MustCompile(`\bVARIABLES?\s+([A-Za-z_]\w*(?:\s*,\s*[A-Za-z_]\w*)*)`)
+)
+
+// readSpec returns a file of spec/ with its comments removed.
+func readSpec(t *testing.T, name string) string {
+	t.Helper()
+	b, err := os.ReadFile(name)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return lineComment.ReplaceAllString(blockComment.ReplaceAllString(string(b), ""), "")
+}
+
+// tlaActions returns the operators that Next's body uses, in order: the
+// disjuncts of Next.
+func tlaActions(t *testing.T, tla string) []string {
+	t.Helper()
+	defined := map[string]bool{}
+	for _, m := range definition.FindAllStringSubmatch(tla, -1) {
+		defined[m[1]] = true
+	}
+	start := regexp.MustCompile(`(?m)^Next\s*==`).FindStringIndex(tla)
+	if start == nil {
+		t.Fatal("no Next == in the .tla")
+	}
+	body := tla[start[1]:]
+	// The body ends where the next definition or a separator begins.
+	if end := regexp.MustCompile(`(?m)^(\S+\s*(\([^)]*\))?\s*==|-{4,}|={4,})`).FindStringIndex(body); end != nil {
+		body = body[:end[0]]
+	}
+	var names []string
+	for _, id := range identifier.FindAllString(body, -1) {
+		if defined[id] && !slices.Contains(names, id) {
+			names = append(names, id)
+		}
+	}
+	return names
+}
+
+// cfgSections splits a .cfg into its keyword sections, each a list of
+// the lines that follow the keyword (the rest of the keyword's line
+// included).
+func cfgSections(t *testing.T, cfg string) map[string][]string {
+	t.Helper()
+	keyword := regexp.MustCompile(`^(CONSTANTS?|INIT|NEXT|SPECIFICATION|INVARIANTS?|PROPERT(Y|IES)|CONSTRAINTS?|ACTION_CONSTRAINTS?|SYMMETRY|VIEW|ALIAS|POSTCONDITION|CHECK_DEADLOCK)\b(.*)$`)
+	sections := map[string][]string{}
+	cur := ""
+	for _, line := range strings.Split(cfg, "\n") {
+		line = strings.TrimSpace(line)
+		if m := keyword.FindStringSubmatch(line); m != nil {
+			cur = strings.TrimSuffix(m[1], "S")
+			if cur == "PROPERTIE" {
+				cur = "PROPERTY"
+			}
+			line = strings.TrimSpace(m[3])
+		}
+		if line != "" && cur != "" {
+			sections[cur] = append(sections[cur], line)
+		}
+	}
+	return sections
+}
+
+func cfgInvariants(t *testing.T, cfg string) []string {
+	t.Helper()
+	var names []string
+	for _, line := range cfgSections(t, cfg)["INVARIANT"] {
+		names = append(names, strings.Fields(line)...)
+	}
+	return names
+}
+
+func cfgConstants(t *testing.T, cfg string) map[string]string {
+	t.Helper()
+	consts := map[string]string{}
+	assign := regexp.MustCompile(`^([A-Za-z_]\w*)\s*(=|<-)\s*(.+)$`)
+	for _, line := range cfgSections(t, cfg)["CONSTANT"] {
+		m := assign.FindStringSubmatch(line)
+		if m == nil {
+			t.Fatalf("cfg constant line %q: not Name = Value", line)
+		}
+		consts[m[1]] = strings.TrimSpace(m[3])
+	}
+	return consts
+}
+
+// cfgConfig reads the constants of a .cfg as a [Config].
+func cfgConfig(t *testing.T, cfg string) Config {
+	t.Helper()
+	consts := cfgConstants(t, cfg)
+	num := func(name string) int {
+		t.Helper()
+		n, err := strconv.Atoi(consts[name])
+		if err != nil {
+			t.Fatalf("cfg %s = %q: %v", name, consts[name], err)
+		}
+		return n
+	}
+	procs := strings.Split(strings.Trim(consts["Procs"], "{} "), ",")
+	for i, p := range procs {
+		if got, want := strings.TrimSpace(p), procName(i); got != want {
+			t.Errorf("cfg Procs[%d] = %q, want %q as the Go model names it", i, got, want)
+		}
+	}
+	fence, ok := map[string]bool{"TRUE": true, "FALSE": false}[consts["FENCE"]]
+	if !ok {
+		t.Fatalf("cfg FENCE = %q, want TRUE or FALSE", consts["FENCE"])
+	}
+	if consts["NoProc"] != "NoProc" {
+		t.Errorf("cfg NoProc = %q, want the model value NoProc", consts["NoProc"])
+	}
+	return Config{Procs: len(procs), NumMsgs: num("NumMsgs"), MaxClaims: num("MaxClaims"), Fence: fence}
+}
+
+func TestDrift_tla_actionsAreNextDisjuncts(t *testing.T) {
+	m := model(t, true)
+	got := tlaActions(t, readSpec(t, "ThreadClaimLapse.tla"))
+	if want := m.ActionNames(); !slices.Equal(got, want) {
+		t.Errorf("Next's actions in the .tla = %v\nGo ActionNames = %v", got, want)
+	}
+}
+
+func TestDrift_tla_variablesAreStateFields(t *testing.T) {
+	m := varList.FindStringSubmatch(readSpec(t, "ThreadClaimLapse.tla"))
+	if m == nil {
+		t.Fatal("no VARIABLES in the .tla")
+	}
+	var got []string
+	for _, v := range strings.Split(m[1], ",") {
+		got = append(got, strings.TrimSpace(v))
+	}
+	var want []string
+	typ := reflect.TypeFor[ThreadState]()
+	for i := range typ.NumField() {
+		want = append(want, typ.Field(i).Name)
+	}
+	if !slices.Equal(got, want) {
+		t.Errorf("VARIABLES in the .tla = %v\nThreadState fields = %v", got, want)
+	}
+}
+
+func TestDrift_cfg_invariantsMatch(t *testing.T) {
+	tla := readSpec(t, "ThreadClaimLapse.tla")
+	want := model(t, true).InvariantNames()
+	for _, file := range []string{"ThreadClaimLapse.cfg", "ThreadClaimLapse_nofence.cfg"} {
+		got := cfgInvariants(t, readSpec(t, file))
+		if !slices.Equal(got, want) {
+			t.Errorf("%s INVARIANTS = %v\nGo InvariantNames = %v", file, got, want)
+		}
+		for _, name := range got {
+			if !regexp.MustCompile(`(?m)^` + regexp.QuoteMeta(name) + `\s*==`).MatchString(tla) {
+				t.Errorf("%s checks %s, which the .tla does not define", file, name)
+			}
+		}
+	}
+}
+
+func TestDrift_cfg_constantsMatchConfig(t *testing.T) {
+	fenced := cfgConfig(t, readSpec(t, "ThreadClaimLapse.cfg"))
+	if want := DefaultConfig(); fenced != want || !fenced.Fence {
+		t.Errorf("ThreadClaimLapse.cfg = %+v, want DefaultConfig %+v with FENCE = TRUE", fenced, want)
+	}
+	open := cfgConfig(t, readSpec(t, "ThreadClaimLapse_nofence.cfg"))
+	want := DefaultConfig()
+	want.Fence = false
+	if open != want {
+		t.Errorf("ThreadClaimLapse_nofence.cfg = %+v, want %+v (FENCE = FALSE)", open, want)
+	}
+}
+
+// The parsers must see a rename, or the drift tests above prove nothing.
+func TestDrift_tla_renameIsSeen(t *testing.T) {
+	tla := strings.ReplaceAll(readSpec(t, "ThreadClaimLapse.tla"), "ReplyFenced", "AnswerFenced")
+	got := tlaActions(t, tla)
+	if slices.Contains(got, "ReplyFenced") || !slices.Contains(got, "AnswerFenced") {
+		t.Errorf("actions after a rename = %v", got)
+	}
+}
