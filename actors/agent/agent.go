@@ -1,0 +1,59 @@
+// Package agent defines the interface an artifactr agent implements, and the
+// built-in agents: echo (the default, deterministic) and exec (any program,
+// speaking JSON lines).
+package agent
+
+import (
+	"context"
+	"errors"
+)
+
+// Message is a thread message as an agent sees it.
+type Message struct {
+	Seq    uint64 `json:"seq"`
+	ID     string `json:"id"`
+	Author string `json:"author,omitempty"`
+	Text   string `json:"text"`
+}
+
+// Token is a run's fencing token. An agent passes it on to fence its own
+// external writes: a write carrying an older ClaimSeq than the newest one
+// seen for Thread comes from a zombie run.
+type Token struct {
+	Thread   string `json:"thread"`
+	ClaimSeq uint64 `json:"claim_seq"`
+	RunID    string `json:"run_id"`
+}
+
+// Turn is one run as its agent sees it. Its methods are safe to call from the
+// run's goroutine; they fail once the run's context is done.
+type Turn interface {
+	// Token returns the run's fencing token.
+	Token() Token
+	// Prompt returns the message the run consumed.
+	Prompt() Message
+	// History returns the thread's messages before the prompt, oldest first.
+	History() []Message
+	// Emit records text as run output.
+	Emit(ctx context.Context, text string) error
+	// Ask opens a request and blocks until a later message answers it.
+	Ask(ctx context.Context, question string) (Message, error)
+	// Steering delivers messages posted while the run is active, if the
+	// agent is Steerable. The channel is never closed.
+	Steering() <-chan Message
+}
+
+// Agent executes turns.
+type Agent interface {
+	// Name names the agent in run_started events.
+	Name() string
+	// Steerable reports whether the agent takes steering. If not, messages
+	// posted during a run wait for the next run.
+	Steerable() bool
+	// Run executes one turn and returns its final output. An error makes
+	// the run fail with the error as its reason.
+	Run(ctx context.Context, t Turn) (string, error)
+}
+
+// ErrRunEnded is returned by Turn methods once the run is over.
+var ErrRunEnded = errors.New("agent: run ended")

@@ -1,0 +1,347 @@
+package thread_test
+
+import (
+	"context"
+	"errors"
+	"os/exec"
+	"strings"
+	"testing"
+	"time"
+
+	"artifactr/actors/thread"
+	"artifactr/events"
+	"artifactr/events/eventspb"
+	"artifactr/events/eventstest"
+	"artifactr/events/memstore"
+)
+
+// driver carries out a core's Readys against a memstore in one goroutine,
+// as the actor shell does, and records the effects.
+type driver struct {
+	t       *testing.T
+	s       *memstore.Store
+	core    *thread.Core
+	thread  string
+	starts  []thread.StartRun
+	deliver []thread.Deliver
+	cancels []string
+	stopped bool
+	stopErr error
+	release bool
+	pending []thread.Input // inputs to feed after the current Ready
+	seen    uint64         // last sequence queued as Observed
+}
+
+func newDriver(t *testing.T, s *memstore.Store, th string, cfg thread.Config) *driver {
+	t.Helper()
+	c, hist, err := events.AcquireClaim(context.Background(), s, th, "h-"+th, eventstest.TTL, time.Now())
+	if err != nil {
+		t.Fatal(err)
+	}
+	d := &driver{t: t, s: s, thread: th, core: thread.New(cfg, c, hist)}
+	d.seen = d.core.View().LastSeq
+	d.exec(d.core.Start())
+	return d
+}
+
+// exec carries out rd, then feeds every resulting input until quiet.
+func (d *driver) exec(rd thread.Ready) {
+	d.t.Helper()
+	for {
+		d.cancels = append(d.cancels, rd.Cancel...)
+		d.starts = append(d.starts, rd.Start...)
+		d.deliver = append(d.deliver, rd.Deliver...)
+		if rd.Append != nil {
+			ev := rd.Append.Event
+			ack, err := d.s.Append(context.Background(), ev, rd.Append.Check, events.WithMsgID(rd.Append.MsgID))
+			d.pending = append(d.pending, thread.AppendDone{Ack: ack, Err: err})
+		}
+		if rd.Sync {
+			var last uint64
+			for _, k := range []events.Kind{events.KindPosted, events.KindClaim, events.KindRun} {
+				n, _ := d.s.LastSeq(context.Background(), d.thread, k)
+				last = max(last, n)
+			}
+			d.pending = append(d.pending, thread.Synced{LastSeq: last})
+		}
+		if rd.Stop {
+			d.stopped, d.stopErr, d.release = true, rd.StopErr, rd.Release
+		}
+		d.observeNew()
+		if len(d.pending) == 0 {
+			return
+		}
+		in := d.pending[0]
+		d.pending = d.pending[1:]
+		var err error
+		rd, err = d.core.Decide(in)
+		if err != nil {
+			d.t.Fatalf("decide %T: %v", in, err)
+		}
+	}
+}
+
+// observeNew queues the thread's events the core has not seen.
+func (d *driver) observeNew() {
+	envs, err := d.s.Load(context.Background(), d.thread, d.seen+1)
+	if err != nil {
+		d.t.Fatal(err)
+	}
+	for _, e := range envs {
+		d.seen = e.Seq
+		d.pending = append(d.pending, thread.Observed{Env: e})
+	}
+}
+
+func (d *driver) input(in thread.Input) {
+	d.t.Helper()
+	rd, err := d.core.Decide(in)
+	if err != nil {
+		d.t.Fatalf("decide %T: %v", in, err)
+	}
+	d.exec(rd)
+}
+
+func (d *driver) post(text string) uint64 {
+	d.t.Helper()
+	ack, err := d.s.Post(context.Background(), d.thread, &eventspb.MessagePosted{Text: text})
+	if err != nil {
+		d.t.Fatal(err)
+	}
+	d.exec(thread.Ready{})
+	return ack.Seq
+}
+
+func types(t *testing.T, s events.Store, th string) []string {
+	envs, err := s.Load(context.Background(), th, 1)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var out []string
+	for _, e := range envs {
+		out = append(out, string(e.Type))
+	}
+	return out
+}
+
+func wantTypes(t *testing.T, s events.Store, th string, want ...string) {
+	t.Helper()
+	if got := types(t, s, th); strings.Join(got, " ") != strings.Join(want, " ") {
+		t.Fatalf("log:\n got %v\nwant %v", got, want)
+	}
+}
+
+func TestCore_Decide_runLifecycle(t *testing.T) {
+	s := memstore.New(memstore.Config{})
+	th := "life"
+	m := mustPost(t, s, th, "hello")
+	d := newDriver(t, s, th, thread.Config{Agent: "echo"})
+	if len(d.starts) != 1 || d.starts[0].Prompt.Seq != m || d.starts[0].Prompt.Text != "hello" {
+		t.Fatalf("starts %+v, want one run on %d", d.starts, m)
+	}
+	run := d.starts[0].RunID
+	if d.starts[0].Token.ClaimSeq != d.core.Claim().Seq {
+		t.Fatalf("token %+v lacks the claim seq %d", d.starts[0].Token, d.core.Claim().Seq)
+	}
+	d.input(thread.RunOutput{RunID: run, Text: "partial"})
+	d.input(thread.RunFinished{RunID: run, Output: "done"})
+	wantTypes(t, s, th, "message_posted", "thread_claimed", "run_started", "run_output", "run_completed")
+	if v := d.core.View(); v.ActiveRun != nil || len(v.Pending()) != 0 {
+		t.Fatalf("view after run: active %v pending %d", v.ActiveRun, len(v.Pending()))
+	}
+	// Messages are consumed oldest first, one run at a time.
+	a, b := d.post("a"), d.post("b")
+	if len(d.starts) != 2 || d.starts[1].Prompt.Seq != a {
+		t.Fatalf("second run on %+v, want %d", d.starts[1:], a)
+	}
+	d.input(thread.RunFinished{RunID: d.starts[1].RunID, Err: errors.New("boom")})
+	if len(d.starts) != 3 || d.starts[2].Prompt.Seq != b {
+		t.Fatalf("third run on %+v, want %d", d.starts[2:], b)
+	}
+	wantTypes(t, s, th, "message_posted", "thread_claimed", "run_started", "run_output", "run_completed",
+		"message_posted", "run_started", "message_posted", "run_failed", "run_started")
+}
+
+func mustPost(t *testing.T, s events.Store, th, text string) uint64 {
+	t.Helper()
+	ack, err := s.Post(context.Background(), th, &eventspb.MessagePosted{Text: text})
+	if err != nil {
+		t.Fatal(err)
+	}
+	return ack.Seq
+}
+
+func TestCore_Decide_takeoverAbandons(t *testing.T) {
+	clock := eventstest.NewClock(0)
+	log := memstore.NewLog()
+	a := log.Open(memstore.Config{Now: clock.Now})
+	th := "takeover"
+	mustPost(t, a, th, "one")
+	mustPost(t, a, th, "two")
+	d1 := newDriver(t, a, th, thread.Config{Agent: "echo"})
+	if len(d1.starts) != 1 {
+		t.Fatal("first holder started no run")
+	}
+	clock.Advance(2 * eventstest.TTL)
+	d2 := newDriver(t, log.Open(memstore.Config{Now: clock.Now}), th, thread.Config{Agent: "echo"})
+	wantTypes(t, a, th, "message_posted", "message_posted", "thread_claimed", "run_started",
+		"thread_claimed", "run_abandoned", "run_started")
+	if len(d2.starts) != 1 || d2.starts[0].Prompt.Text != "two" {
+		t.Fatalf("new holder's runs %+v, want one on the second message", d2.starts)
+	}
+	// The old holder's run end is refused; it learns it lost the claim.
+	d1.input(thread.RunFinished{RunID: d1.starts[0].RunID, Output: "late"})
+	if !d1.stopped || !errors.Is(d1.stopErr, events.ErrThreadBusy) {
+		t.Fatalf("old holder: stopped=%v err=%v, want stopped with ErrThreadBusy", d1.stopped, d1.stopErr)
+	}
+	if n := strings.Count(strings.Join(types(t, a, th), " "), "run_completed"); n != 0 {
+		t.Fatalf("%d run_completed written by the old holder", n)
+	}
+}
+
+// Spec: StartFenced. I4: a refused start consumes nothing and stops.
+func TestCore_Decide_refusedStartStops(t *testing.T) {
+	clock := eventstest.NewClock(0)
+	log := memstore.NewLog()
+	a := log.Open(memstore.Config{Now: clock.Now})
+	th := "refused"
+	c, hist, err := events.AcquireClaim(context.Background(), a, th, "A", eventstest.TTL, clock.Now())
+	if err != nil {
+		t.Fatal(err)
+	}
+	core := thread.New(thread.Config{Agent: "echo"}, c, hist)
+	mustPost(t, a, th, "m")
+	envs, _ := a.Load(context.Background(), th, core.View().LastSeq+1)
+	rd, _ := core.Decide(thread.Observed{Env: envs[0]})
+	if rd.Append == nil || events.TypeOf(rd.Append.Event) != events.TypeRunStarted || rd.Append.Check.Mode != events.CheckFence {
+		t.Fatalf("ready %+v, want a fenced run_started", rd)
+	}
+	// Another claim lands before the append.
+	clock.Advance(2 * eventstest.TTL)
+	if _, _, err := events.AcquireClaim(context.Background(), log.Open(memstore.Config{Now: clock.Now}), th, "B", eventstest.TTL, clock.Now()); err != nil {
+		t.Fatal(err)
+	}
+	_, err = a.Append(context.Background(), rd.Append.Event, rd.Append.Check)
+	rd, _ = core.Decide(thread.AppendDone{Err: err})
+	if !rd.Stop || !errors.Is(rd.StopErr, events.ErrThreadBusy) || len(rd.Start) != 0 {
+		t.Fatalf("ready after refusal %+v, want stop with ErrThreadBusy and no run", rd)
+	}
+	if rd, _ := core.Decide(thread.Tick{}); !rd.Empty() {
+		t.Fatalf("a stopped core still acts: %+v", rd)
+	}
+}
+
+func TestCore_Decide_requestAnswered(t *testing.T) {
+	s := memstore.New(memstore.Config{})
+	th := "ask"
+	mustPost(t, s, th, "ask: name?")
+	d := newDriver(t, s, th, thread.Config{Agent: "echo"})
+	run := d.starts[0].RunID
+	d.input(thread.RunAsked{RunID: run, RequestID: run + "/q1", Question: "name?"})
+	ans := d.post("bob")
+	if len(d.deliver) != 1 || d.deliver[0].RequestID != run+"/q1" || d.deliver[0].Message.Seq != ans {
+		t.Fatalf("deliveries %+v, want the answer %d to %s/q1", d.deliver, ans, run)
+	}
+	d.input(thread.RunFinished{RunID: run, Output: "hi bob"})
+	wantTypes(t, s, th, "message_posted", "thread_claimed", "run_started", "request_opened",
+		"message_posted", "answer_given", "run_completed")
+}
+
+func TestCore_Decide_steering(t *testing.T) {
+	for _, steer := range []bool{true, false} {
+		s := memstore.New(memstore.Config{})
+		th := "steer"
+		mustPost(t, s, th, "go")
+		d := newDriver(t, s, th, thread.Config{Agent: "echo", Steerable: steer})
+		run := d.starts[0].RunID
+		m := d.post("left")
+		if steer {
+			if len(d.deliver) != 1 || d.deliver[0].RequestID != "" || d.deliver[0].Message.Seq != m {
+				t.Fatalf("steerable: deliveries %+v, want steering %d", d.deliver, m)
+			}
+			continue
+		}
+		if len(d.deliver) != 0 {
+			t.Fatalf("not steerable: deliveries %+v, want none", d.deliver)
+		}
+		d.input(thread.RunFinished{RunID: run})
+		if len(d.starts) != 2 || d.starts[1].Prompt.Seq != m {
+			t.Fatalf("not steerable: the message should prompt the next run, starts %+v", d.starts)
+		}
+	}
+}
+
+func TestCore_Decide_conflictResyncs(t *testing.T) {
+	log := memstore.NewLog()
+	s := log.Open(memstore.Config{})
+	th := "conflict"
+	mustPost(t, s, th, "go")
+	d := newDriver(t, s, th, thread.Config{Agent: "echo"})
+	run := d.starts[0].RunID
+	// A forged write moves the run subject under the holder.
+	log.PublishRaw("threads."+th+".run", nil, []byte("junk"))
+	d.input(thread.RunFinished{RunID: run, Output: "ok"})
+	wantTypes(t, s, th, "message_posted", "thread_claimed", "run_started", "", "run_completed")
+	if d.stopped {
+		t.Fatalf("holder stopped on a conflict it could retry: %v", d.stopErr)
+	}
+}
+
+func TestCore_Decide_idleRelease(t *testing.T) {
+	s := memstore.New(memstore.Config{})
+	th := "idle"
+	mustPost(t, s, th, "go")
+	d := newDriver(t, s, th, thread.Config{Agent: "echo", IdleTicks: 2})
+	d.input(thread.Tick{})
+	d.input(thread.Tick{})
+	if d.stopped {
+		t.Fatal("released with a run active")
+	}
+	d.input(thread.RunFinished{RunID: d.starts[0].RunID})
+	d.input(thread.Tick{})
+	d.input(thread.Tick{})
+	if !d.stopped || !d.release {
+		t.Fatalf("idle: stopped=%v release=%v, want both", d.stopped, d.release)
+	}
+}
+
+func TestCore_Decide_shutdownCancelsAndRecords(t *testing.T) {
+	s := memstore.New(memstore.Config{})
+	th := "shutdown"
+	mustPost(t, s, th, "go")
+	mustPost(t, s, th, "later")
+	d := newDriver(t, s, th, thread.Config{Agent: "echo"})
+	run := d.starts[0].RunID
+	d.input(thread.Shutdown{})
+	if len(d.cancels) != 1 || d.cancels[0] != run {
+		t.Fatalf("cancels %v, want %s", d.cancels, run)
+	}
+	d.input(thread.RunFinished{RunID: run, Err: context.Canceled})
+	if !d.stopped || !d.release || len(d.starts) != 1 {
+		t.Fatalf("shutdown: stopped=%v release=%v starts=%d; want a release and no new run", d.stopped, d.release, len(d.starts))
+	}
+	wantTypes(t, s, th, "message_posted", "message_posted", "thread_claimed", "run_started", "run_failed")
+}
+
+func TestCore_Decide_rejectsForeignRun(t *testing.T) {
+	s := memstore.New(memstore.Config{})
+	d := newDriver(t, s, "reject", thread.Config{})
+	_, err := d.core.Decide(thread.RunOutput{RunID: "nope", Text: "x"})
+	var rej *thread.RejectError
+	if !errors.As(err, &rej) {
+		t.Fatalf("output of an unknown run: %v, want *RejectError", err)
+	}
+}
+
+// The core is pure: it imports neither nats.go nor protoactor.
+func TestCore_deps_pure(t *testing.T) {
+	out, err := exec.Command("go", "list", "-deps", "artifactr/actors/thread").CombinedOutput()
+	if err != nil {
+		t.Fatalf("go list: %v\n%s", err, out)
+	}
+	for _, bad := range []string{"github.com/nats-io/", "github.com/asynkron/protoactor-go"} {
+		if strings.Contains(string(out), bad) {
+			t.Fatalf("actors/thread depends on %s", bad)
+		}
+	}
+}

@@ -1,0 +1,79 @@
+package thread
+
+import (
+	"artifactr/actors/agent"
+	"artifactr/events"
+)
+
+// Input is something that happened to a thread's holder. The shell turns
+// every I/O result, run report and timer into an Input for [Core.Decide].
+type Input interface{ isInput() }
+
+// Observed is an event read from the thread's ordered tail. The core's view
+// follows the log only through Observed, so it never applies an event the
+// log does not hold.
+type Observed struct{ Env events.Envelope }
+
+// AppendDone is the result of the append the last Ready asked for.
+type AppendDone struct {
+	Ack events.Ack
+	Err error
+}
+
+// Synced reports the thread's last stream sequence, read after a Ready with
+// Sync set, so the core waits for its view to catch up before planning.
+type Synced struct{ LastSeq uint64 }
+
+// RunOutput is text a run emitted.
+type RunOutput struct{ RunID, Text string }
+
+// RunAsked is a request a run opened; the shell names it.
+type RunAsked struct{ RunID, RequestID, Question string }
+
+// RunFinished is the end of a run's goroutine: Err nil means completed.
+type RunFinished struct {
+	RunID  string
+	Output string
+	Err    error
+}
+
+// LeaseLost says the lease could not be renewed: another holder has it.
+type LeaseLost struct{ Err error }
+
+// Tick is one idle-timer interval.
+type Tick struct{}
+
+// Drain asks the holder to stop taking messages, let its run finish, record
+// its end and release the claim.
+type Drain struct{}
+
+// Shutdown asks the holder to stop taking messages, cancel its run, record
+// the run's end and release the claim.
+type Shutdown struct{}
+
+func (Observed) isInput()    {}
+func (AppendDone) isInput()  {}
+func (Synced) isInput()      {}
+func (RunOutput) isInput()   {}
+func (RunAsked) isInput()    {}
+func (RunFinished) isInput() {}
+func (LeaseLost) isInput()   {}
+func (Tick) isInput()        {}
+func (Shutdown) isInput()    {}
+func (Drain) isInput()       {}
+
+// StartRun asks the shell to execute a run whose run_started the log holds.
+type StartRun struct {
+	RunID   string
+	Token   agent.Token
+	Prompt  agent.Message
+	History []agent.Message
+}
+
+// Deliver hands a consumed message to a running run: an answer to its
+// request (RequestID set) or steering.
+type Deliver struct {
+	RunID     string
+	RequestID string
+	Message   agent.Message
+}
