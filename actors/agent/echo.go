@@ -1,0 +1,110 @@
+package agent
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"strings"
+	"time"
+)
+
+// Echo is the default agent. It is deterministic so that demos and tests can
+// predict every event a run writes. The zero value echoes at once and takes
+// no steering.
+//
+// Prompts it understands:
+//
+//	hello            -> "echo: hello"
+//	ask: your name?  -> asks "your name?", then "echo: your name? -> <answer>"
+//	fail: disk full  -> fails with reason "disk full"
+//
+// It emits its output before waiting Delay, so a run kept active by Delay has
+// already shown output. If Steer is set, each steering message received
+// before the wait ends adds " (steered: <text>)" to the returned output.
+type Echo struct {
+	// Delay keeps the run active before it ends, so tests can act on an
+	// active run (steer it, cancel it, lose its claim).
+	Delay time.Duration
+	// Steer makes the agent Steerable.
+	Steer bool
+}
+
+// Name returns "echo".
+func (Echo) Name() string { return "echo" }
+
+// Steerable reports e.Steer.
+func (e Echo) Steerable() bool { return e.Steer }
+
+// Run answers the prompt as described on [Echo].
+func (e Echo) Run(ctx context.Context, t Turn) (string, error) {
+	text := t.Prompt().Text
+	if reason, ok := strings.CutPrefix(text, "fail:"); ok {
+		if _, err := e.wait(ctx, t); err != nil {
+			return "", err
+		}
+		return "", failure(reason)
+	}
+	out := "echo: " + text
+	if q, ok := strings.CutPrefix(text, "ask:"); ok {
+		q = strings.TrimSpace(q)
+		answer, err := t.Ask(ctx, q)
+		if err != nil {
+			return "", fmt.Errorf("echo: ask: %w", err)
+		}
+		out = "echo: " + q + " -> " + answer.Text
+	}
+	if err := t.Emit(ctx, out); err != nil {
+		return "", fmt.Errorf("echo: emit: %w", err)
+	}
+	steered, err := e.wait(ctx, t)
+	if err != nil {
+		return "", err
+	}
+	return out + steered, nil
+}
+
+// failure is the error for a "fail:" prompt. Its message is the reason
+// alone, unprefixed, so the run_failed reason is exactly what was typed.
+func failure(reason string) error {
+	reason = strings.TrimSpace(reason)
+	if reason == "" {
+		reason = "failed on request"
+	}
+	return errors.New(reason)
+}
+
+// wait waits Delay, or until ctx is done, and returns the steering suffix.
+// Steering that is already queued is taken even when Delay is zero.
+func (e Echo) wait(ctx context.Context, t Turn) (string, error) {
+	var steer <-chan Message
+	if e.Steer {
+		steer = t.Steering()
+	}
+	var suffix strings.Builder
+	timer := time.NewTimer(e.Delay)
+	defer timer.Stop()
+	for {
+		select {
+		case <-ctx.Done():
+			return "", fmt.Errorf("echo: %w", context.Cause(ctx))
+		case m := <-steer:
+			suffix.WriteString(" (steered: " + m.Text + ")")
+		case <-timer.C:
+			return suffix.String() + drain(steer), nil
+		}
+	}
+}
+
+// drain takes the steering already queued without blocking, so steering that
+// raced the end of the delay is still acknowledged.
+func drain(steer <-chan Message) string {
+	var suffix strings.Builder
+	for {
+		select {
+		case m := <-steer:
+			suffix.WriteString(" (steered: " + m.Text + ")")
+		default:
+			return suffix.String()
+		}
+	}
+}

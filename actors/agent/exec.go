@@ -1,0 +1,437 @@
+package agent
+
+import (
+	"bufio"
+	"bytes"
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"os"
+	"os/exec"
+	"strconv"
+	"strings"
+	"time"
+)
+
+// DefaultExecTimeout bounds a turn of an [Exec] agent whose Timeout is zero.
+const DefaultExecTimeout = 60 * time.Second
+
+// Limits of the exec protocol. They are set explicitly so a misbehaving
+// program costs bounded memory.
+const (
+	maxLineBytes    = 1 << 20 // longest accepted stdout line
+	stderrTailBytes = 4 << 10 // stderr kept for failure reasons
+	quoteBytes      = 120     // bad line quoted in an error
+	waitDelay       = time.Second
+)
+
+// Seams for tests: how long a program may take to exit after done, and how
+// long stdout may stay open after the program exited (a grandchild may hold
+// it).
+var (
+	doneGrace = 2 * time.Second
+	exitDrain = time.Second
+	nowFunc   = time.Now
+)
+
+// Exec runs one program per turn and talks to it in JSON lines, so agents can
+// be written in any language. The protocol is in the package doc and in
+// PROTOCOL.md.
+//
+// The program runs in its own process group; on every failure the whole
+// group is killed and the program is reaped before Run returns.
+type Exec struct {
+	// Path is the program to run; it is looked up in PATH if it has no
+	// slash.
+	Path string
+	// Args are the program's arguments, without the program name.
+	Args []string
+	// Timeout bounds the turn; zero means [DefaultExecTimeout]. Time spent
+	// waiting in [Turn.Ask] is not counted, because answers may come from
+	// people.
+	Timeout time.Duration
+	// Steer makes the agent Steerable: steering messages are written to the
+	// program's stdin as they arrive.
+	Steer bool
+	// Env holds KEY=value pairs added to artifactr's own environment.
+	Env []string
+	// Dir is the program's working directory; empty means artifactr's.
+	Dir string
+}
+
+// Name returns "exec".
+func (Exec) Name() string { return "exec" }
+
+// Steerable reports e.Steer.
+func (e Exec) Steerable() bool { return e.Steer }
+
+// Run starts the program, converses with it until it sends done or error,
+// and stops it. Every error starts with "exec: " and, if the program wrote to
+// stderr, ends with "; stderr: <last 4 KiB>".
+func (e Exec) Run(ctx context.Context, t Turn) (string, error) {
+	if e.Path == "" {
+		return "", errors.New("exec: no program path")
+	}
+	timeout := e.Timeout
+	if timeout <= 0 {
+		timeout = DefaultExecTimeout
+	}
+	p, err := e.start(ctx)
+	if err != nil {
+		return "", err
+	}
+	out, err := p.converse(ctx, t, timeout)
+	p.stop(err == nil)
+	if err != nil {
+		return "", p.withStderr(err)
+	}
+	return out, nil
+}
+
+// Lines artifactr writes to the program.
+type (
+	turnLine struct {
+		Type    string    `json:"type"` // "turn"
+		Token   Token     `json:"token"`
+		Prompt  Message   `json:"prompt"`
+		History []Message `json:"history"`
+	}
+	answerLine struct {
+		Type      string  `json:"type"` // "answer"
+		RequestID string  `json:"request_id"`
+		Message   Message `json:"message"`
+	}
+	steeringLine struct {
+		Type    string  `json:"type"` // "steering"
+		Message Message `json:"message"`
+	}
+)
+
+// programLine is any line the program writes; Type says which fields count.
+type programLine struct {
+	Type      string `json:"type"`
+	Text      string `json:"text"`       // output
+	Question  string `json:"question"`   // ask
+	RequestID string `json:"request_id"` // ask, optional
+	Output    string `json:"output"`     // done
+	Reason    string `json:"reason"`     // error
+}
+
+// lineEvent is one stdout line, or the error that ended reading.
+type lineEvent struct {
+	n    int // 1-based line number
+	line []byte
+	err  error
+}
+
+// process is one running program. Only the Run goroutine touches its fields,
+// except stderr (written by os/exec) and the channels.
+type process struct {
+	cmd    *exec.Cmd
+	cancel context.CancelFunc // kills the process group
+	stdin  *os.File           // write end
+	stdout *os.File           // read end
+	stderr *tailBuffer
+	lines  chan lineEvent // closed by readLines at EOF
+	quit   chan struct{}  // closed by stop to end readLines
+	read   chan struct{}  // closed when readLines returns
+	waitc  chan error     // receives cmd.Wait's result once
+	exited bool           // cmd.Wait has returned
+	status error          // cmd.Wait's result
+	steer  bool           // forward steering (Exec.Steer)
+	asks   int            // asks so far, for default request ids
+}
+
+func (e Exec) start(ctx context.Context) (*process, error) {
+	pctx, cancel := context.WithCancel(ctx)
+	cmd := exec.CommandContext(pctx, e.Path, e.Args...)
+	cmd.Dir = e.Dir
+	if len(e.Env) > 0 {
+		cmd.Env = append(os.Environ(), e.Env...)
+	}
+	cmd.WaitDelay = waitDelay
+	setProcessGroup(cmd)
+	// Our own pipes, not StdinPipe/StdoutPipe: their write deadlines bound
+	// writes to a program that stopped reading, and Wait may run while we
+	// still read.
+	inR, inW, err := os.Pipe()
+	if err != nil {
+		cancel()
+		return nil, fmt.Errorf("exec: pipe: %w", err)
+	}
+	outR, outW, err := os.Pipe()
+	if err != nil {
+		cancel()
+		closeAll(inR, inW)
+		return nil, fmt.Errorf("exec: pipe: %w", err)
+	}
+	stderr := &tailBuffer{max: stderrTailBytes}
+	cmd.Stdin, cmd.Stdout, cmd.Stderr = inR, outW, stderr
+	err = cmd.Start()
+	closeAll(inR, outW) // the child holds its own copies
+	if err != nil {
+		cancel()
+		closeAll(inW, outR)
+		return nil, fmt.Errorf("exec: start %s: %w", e.Path, err)
+	}
+	// A cancelled run must not stay blocked writing to a stuck program.
+	context.AfterFunc(pctx, func() { _ = inW.Close() })
+	p := &process{
+		cmd: cmd, cancel: cancel, stdin: inW, stdout: outR, stderr: stderr, steer: e.Steer,
+		lines: make(chan lineEvent), quit: make(chan struct{}),
+		read: make(chan struct{}), waitc: make(chan error, 1),
+	}
+	go func() { p.waitc <- cmd.Wait() }()
+	go p.readLines()
+	return p, nil
+}
+
+// converse is the turn's loop: each case handles one input and carries out
+// its effect. It returns the final output, or the error that ends the turn.
+func (p *process) converse(ctx context.Context, t Turn, timeout time.Duration) (string, error) {
+	b := newBudget(timeout)
+	defer b.timer.Stop()
+	history := t.History()
+	if history == nil {
+		history = []Message{}
+	}
+	first := turnLine{Type: "turn", Token: t.Token(), Prompt: t.Prompt(), History: history}
+	if err := p.send(ctx, b, first); err != nil {
+		return "", err
+	}
+	var steer <-chan Message
+	if p.steer {
+		steer = t.Steering()
+	}
+	lines, waitc := p.lines, p.waitc
+	var drain <-chan time.Time
+	for {
+		select {
+		case <-ctx.Done():
+			return "", fmt.Errorf("exec: %w", context.Cause(ctx))
+		case <-b.timer.C:
+			return "", b.timedOut()
+		case <-drain:
+			return "", p.exitedBeforeDone()
+		case m := <-steer:
+			if err := p.send(ctx, b, steeringLine{Type: "steering", Message: m}); err != nil {
+				return "", err
+			}
+		case status := <-waitc:
+			p.exited, p.status, waitc = true, status, nil
+			if lines == nil {
+				return "", p.exitedBeforeDone()
+			}
+			// Lines may still be buffered in the pipe; read them first.
+			timer := time.NewTimer(exitDrain)
+			defer timer.Stop()
+			drain = timer.C
+		case ev, ok := <-lines:
+			if !ok {
+				lines = nil
+				if p.exited {
+					return "", p.exitedBeforeDone()
+				}
+				continue // stdout closed; wait for exit or timeout
+			}
+			out, done, err := p.handle(ctx, t, b, ev)
+			if err != nil || done {
+				return out, err
+			}
+		}
+	}
+}
+
+// handle carries out one stdout line. done reports that the turn is over.
+func (p *process) handle(ctx context.Context, t Turn, b *budget, ev lineEvent) (out string, done bool, err error) {
+	if ev.err != nil {
+		if errors.Is(ev.err, bufio.ErrTooLong) {
+			return "", true, fmt.Errorf("exec: line %d longer than %d bytes", ev.n, maxLineBytes)
+		}
+		return "", true, fmt.Errorf("exec: read stdout: %w", ev.err)
+	}
+	if len(bytes.TrimSpace(ev.line)) == 0 {
+		return "", false, nil // blank lines are harmless
+	}
+	var l programLine
+	if err := json.Unmarshal(ev.line, &l); err != nil {
+		return "", true, fmt.Errorf("exec: malformed line %d: %s: %v", ev.n, quote(ev.line), err)
+	}
+	switch l.Type {
+	case "output":
+		if err := t.Emit(ctx, l.Text); err != nil {
+			return "", true, fmt.Errorf("exec: emit: %w", err)
+		}
+		return "", false, nil
+	case "ask":
+		return "", false, p.ask(ctx, t, b, l)
+	case "done":
+		return l.Output, true, nil
+	case "error":
+		return "", true, fmt.Errorf("exec: program error: %s", l.Reason)
+	default:
+		return "", true, fmt.Errorf("exec: unknown type %q on line %d: %s", l.Type, ev.n, quote(ev.line))
+	}
+}
+
+// ask opens a request for the program and writes the answer back. The turn's
+// clock stops meanwhile.
+func (p *process) ask(ctx context.Context, t Turn, b *budget, l programLine) error {
+	p.asks++
+	id := l.RequestID
+	if id == "" {
+		id = strconv.Itoa(p.asks)
+	}
+	b.pause()
+	answer, err := t.Ask(ctx, l.Question)
+	b.resume()
+	if err != nil {
+		return fmt.Errorf("exec: ask: %w", err)
+	}
+	return p.send(ctx, b, answerLine{Type: "answer", RequestID: id, Message: answer})
+}
+
+// send writes one line to stdin. A program that stopped reading stdin is not
+// an error by itself: it will exit or answer, and that is reported instead.
+func (p *process) send(ctx context.Context, b *budget, v any) error {
+	data, err := json.Marshal(v)
+	if err != nil {
+		return fmt.Errorf("exec: encode: %w", err) // not reachable: plain structs
+	}
+	_ = p.stdin.SetWriteDeadline(b.deadline())
+	_, err = p.stdin.Write(append(data, '\n'))
+	switch {
+	case err == nil:
+		return nil
+	case ctx.Err() != nil:
+		return fmt.Errorf("exec: %w", context.Cause(ctx))
+	case errors.Is(err, os.ErrDeadlineExceeded):
+		return b.timedOut()
+	default:
+		return nil // EPIPE: the program closed stdin or exited
+	}
+}
+
+// readLines feeds stdout lines to converse until EOF, an error, or quit.
+func (p *process) readLines() {
+	defer close(p.read)
+	defer close(p.lines)
+	sc := bufio.NewScanner(p.stdout)
+	sc.Buffer(make([]byte, 0, 64<<10), maxLineBytes)
+	n := 0
+	for sc.Scan() {
+		n++
+		select {
+		case p.lines <- lineEvent{n: n, line: bytes.Clone(sc.Bytes())}:
+		case <-p.quit:
+			return
+		}
+	}
+	if err := sc.Err(); err != nil {
+		select {
+		case p.lines <- lineEvent{n: n + 1, err: err}:
+		case <-p.quit:
+		}
+	}
+}
+
+// stop ends the program and reaps it. After done, the program gets EOF on
+// stdin and doneGrace to exit; otherwise, and after that, it is killed. Then
+// what is left of its process group is killed too. Both goroutines of start
+// have returned when stop returns.
+func (p *process) stop(graceful bool) {
+	_ = p.stdin.Close()
+	if !p.exited && graceful {
+		timer := time.NewTimer(doneGrace)
+		select {
+		case status := <-p.waitc:
+			p.exited, p.status = true, status
+		case <-timer.C:
+		}
+		timer.Stop()
+	}
+	p.cancel()
+	if !p.exited {
+		p.exited, p.status = true, <-p.waitc
+	}
+	killGroup(p.cmd) // children left behind must not outlive the turn
+	close(p.quit)
+	_ = p.stdout.Close()
+	<-p.read
+}
+
+// exitedBeforeDone describes a program that ended without done.
+func (p *process) exitedBeforeDone() error {
+	var ee *exec.ExitError
+	switch {
+	case p.status == nil || errors.Is(p.status, exec.ErrWaitDelay):
+		return errors.New("exec: program exited with status 0 before done")
+	case errors.As(p.status, &ee) && ee.Exited():
+		return fmt.Errorf("exec: program exited with status %d before done", ee.ExitCode())
+	case errors.As(p.status, &ee):
+		return fmt.Errorf("exec: program ended (%s) before done", ee)
+	default:
+		return fmt.Errorf("exec: program failed before done: %w", p.status)
+	}
+}
+
+// withStderr adds the stderr tail to err. Call it only after stop, when
+// os/exec has finished copying stderr.
+func (p *process) withStderr(err error) error {
+	tail := strings.TrimSpace(p.stderr.String())
+	if tail == "" {
+		return err
+	}
+	return fmt.Errorf("%w; stderr: %s", err, tail)
+}
+
+// budget is the turn's timeout, paused while waiting for an answer.
+type budget struct {
+	total time.Duration
+	left  time.Duration // as of since
+	since time.Time
+	timer *time.Timer
+}
+
+func newBudget(d time.Duration) *budget {
+	return &budget{total: d, left: d, since: nowFunc(), timer: time.NewTimer(d)}
+}
+
+func (b *budget) pause() {
+	b.timer.Stop()
+	b.left -= nowFunc().Sub(b.since)
+}
+
+func (b *budget) resume() {
+	b.since = nowFunc()
+	b.timer.Reset(max(b.left, 0))
+}
+
+func (b *budget) deadline() time.Time { return b.since.Add(b.left) }
+
+func (b *budget) timedOut() error {
+	return fmt.Errorf("exec: timed out after %s", formatDuration(b.total))
+}
+
+// formatDuration writes whole seconds as "60s" rather than "1m0s".
+func formatDuration(d time.Duration) string {
+	if d >= time.Second && d%time.Second == 0 {
+		return strconv.FormatInt(int64(d/time.Second), 10) + "s"
+	}
+	return d.String()
+}
+
+// quote quotes a line for an error, truncated to quoteBytes.
+func quote(line []byte) string {
+	if len(line) <= quoteBytes {
+		return strconv.Quote(string(line))
+	}
+	return strconv.Quote(string(line[:quoteBytes])) + "..."
+}
+
+func closeAll(files ...*os.File) {
+	for _, f := range files {
+		_ = f.Close()
+	}
+}

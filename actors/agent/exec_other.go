@@ -1,0 +1,12 @@
+//go:build !unix
+
+package agent
+
+import "os/exec"
+
+// setProcessGroup keeps os/exec's default: cancellation kills the program
+// only.
+func setProcessGroup(*exec.Cmd) {}
+
+// killGroup does nothing: there is no process group to kill.
+func killGroup(*exec.Cmd) {}

@@ -1,0 +1,375 @@
+//go:build unix
+
+package agent_test
+
+import (
+	"context"
+	"errors"
+	"os/exec"
+	"path/filepath"
+	"slices"
+	"strconv"
+	"strings"
+	"syscall"
+	"testing"
+	"time"
+
+	"artifactr/actors/agent"
+	"artifactr/actors/agent/agenttest"
+)
+
+// sh is an Exec agent running script with /bin/sh.
+func sh(script string) agent.Exec {
+	return agent.Exec{Path: "/bin/sh", Args: []string{"-c", script}}
+}
+
+type result struct {
+	out     string
+	err     error
+	elapsed time.Duration
+}
+
+func run(ctx context.Context, e agent.Exec, turn agent.Turn) result {
+	start := time.Now()
+	out, err := e.Run(ctx, turn)
+	return result{out, err, time.Since(start)}
+}
+
+// wantGone fails if the program whose pid it emitted as output[i] is still
+// around: Run must have killed and reaped it.
+func wantGone(t *testing.T, turn *agenttest.Turn, i int) {
+	t.Helper()
+	outputs := turn.Outputs()
+	if len(outputs) <= i {
+		t.Fatalf("no pid in outputs %q", outputs)
+	}
+	pid, err := strconv.Atoi(outputs[i])
+	if err != nil {
+		t.Fatalf("output %q is not a pid", outputs[i])
+	}
+	if err := syscall.Kill(pid, 0); !errors.Is(err, syscall.ESRCH) {
+		t.Errorf("program %d still exists after Run (kill 0: %v)", pid, err)
+	}
+}
+
+// emitPID is a script line that emits the shell's pid as output.
+const emitPID = `echo "{\"type\":\"output\",\"text\":\"$$\"}"; `
+
+func TestExec_Run_turnLine(t *testing.T) {
+	turn := agenttest.NewTurn("hi")
+	turn.Hist = []agent.Message{{Seq: 0, ID: "m0", Text: "before"}}
+	want := `{"type":"turn","token":{"thread":"t1","claim_seq":1,"run_id":"run-1"},` +
+		`"prompt":{"seq":1,"id":"m1","author":"user","text":"hi"},` +
+		`"history":[{"seq":0,"id":"m0","text":"before"}]}`
+	e := sh(`read -r turn; if [ "$turn" = '` + want + `' ]; then
+		echo '{"type":"done","output":"ok"}'
+	else
+		echo "got $turn" >&2; exit 1
+	fi`)
+	r := run(t.Context(), e, turn)
+	if r.err != nil || r.out != "ok" {
+		t.Fatalf("output %q err %v", r.out, r.err)
+	}
+}
+
+func TestExec_Run_emptyHistoryIsArray(t *testing.T) {
+	e := sh(`read -r turn; case "$turn" in *'"history":[]}') echo '{"type":"done","output":"ok"}';; *) exit 1;; esac`)
+	r := run(t.Context(), e, agenttest.NewTurn("hi"))
+	if r.err != nil || r.out != "ok" {
+		t.Fatalf("output %q err %v", r.out, r.err)
+	}
+}
+
+func TestExec_Run_done(t *testing.T) {
+	turn := agenttest.NewTurn("hi")
+	e := sh(`read -r turn
+		echo '{"type":"output","text":"one"}'
+		echo
+		echo '{"type":"output","text":"two","extra":true}'
+		echo '{"type":"done","output":"final"}'`)
+	r := run(t.Context(), e, turn)
+	if r.err != nil || r.out != "final" {
+		t.Fatalf("output %q err %v", r.out, r.err)
+	}
+	if got := turn.Outputs(); !slices.Equal(got, []string{"one", "two"}) {
+		t.Errorf("emitted %q", got)
+	}
+	if e.Name() != "exec" || e.Steerable() {
+		t.Errorf("Name %q Steerable %v", e.Name(), e.Steerable())
+	}
+}
+
+// A program that lingers after done is killed once the grace ends.
+func TestExec_Run_doneThenLinger(t *testing.T) {
+	defer agent.SetDoneGrace(50 * time.Millisecond)()
+	turn := agenttest.NewTurn("hi")
+	e := sh(`read -r turn; trap '' TERM; ` + emitPID + `echo '{"type":"done","output":"ok"}'; sleep 30`)
+	r := run(t.Context(), e, turn)
+	if r.err != nil || r.out != "ok" {
+		t.Fatalf("output %q err %v", r.out, r.err)
+	}
+	if r.elapsed > 10*time.Second {
+		t.Errorf("took %v to stop a lingering program", r.elapsed)
+	}
+	wantGone(t, turn, 0)
+}
+
+func TestExec_Run_timeout(t *testing.T) {
+	turn := agenttest.NewTurn("hi")
+	e := sh(`read -r turn; ` + emitPID + `sleep 30`)
+	e.Timeout = 300 * time.Millisecond
+	r := run(t.Context(), e, turn)
+	if r.err == nil || r.err.Error() != "exec: timed out after 300ms" {
+		t.Fatalf("err %v, want timeout", r.err)
+	}
+	if r.elapsed > 10*time.Second {
+		t.Errorf("timeout of 300ms took %v", r.elapsed)
+	}
+	wantGone(t, turn, 0)
+}
+
+func TestExec_Run_crash(t *testing.T) {
+	turn := agenttest.NewTurn("hi")
+	e := sh(`read -r turn; echo '{"type":"output","text":"partial"}'; echo 'model went away' >&2; exit 3`)
+	r := run(t.Context(), e, turn)
+	want := "exec: program exited with status 3 before done; stderr: model went away"
+	if r.err == nil || r.err.Error() != want {
+		t.Fatalf("err %v, want %q", r.err, want)
+	}
+	if got := turn.Outputs(); !slices.Equal(got, []string{"partial"}) {
+		t.Errorf("emitted %q", got)
+	}
+}
+
+func TestExec_Run_exitWithoutDone(t *testing.T) {
+	for name, script := range map[string]string{
+		"read":   `read -r turn; exit 0`,
+		"noread": `exit 0`, // the turn line may meet a closed pipe
+	} {
+		r := run(t.Context(), sh(script), agenttest.NewTurn("hi"))
+		want := "exec: program exited with status 0 before done"
+		if r.err == nil || r.err.Error() != want {
+			t.Errorf("%s: err %v, want %q", name, r.err, want)
+		}
+	}
+}
+
+// A background child holding stdout must not keep a crashed turn open.
+func TestExec_Run_crashWithChildHoldingStdout(t *testing.T) {
+	r := run(t.Context(), sh(`read -r turn; sleep 30 & exit 3`), agenttest.NewTurn("hi"))
+	want := "exec: program exited with status 3 before done"
+	if r.err == nil || r.err.Error() != want {
+		t.Fatalf("err %v, want %q", r.err, want)
+	}
+	if r.elapsed > 10*time.Second {
+		t.Errorf("took %v", r.elapsed)
+	}
+}
+
+func TestExec_Run_malformed(t *testing.T) {
+	turn := agenttest.NewTurn("hi")
+	e := sh(`read -r turn; echo oops >&2; ` + emitPID + `echo 'not json'; sleep 30`)
+	r := run(t.Context(), e, turn)
+	if r.err == nil || !strings.HasPrefix(r.err.Error(), `exec: malformed line 2: "not json": invalid character`) {
+		t.Fatalf("err %v, want malformed line 2", r.err)
+	}
+	if !strings.HasSuffix(r.err.Error(), "; stderr: oops") {
+		t.Errorf("err %v lacks stderr", r.err)
+	}
+	wantGone(t, turn, 0)
+}
+
+func TestExec_Run_malformedLongLineTruncated(t *testing.T) {
+	long := strings.Repeat("x", 5000)
+	r := run(t.Context(), sh(`read -r turn; echo `+long), agenttest.NewTurn("hi"))
+	if r.err == nil || !strings.HasPrefix(r.err.Error(), `exec: malformed line 1: "xxx`) || len(r.err.Error()) > 400 {
+		t.Fatalf("err %v, want a truncated quote", r.err)
+	}
+}
+
+func TestExec_Run_lineTooLong(t *testing.T) {
+	r := run(t.Context(), sh(`read -r turn; head -c 2000000 /dev/zero | tr '\0' a; echo`), agenttest.NewTurn("hi"))
+	want := "exec: line 1 longer than 1048576 bytes"
+	if r.err == nil || r.err.Error() != want {
+		t.Fatalf("err %v, want %q", r.err, want)
+	}
+}
+
+func TestExec_Run_unknownType(t *testing.T) {
+	r := run(t.Context(), sh(`read -r turn; echo '{"type":"dance"}'`), agenttest.NewTurn("hi"))
+	want := `exec: unknown type "dance" on line 1: "{\"type\":\"dance\"}"`
+	if r.err == nil || r.err.Error() != want {
+		t.Fatalf("err %v, want %q", r.err, want)
+	}
+}
+
+func TestExec_Run_programError(t *testing.T) {
+	r := run(t.Context(), sh(`read -r turn; echo '{"type":"error","reason":"no model"}'`), agenttest.NewTurn("hi"))
+	if r.err == nil || r.err.Error() != "exec: program error: no model" {
+		t.Fatalf("err %v", r.err)
+	}
+}
+
+func TestExec_Run_askAnswer(t *testing.T) {
+	turn := agenttest.NewTurn("hi")
+	turn.Answer("bob")
+	turn.Answer("blue")
+	e := sh(`read -r turn
+		echo '{"type":"ask","question":"name?"}'
+		read -r a1
+		echo '{"type":"ask","question":"colour?","request_id":"q-7"}'
+		read -r a2
+		if [ "$a1" = '{"type":"answer","request_id":"1","message":{"seq":2,"id":"answer-2","author":"tester","text":"bob"}}' ] &&
+		   [ "$a2" = '{"type":"answer","request_id":"q-7","message":{"seq":3,"id":"answer-3","author":"tester","text":"blue"}}' ]; then
+			echo '{"type":"done","output":"ok"}'
+		else
+			echo "a1=$a1 a2=$a2" >&2; exit 1
+		fi`)
+	r := run(t.Context(), e, turn)
+	if r.err != nil || r.out != "ok" {
+		t.Fatalf("output %q err %v", r.out, r.err)
+	}
+	if got := turn.Questions(); !slices.Equal(got, []string{"name?", "colour?"}) {
+		t.Errorf("questions %q", got)
+	}
+}
+
+// Waiting for an answer does not count against Timeout: answers may come
+// from people. The wait is real time because that is what is being tested.
+func TestExec_Run_askPausesTimeout(t *testing.T) {
+	turn := agenttest.NewTurn("hi")
+	turn.AnswerFunc = func(ctx context.Context, q string) (agent.Message, error) {
+		select {
+		case <-time.After(600 * time.Millisecond):
+			return agent.Message{Seq: 2, ID: "a", Text: "late"}, nil
+		case <-ctx.Done():
+			return agent.Message{}, ctx.Err()
+		}
+	}
+	e := sh(`read -r turn; echo '{"type":"ask","question":"q"}'; read -r a; echo '{"type":"done","output":"ok"}'`)
+	e.Timeout = 300 * time.Millisecond
+	r := run(t.Context(), e, turn)
+	if r.err != nil || r.out != "ok" {
+		t.Fatalf("output %q err %v", r.out, r.err)
+	}
+}
+
+func TestExec_Run_askRunEnded(t *testing.T) {
+	turn := agenttest.NewTurn("hi")
+	turn.End()
+	r := run(t.Context(), sh(`read -r turn; echo '{"type":"ask","question":"q"}'; sleep 30`), turn)
+	if !errors.Is(r.err, agent.ErrRunEnded) || !strings.HasPrefix(r.err.Error(), "exec: ask: ") {
+		t.Fatalf("err %v, want exec: ask: ErrRunEnded", r.err)
+	}
+}
+
+func TestExec_Run_steering(t *testing.T) {
+	turn := agenttest.NewTurn("hi")
+	turn.Steer("go left")
+	e := sh(`read -r turn; read -r s
+		if [ "$s" = '{"type":"steering","message":{"seq":2,"id":"steer-2","author":"tester","text":"go left"}}' ]; then
+			echo '{"type":"done","output":"steered"}'
+		else
+			echo "got $s" >&2; exit 1
+		fi`)
+	e.Steer = true
+	if !e.Steerable() {
+		t.Fatal("Steer: true is not Steerable")
+	}
+	r := run(t.Context(), e, turn)
+	if r.err != nil || r.out != "steered" {
+		t.Fatalf("output %q err %v", r.out, r.err)
+	}
+}
+
+// Without Steer, steering waits for the next run instead of being consumed.
+func TestExec_Run_notSteerable(t *testing.T) {
+	turn := agenttest.NewTurn("hi")
+	turn.Steer("later")
+	r := run(t.Context(), sh(`read -r turn; echo '{"type":"done","output":"ok"}'`), turn)
+	if r.err != nil || r.out != "ok" {
+		t.Fatalf("output %q err %v", r.out, r.err)
+	}
+	if n := len(turn.Steering()); n != 1 {
+		t.Errorf("%d steering messages left, want 1", n)
+	}
+}
+
+func TestExec_Run_ctxCancel(t *testing.T) {
+	turn := agenttest.NewTurn("hi")
+	ctx, cancel := context.WithCancel(t.Context())
+	done := make(chan result, 1)
+	go func() { done <- run(ctx, sh(`read -r turn; `+emitPID+`sleep 30`), turn) }()
+	if _, err := turn.WaitOutputs(ctx, 1); err != nil {
+		t.Fatal(err)
+	}
+	cancel()
+	r := <-done
+	if !errors.Is(r.err, context.Canceled) {
+		t.Fatalf("err %v, want context.Canceled", r.err)
+	}
+	wantGone(t, turn, 0)
+}
+
+func TestExec_Run_badPath(t *testing.T) {
+	r := run(t.Context(), agent.Exec{Path: "/nonexistent/agent"}, agenttest.NewTurn("hi"))
+	if r.err == nil || !strings.HasPrefix(r.err.Error(), "exec: start /nonexistent/agent: ") {
+		t.Fatalf("err %v", r.err)
+	}
+	r = run(t.Context(), agent.Exec{}, agenttest.NewTurn("hi"))
+	if r.err == nil || r.err.Error() != "exec: no program path" {
+		t.Fatalf("err %v", r.err)
+	}
+}
+
+func TestExec_Run_envAndDir(t *testing.T) {
+	dir := t.TempDir()
+	e := sh(`read -r turn; echo "{\"type\":\"done\",\"output\":\"$GREETING $(pwd)\"}"`)
+	e.Env = []string{"GREETING=hello"}
+	e.Dir = dir
+	r := run(t.Context(), e, agenttest.NewTurn("hi"))
+	resolved, err := filepath.EvalSymlinks(dir)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if r.err != nil || (r.out != "hello "+dir && r.out != "hello "+resolved) {
+		t.Fatalf("output %q err %v", r.out, r.err)
+	}
+}
+
+// python3 runs examples/echo-agent.py, the documented example agent.
+func python3(t *testing.T) agent.Exec {
+	t.Helper()
+	py, err := exec.LookPath("python3")
+	if err != nil {
+		t.Fatalf("python3 is needed to test examples/echo-agent.py: %v", err)
+	}
+	return agent.Exec{Path: py, Args: []string{filepath.Join("..", "..", "examples", "echo-agent.py")}}
+}
+
+func TestExec_Run_pythonExample(t *testing.T) {
+	turn := agenttest.NewTurn("hello")
+	r := run(t.Context(), python3(t), turn)
+	if r.err != nil || r.out != "py-echo: hello" {
+		t.Fatalf("output %q err %v", r.out, r.err)
+	}
+	if got := turn.Outputs(); !slices.Equal(got, []string{"py-echo: hello"}) {
+		t.Errorf("emitted %q", got)
+	}
+}
+
+func TestExec_Run_pythonExampleAsk(t *testing.T) {
+	turn := agenttest.NewTurn("ask: what is your name?")
+	turn.Answer("bob")
+	turn.Steer("be brief")
+	e := python3(t)
+	e.Steer = true
+	r := run(t.Context(), e, turn)
+	want := "py-echo: what is your name? -> bob"
+	if r.err != nil || !strings.HasPrefix(r.out, want) {
+		t.Fatalf("output %q err %v, want prefix %q", r.out, r.err, want)
+	}
+	if got := turn.Questions(); !slices.Equal(got, []string{"what is your name?"}) {
+		t.Errorf("questions %q", got)
+	}
+}

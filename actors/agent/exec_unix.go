@@ -1,0 +1,30 @@
+//go:build unix
+
+package agent
+
+import (
+	"os/exec"
+	"syscall"
+)
+
+// setProcessGroup runs the program in its own process group and makes
+// cancellation kill the whole group, so children of a shell script die with
+// it instead of holding pipes open.
+func setProcessGroup(cmd *exec.Cmd) {
+	cmd.SysProcAttr = &syscall.SysProcAttr{Setpgid: true}
+	cmd.Cancel = func() error {
+		// os/exec calls Cancel only before Wait has reaped the leader,
+		// so the group id cannot have been reused.
+		return syscall.Kill(-cmd.Process.Pid, syscall.SIGKILL)
+	}
+}
+
+// killGroup kills what is left of the program's process group once the
+// leader has been reaped, such as a background child holding stdout. The
+// group id stays reserved while any member lives. If none does, the kill
+// fails with ESRCH, unless in the microseconds since reaping the id was
+// reused by a new group leader, which pids cycling that fast makes
+// negligible.
+func killGroup(cmd *exec.Cmd) {
+	_ = syscall.Kill(-cmd.Process.Pid, syscall.SIGKILL)
+}

@@ -1,0 +1,202 @@
+package runner_test
+
+import (
+	"context"
+	"fmt"
+	"log/slog"
+	"os"
+	"testing"
+	"time"
+
+	"go.uber.org/goleak"
+
+	"artifactr/actors/agent"
+	"artifactr/actors/runner"
+	"artifactr/events"
+	"artifactr/events/eventspb"
+	"artifactr/events/memstore"
+	"artifactr/projections"
+	"artifactr/projections/audit"
+)
+
+func TestMain(m *testing.M) { goleak.VerifyTestMain(m) }
+
+func testLogger() *slog.Logger {
+	return slog.New(slog.NewTextHandler(os.Stderr, &slog.HandlerOptions{Level: slog.LevelWarn}))
+}
+
+func startRunner(t *testing.T, cfg runner.Config) *runner.Runner {
+	t.Helper()
+	if cfg.Logger == nil {
+		cfg.Logger = testLogger()
+	}
+	r, err := runner.New(cfg)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := r.Start(context.Background()); err != nil {
+		t.Fatal(err)
+	}
+	return r
+}
+
+func post(t *testing.T, s events.Store, th, text string) uint64 {
+	t.Helper()
+	ack, err := s.Post(context.Background(), th, &eventspb.MessagePosted{Text: text, Author: "test"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	return ack.Seq
+}
+
+// waitFor polls cond until it holds or the deadline passes.
+func waitFor(t *testing.T, d time.Duration, what string, cond func() (bool, string)) {
+	t.Helper()
+	deadline := time.Now().Add(d)
+	for {
+		ok, state := cond()
+		if ok {
+			return
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("timed out after %s waiting for %s; last state: %s", d, what, state)
+		}
+		time.Sleep(10 * time.Millisecond)
+	}
+}
+
+func fold(t *testing.T, s events.Store, th string) *projections.Thread {
+	envs, err := s.Load(context.Background(), th, 1)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return projections.Fold(th, envs)
+}
+
+// settled: every message consumed and no run active.
+func settled(t *testing.T, s events.Store, threads ...string) func() (bool, string) {
+	return func() (bool, string) {
+		for _, th := range threads {
+			v := fold(t, s, th)
+			if len(v.Pending()) > 0 || v.ActiveRun != nil {
+				return false, fmt.Sprintf("%s: %d pending, active %v", th, len(v.Pending()), v.ActiveRun != nil)
+			}
+		}
+		return true, ""
+	}
+}
+
+func auditClean(t *testing.T, s events.Store, threads ...string) {
+	t.Helper()
+	a := audit.New()
+	for _, th := range threads {
+		envs, err := s.Load(context.Background(), th, 1)
+		if err != nil {
+			t.Fatal(err)
+		}
+		for _, e := range envs {
+			a.Add(e)
+		}
+	}
+	if rep := a.Report(); !rep.OK() {
+		t.Fatalf("audit found violations: %+v", rep.Violations)
+	}
+}
+
+func TestRunner_answersPosts(t *testing.T) {
+	s := memstore.New(memstore.Config{})
+	r := startRunner(t, runner.Config{Store: s, ClaimTTL: 2 * time.Second})
+	threads := []string{"a", "b", "c"}
+	for i := range 3 {
+		for _, th := range threads {
+			post(t, s, th, fmt.Sprintf("%s-%d", th, i))
+		}
+	}
+	waitFor(t, 10*time.Second, "every message answered", settled(t, s, threads...))
+	for _, th := range threads {
+		v := fold(t, s, th)
+		for _, run := range v.Runs {
+			if run.Status != projections.RunCompleted || run.Output == "" {
+				t.Fatalf("%s run %s: status %s output %q", th, run.ID, run.Status, run.Output)
+			}
+		}
+		if len(v.Runs) != 3 {
+			t.Fatalf("%s: %d runs, want 3", th, len(v.Runs))
+		}
+	}
+	if err := r.Stop(context.Background()); err != nil {
+		t.Fatal(err)
+	}
+	auditClean(t, s, threads...)
+	for _, th := range threads {
+		if v := fold(t, s, th); !v.Claim.Released {
+			t.Fatalf("%s: claim not released after Stop", th)
+		}
+	}
+}
+
+func TestRunner_requestAnswered(t *testing.T) {
+	s := memstore.New(memstore.Config{})
+	r := startRunner(t, runner.Config{Store: s})
+	defer r.Stop(context.Background())
+	post(t, s, "q", "ask: your name?")
+	waitFor(t, 10*time.Second, "the request opened", func() (bool, string) {
+		v := fold(t, s, "q")
+		return len(v.OpenRequests()) == 1, fmt.Sprintf("%d open requests", len(v.OpenRequests()))
+	})
+	post(t, s, "q", "bob")
+	waitFor(t, 10*time.Second, "the run completed", settled(t, s, "q"))
+	v := fold(t, s, "q")
+	if len(v.Runs) != 1 || v.Runs[0].Status != projections.RunCompleted || v.Runs[0].Output != "echo: your name? -> bob" {
+		t.Fatalf("runs %+v", v.Runs[0])
+	}
+}
+
+// A runner killed mid-run leaves its lease to lapse; another takes the
+// thread over, abandons the dead run and answers the rest.
+func TestRunner_takeoverAfterKill(t *testing.T) {
+	log := memstore.NewLog()
+	s := log.Open(memstore.Config{})
+	ttl := 300 * time.Millisecond
+	a := startRunner(t, runner.Config{Store: s, ID: "A", ClaimTTL: ttl, Agent: agent.Echo{Delay: time.Hour}})
+	post(t, s, "k", "one")
+	post(t, s, "k", "two")
+	waitFor(t, 10*time.Second, "A's run active", func() (bool, string) {
+		v := fold(t, s, "k")
+		return v.ActiveRun != nil, "no active run"
+	})
+	a.Kill()
+	b := startRunner(t, runner.Config{Store: log.Open(memstore.Config{}), ID: "B", ClaimTTL: ttl})
+	defer b.Stop(context.Background())
+	waitFor(t, 10*time.Second, "B answers the rest", settled(t, s, "k"))
+	v := fold(t, s, "k")
+	if len(v.Runs) != 2 || v.Runs[0].Status != projections.RunAbandoned || v.Runs[1].Status != projections.RunCompleted {
+		t.Fatalf("runs: %+v %+v", v.Runs[0], v.Runs[len(v.Runs)-1])
+	}
+	auditClean(t, s, "k")
+	if st := b.Stats(); st.Abandoned != 1 || st.Claims < 1 {
+		t.Fatalf("B's stats %+v, want one abandon", st)
+	}
+}
+
+// Stop cancels a run that outlives the grace, records its end and releases.
+func TestRunner_stopHandsOver(t *testing.T) {
+	s := memstore.New(memstore.Config{})
+	r := startRunner(t, runner.Config{Store: s, Agent: agent.Echo{Delay: time.Hour}, ShutdownGrace: 50 * time.Millisecond})
+	post(t, s, "s", "slow")
+	post(t, s, "s", "next")
+	waitFor(t, 10*time.Second, "run active", func() (bool, string) { return fold(t, s, "s").ActiveRun != nil, "" })
+	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+	defer cancel()
+	if err := r.Stop(ctx); err != nil {
+		t.Fatal(err)
+	}
+	v := fold(t, s, "s")
+	if v.ActiveRun != nil || !v.Claim.Released || v.Runs[0].Status != projections.RunFailed {
+		t.Fatalf("after stop: active %v released %v run %+v", v.ActiveRun, v.Claim.Released, v.Runs[0])
+	}
+	if len(v.Pending()) != 1 {
+		t.Fatalf("%d pending, want the unstarted message left for the next holder", len(v.Pending()))
+	}
+	auditClean(t, s, "s")
+}
