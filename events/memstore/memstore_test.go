@@ -20,3 +20,29 @@ func TestStore_contract(t *testing.T) {
 		},
 	})
 }
+
+func TestStore_race(t *testing.T) {
+	log := memstore.NewLog()
+	res := eventstest.RunRace(t, func(now func() time.Time) events.Store {
+		return log.Open(memstore.Config{Now: now})
+	}, eventstest.DefaultRace)
+	t.Logf("landed %d, refused %d, events %d", res.Landed, res.Refused, res.Report.Events)
+	if !res.Report.OK() {
+		t.Fatalf("violations with the fence: %+v", res.Report.Violations)
+	}
+	if res.Refused == 0 || res.Landed == 0 {
+		t.Fatalf("landed %d refused %d: the race did not race", res.Landed, res.Refused)
+	}
+}
+
+// The control run: without the fence the same race must be caught.
+func TestStore_raceUnfencedControl(t *testing.T) {
+	log := memstore.NewLog()
+	res := eventstest.RunRace(t, func(now func() time.Time) events.Store {
+		return eventstest.Unfenced(log.Open(memstore.Config{Now: now}))
+	}, eventstest.DefaultRace)
+	t.Logf("landed %d, refused %d, violations %d", res.Landed, res.Refused, len(res.Report.Violations))
+	if res.Report.OK() {
+		t.Fatal("the audit found no violation without the fence: the verifier cannot fail")
+	}
+}

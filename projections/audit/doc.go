@@ -1,0 +1,79 @@
+// Package audit checks a real log against the spec's invariants
+// (spec/ThreadClaimLapse.tla, DESIGN §3 and §5). The stream is the audit log;
+// this package reads it back and says whether the fence held.
+//
+// An [Auditor] takes envelopes in stream order, any mix of threads, and keeps
+// only what its checks need per thread, so it runs at close to the speed the
+// log can be read. Its checks, named as the spec's invariants:
+//
+//   - I1_ConsumedAtMostOnce: no message is consumed twice, by any mix of
+//     run_started, answer_given and steering_given.
+//   - I3_OneActiveRun: no run starts while another is active in its thread.
+//   - FenceNewestClaim: every fenced event (run_started, answer_given,
+//     steering_given, run_abandoned) has as claim_seq the newest
+//     thread_claimed of its thread before it, names that claim's holder, was
+//     appended with the fence headers (Nats-Expected-Last-Subject-Sequence =
+//     claim_seq, Nats-Expected-Last-Subject-Sequence-Subject =
+//     <prefix>.T.claim), and comes before any release of that claim.
+//   - ClaimChain: each thread_claimed and thread_released expects the
+//     previous sequence on its thread's claim subject (0 for the first): an
+//     unbroken compare-and-set chain.
+//   - NoEndAfterAbandon: no run_output, request_opened, run_completed or
+//     run_failed of a run after it was abandoned.
+//   - AnswerOnce: no request is answered twice.
+//
+// Anything else wrong with an event is an anomaly, listed apart: an
+// undecodable or unknown event, a repeated or out-of-order sequence, or an
+// event that contradicts the state, such as an answer to an unknown request,
+// the end of a run that is not active, or a consumed message that was never
+// posted or was not the oldest pending one. Anomalies do not fail an audit;
+// a malformed event never hides the violations of the events after it. Like
+// projections.Thread, the audit follows the log: a run_started always starts
+// its run, and a consuming event always consumes its message.
+//
+// # Usage
+//
+//	a := audit.New()
+//	tail, err := store.Tail(ctx, events.Subjects{}.All(), 1)
+//	// ... for each envelope up to the stream's last sequence:
+//	a.Add(env)
+//	r := a.Report()
+//	if jsonOut {
+//		err = json.NewEncoder(stdout).Encode(r)
+//	} else {
+//		err = r.WriteText(stdout)
+//	}
+//	if !r.OK() {
+//		os.Exit(1)
+//	}
+//
+// # JSON
+//
+// [Report] marshals as one object; field names are stable and only ever added:
+//
+//	{
+//	  "ok": false,                  // no violations (anomalies allowed)
+//	  "events": 1000000,            // envelopes audited
+//	  "threads": 5000,              // distinct thread ids
+//	  "first_seq": 1, "last_seq": 1000000,
+//	  "violation_count": 1,         // total; "violations" lists at most MaxFindings
+//	  "anomaly_count": 1,           // total; "anomalies" lists at most MaxFindings
+//	  "violations": [
+//	    {"check": "I1_ConsumedAtMostOnce", "thread": "T",
+//	     "seqs": [12, 20, 40],        // involved sequences; the last is the violating event
+//	     "message": "message 12 was consumed again by answer_given at 40; it was first consumed at 20"}
+//	  ],
+//	  "anomalies": [
+//	    {"thread": "T", "seq": 41, "type": "run_output",  // "" when unknown
+//	     "message": "run \"r9\" is not active: no run is"}
+//	  ],
+//	  "checks": {"I1_ConsumedAtMostOnce": 52000, ...}   // events each check examined
+//	}
+//
+// "violations" and "anomalies" are [] when empty, never null. The seqs of
+// each check are: I1 [message, first consumer, second consumer]; I3
+// [active run's start, new start]; FenceNewestClaim [newest claim, (its
+// release,) event], or [event] when no claim precedes it; ClaimChain
+// [previous claim-subject sequence, event]; NoEndAfterAbandon [abandon,
+// event]; AnswerOnce [request_opened, first answer, second answer].
+package audit

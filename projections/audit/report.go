@@ -1,0 +1,160 @@
+package audit
+
+import (
+	"encoding/json"
+	"fmt"
+	"io"
+	"strconv"
+	"strings"
+
+	"artifactr/events"
+)
+
+// The checks, named as the spec's invariants (spec/ThreadClaimLapse.tla) and
+// DESIGN §5's audit checks.
+const (
+	// CheckI1 (I1_ConsumedAtMostOnce): a message is consumed at most once by
+	// any mix of run_started, answer_given and steering_given.
+	CheckI1 = "I1_ConsumedAtMostOnce"
+	// CheckI3 (I3_OneActiveRun): no run starts while another is active in
+	// its thread.
+	CheckI3 = "I3_OneActiveRun"
+	// CheckFence (FenceNewestClaim): every fenced event carries the newest
+	// claim marker before it as claim_seq, with that claim's holder, appended
+	// with the fence headers, and its claim not released.
+	CheckFence = "FenceNewestClaim"
+	// CheckClaimChain (ClaimChain): each thread_claimed and thread_released
+	// expects the previous sequence on its thread's claim subject: an
+	// unbroken compare-and-set chain.
+	CheckClaimChain = "ClaimChain"
+	// CheckNoEndAfterAbandon (NoEndAfterAbandon): no run_output,
+	// request_opened, run_completed or run_failed of a run after it was
+	// abandoned.
+	CheckNoEndAfterAbandon = "NoEndAfterAbandon"
+	// CheckAnswerOnce (AnswerOnce): no request is answered twice.
+	CheckAnswerOnce = "AnswerOnce"
+)
+
+// CheckNames lists the checks in the order reports print them.
+var CheckNames = []string{CheckI1, CheckI3, CheckFence, CheckClaimChain, CheckNoEndAfterAbandon, CheckAnswerOnce}
+
+// check indexes the per-check counters, in CheckNames order.
+type check int
+
+const (
+	checkI1 check = iota
+	checkI3
+	checkFence
+	checkClaimChain
+	checkNoEndAfterAbandon
+	checkAnswerOnce
+	numChecks
+)
+
+// Report is the outcome of an audit. Its JSON form is documented in the
+// package doc.
+type Report struct {
+	Events   int    `json:"events"`    // envelopes audited
+	Threads  int    `json:"threads"`   // distinct valid thread ids seen
+	FirstSeq uint64 `json:"first_seq"` // lowest stream sequence audited
+	LastSeq  uint64 `json:"last_seq"`  // highest stream sequence audited
+
+	// Violations break a check; Anomalies are events that are malformed or
+	// contradict the state without breaking one. Both are in stream order
+	// and hold at most Options.MaxFindings entries each; the counts are the
+	// totals.
+	Violations     []Violation `json:"violations"`
+	Anomalies      []Finding   `json:"anomalies"`
+	ViolationCount int         `json:"violation_count"`
+	AnomalyCount   int         `json:"anomaly_count"`
+
+	// Checks counts, by check name, the events each check examined.
+	Checks map[string]int `json:"checks"`
+}
+
+// Violation is an event that breaks a check.
+type Violation struct {
+	Check  string `json:"check"`  // one of CheckNames
+	Thread string `json:"thread"` // thread id
+	// Seqs are the stream sequences involved, ascending where they are
+	// known to be; the last is the violating event.
+	Seqs    []uint64 `json:"seqs"`
+	Message string   `json:"message"` // one sentence
+}
+
+// Finding is an anomaly: an event that is malformed or contradicts the
+// thread's state, without breaking a check.
+type Finding struct {
+	Thread  string      `json:"thread"` // "" when the subject names none
+	Seq     uint64      `json:"seq"`
+	Type    events.Type `json:"type"` // the type header or body, "" when unknown
+	Message string      `json:"message"`
+}
+
+// OK reports whether the audit found no violation. Anomalies alone do not
+// fail an audit: they are not breaches of the invariants.
+func (r Report) OK() bool { return r.ViolationCount == 0 && len(r.Violations) == 0 }
+
+// MarshalJSON adds "ok" to the report's fields.
+func (r Report) MarshalJSON() ([]byte, error) {
+	type plain Report // drops the methods, so no recursion
+	return json.Marshal(struct {
+		OK bool `json:"ok"`
+		plain
+	}{r.OK(), plain(r)})
+}
+
+// WriteText writes a summary line, the events each check examined, then each
+// violation (check, thread, seqs, one sentence), then each anomaly.
+func (r Report) WriteText(w io.Writer) error {
+	var b strings.Builder
+	verdict := "OK"
+	if !r.OK() {
+		verdict = "FAIL"
+	}
+	fmt.Fprintf(&b, "audit %s: %d events (seq %d..%d) in %d threads, %d violations, %d anomalies\n",
+		verdict, r.Events, r.FirstSeq, r.LastSeq, r.Threads, r.ViolationCount, r.AnomalyCount)
+	b.WriteString("checks:")
+	for _, name := range CheckNames {
+		fmt.Fprintf(&b, " %s=%d", name, r.Checks[name])
+	}
+	b.WriteString("\n")
+	if len(r.Violations) > 0 {
+		b.WriteString("violations:\n")
+		for _, v := range r.Violations {
+			fmt.Fprintf(&b, "  %s thread %s seqs %s: %s\n", v.Check, v.Thread, joinSeqs(v.Seqs), v.Message)
+		}
+		if n := r.ViolationCount - len(r.Violations); n > 0 {
+			fmt.Fprintf(&b, "  ... and %d more\n", n)
+		}
+	}
+	if len(r.Anomalies) > 0 {
+		b.WriteString("anomalies:\n")
+		for _, a := range r.Anomalies {
+			fmt.Fprintf(&b, "  thread %s seq %d (%s): %s\n", a.Thread, a.Seq, orUnknown(a.Type), a.Message)
+		}
+		if n := r.AnomalyCount - len(r.Anomalies); n > 0 {
+			fmt.Fprintf(&b, "  ... and %d more\n", n)
+		}
+	}
+	_, err := io.WriteString(w, b.String())
+	return err
+}
+
+func joinSeqs(seqs []uint64) string {
+	var b []byte
+	for i, s := range seqs {
+		if i > 0 {
+			b = append(b, ',')
+		}
+		b = strconv.AppendUint(b, s, 10)
+	}
+	return string(b)
+}
+
+func orUnknown(t events.Type) string {
+	if t == "" {
+		return "unknown type"
+	}
+	return string(t)
+}

@@ -1,0 +1,262 @@
+package projections
+
+import (
+	"slices"
+	"time"
+
+	"artifactr/events"
+)
+
+// Thread is the state of one thread, folded from its events by [Thread.Apply].
+// Every field follows from the log alone: nothing is read from a clock.
+type Thread struct {
+	ID      string
+	LastSeq uint64 // last applied stream sequence
+
+	// Messages are the posted messages in sequence order. They are appended
+	// in increasing sequence order, which Apply relies on to find them by
+	// binary search.
+	Messages []Message
+	// Taken is the sequence of the newest consumed message: the taken
+	// cursor. Messages are consumed oldest first, so the pending messages
+	// are those after it.
+	Taken uint64
+	// next is a hint: the index of the first message after Taken, so that
+	// consuming the oldest pending message, the usual case, needs no search.
+	next int
+
+	// Claim is the newest claim marker.
+	Claim Claim
+	// LastClaimSubjectSeq is the last sequence on threads.T.claim: the
+	// compare-and-set token of the next thread_claimed or thread_released.
+	LastClaimSubjectSeq uint64
+	// LastRunSubjectSeq is the last sequence on threads.T.run: the holder's
+	// compare-and-set token for its unfenced run-subject appends.
+	LastRunSubjectSeq uint64
+
+	ActiveRun *Run   // nil when no run is active; points into Runs
+	Runs      []*Run // every run in start order
+
+	Requests map[string]*Request // by request id
+
+	Anomalies []Anomaly
+
+	// LastActivity is the Stored time of the last event of this thread,
+	// from the envelope, not from a clock.
+	LastActivity time.Time
+}
+
+// Message is a posted message.
+type Message struct {
+	Seq       uint64
+	MessageID string
+	Author    string
+	Text      string
+	Posted    time.Time    // the Stored time of its message_posted
+	Consumed  *Consumption // nil while pending
+}
+
+// ConsumptionKind says how a message was consumed.
+type ConsumptionKind string
+
+// The ways a message is consumed.
+const (
+	ConsumedPrompt   ConsumptionKind = "prompt"   // by run_started
+	ConsumedAnswer   ConsumptionKind = "answer"   // by answer_given
+	ConsumedSteering ConsumptionKind = "steering" // by steering_given
+)
+
+// Consumption records the event that consumed a message.
+type Consumption struct {
+	Kind  ConsumptionKind
+	RunID string
+	Seq   uint64 // the consuming event's sequence
+}
+
+// Claim is a claim marker: a thread_claimed event and whether it was released.
+type Claim struct {
+	Holder        string
+	Seq           uint64 // claim_seq: the marker's sequence, the fencing token
+	LeaseRevision uint64
+	Released      bool
+}
+
+// RunStatus is the state of a run.
+type RunStatus string
+
+// The run states. A run is active from run_started until one of the others.
+const (
+	RunActive    RunStatus = "active"
+	RunCompleted RunStatus = "completed"
+	RunFailed    RunStatus = "failed"
+	RunAbandoned RunStatus = "abandoned"
+)
+
+// Run is one agent turn.
+type Run struct {
+	ID        string
+	PromptSeq uint64 // the message its run_started consumed
+	StartSeq  uint64 // its run_started
+	ClaimSeq  uint64 // the claim it started under
+	EndSeq    uint64 // its end; 0 while active
+	Holder    string
+	Agent     string
+	Status    RunStatus
+	Outputs   []string // run_output texts in order
+	Output    string   // run_completed's output
+	Reason    string   // run_failed's or run_abandoned's reason
+	Steering  []uint64 // sequences of the messages given as steering
+	Requests  []string // ids of the requests it opened, in order
+}
+
+// Request is a question a run asked.
+type Request struct {
+	ID         string
+	RunID      string
+	Question   string
+	OpenedSeq  uint64
+	Answered   bool
+	AnswerSeq  uint64 // the answer_given
+	MessageSeq uint64 // the message that answered it
+	Closed     bool   // its run ended
+}
+
+// Anomaly is an event that Apply could not apply as it stands: malformed,
+// of another thread, or contradicting the state. The state follows the log
+// where it can; each Reason says what was wrong, in one sentence.
+type Anomaly struct {
+	Seq    uint64
+	Type   events.Type
+	Reason string
+}
+
+// New returns the empty state of thread id.
+func New(id string) *Thread {
+	return &Thread{ID: id, Requests: make(map[string]*Request)}
+}
+
+// Fold applies envs in order to the empty state of thread id.
+func Fold(id string, envs []events.Envelope) *Thread {
+	t := New(id)
+	for i := range envs {
+		t.Apply(envs[i])
+	}
+	return t
+}
+
+// Clone returns a deep copy of t: applying events to one leaves the other
+// unchanged.
+func (t *Thread) Clone() *Thread {
+	c := *t
+	c.Messages = slices.Clone(t.Messages)
+	n := 0
+	for i := range c.Messages {
+		if c.Messages[i].Consumed != nil {
+			n++
+		}
+	}
+	slab := make([]Consumption, 0, n) // one allocation for every consumption
+	for i := range c.Messages {
+		if p := c.Messages[i].Consumed; p != nil {
+			slab = append(slab, *p)
+			c.Messages[i].Consumed = &slab[len(slab)-1]
+		}
+	}
+	c.Runs = nil
+	c.ActiveRun = nil
+	if t.Runs != nil {
+		c.Runs = make([]*Run, len(t.Runs))
+		for i, r := range t.Runs {
+			c.Runs[i] = r.clone()
+			if r == t.ActiveRun {
+				c.ActiveRun = c.Runs[i]
+			}
+		}
+	}
+	if t.ActiveRun != nil && c.ActiveRun == nil {
+		c.ActiveRun = t.ActiveRun.clone() // not in Runs: only a hand-made state
+	}
+	if t.Requests != nil {
+		c.Requests = make(map[string]*Request, len(t.Requests))
+		for id, q := range t.Requests {
+			cq := *q
+			c.Requests[id] = &cq
+		}
+	}
+	c.Anomalies = slices.Clone(t.Anomalies)
+	return &c
+}
+
+func (r *Run) clone() *Run {
+	c := *r
+	c.Outputs = slices.Clone(r.Outputs)
+	c.Steering = slices.Clone(r.Steering)
+	c.Requests = slices.Clone(r.Requests)
+	return &c
+}
+
+// Pending returns a copy of the messages after the taken cursor, oldest first.
+func (t *Thread) Pending() []Message {
+	i := t.pendingIndex()
+	if i == len(t.Messages) {
+		return nil
+	}
+	return slices.Clone(t.Messages[i:])
+}
+
+// OldestPending returns the oldest message after the taken cursor: the next
+// prompt, answer or steering.
+func (t *Thread) OldestPending() (Message, bool) {
+	i := t.pendingIndex()
+	if i == len(t.Messages) {
+		return Message{}, false
+	}
+	return t.Messages[i], true
+}
+
+// OpenRequests returns the active run's requests that are neither answered
+// nor closed, in the order they were opened.
+func (t *Thread) OpenRequests() []*Request {
+	if t.ActiveRun == nil {
+		return nil
+	}
+	var open []*Request
+	for _, id := range t.ActiveRun.Requests {
+		if q := t.Requests[id]; q != nil && !q.Answered && !q.Closed {
+			open = append(open, q)
+		}
+	}
+	return open
+}
+
+// pendingIndex returns the index of the first message after Taken.
+func (t *Thread) pendingIndex() int {
+	if n := t.next; n <= len(t.Messages) &&
+		(n == len(t.Messages) || t.Messages[n].Seq > t.Taken) &&
+		(n == 0 || t.Messages[n-1].Seq <= t.Taken) {
+		return n
+	}
+	i, found := slices.BinarySearchFunc(t.Messages, t.Taken, cmpSeq)
+	if found {
+		i++
+	}
+	return i
+}
+
+// messageIndex returns the index of the message with sequence seq.
+func (t *Thread) messageIndex(seq uint64) (int, bool) {
+	if n := t.next; n < len(t.Messages) && t.Messages[n].Seq == seq {
+		return n, true
+	}
+	return slices.BinarySearchFunc(t.Messages, seq, cmpSeq)
+}
+
+func cmpSeq(m Message, seq uint64) int {
+	switch {
+	case m.Seq < seq:
+		return -1
+	case m.Seq > seq:
+		return 1
+	}
+	return 0
+}
