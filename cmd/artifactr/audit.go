@@ -1,0 +1,230 @@
+package main
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"io"
+	"os"
+	"time"
+
+	"github.com/nats-io/nats.go/jetstream"
+	"github.com/spf13/cobra"
+
+	"artifactr/events"
+	"artifactr/events/natsstore"
+	"artifactr/projections/audit"
+)
+
+// exitCantAudit is audit's code for "could not run": 1 means violations.
+const exitCantAudit = 2
+
+func (a *app) auditCommand() *cobra.Command {
+	var (
+		conn   connFlags
+		thread string
+		from   uint64
+		asJSON bool
+	)
+	cmd := &cobra.Command{
+		Use:   "audit",
+		Short: "Replay the log and check the protocol's invariants",
+		Long: `Replay the stream, all of it or one thread, and check what the fence
+promises (projections/audit): each message consumed at most once (I1), at
+most one active run per thread (I3), every fenced event carrying the newest
+claim, an unbroken claim chain, no run ending after it was abandoned, no
+request answered twice.
+
+Prints a report, or with --json the report object (see
+projections/audit's package doc). On a terminal, a long replay shows its
+progress on stderr.
+
+--from SEQ starts the replay at a stream sequence; checks that need earlier
+events (which claim is newest, what was consumed) may then report findings
+that a full replay would not.
+
+Exit codes: 0 no violations (anomalies alone do not fail an audit),
+1 violations found, 2 the audit could not run (bad usage, NATS unreachable).`,
+		Args: cobra.NoArgs,
+		RunE: func(cmd *cobra.Command, _ []string) error {
+			err := a.audit(cmd.Context(), &conn, thread, from, asJSON)
+			var ee *exitError
+			if errors.As(err, &ee) && ee.code == exitFail && !ee.quiet {
+				ee.code = exitCantAudit
+			}
+			return err
+		},
+	}
+	addConnFlags(cmd, &conn)
+	cmd.Flags().StringVar(&thread, "thread", "", "audit only this thread")
+	cmd.Flags().Uint64Var(&from, "from", 1, "first stream sequence to replay")
+	cmd.Flags().BoolVar(&asJSON, "json", false, "print the report as JSON")
+	return cmd
+}
+
+func (a *app) audit(ctx context.Context, conn *connFlags, thread string, from uint64, asJSON bool) error {
+	if thread != "" {
+		if err := threadArg(thread); err != nil {
+			return err
+		}
+	}
+	from = max(from, 1)
+	store, err := a.open(ctx, conn, 0)
+	if err != nil {
+		return err
+	}
+	defer store.Close()
+	prog := newProgress(a.stderr)
+	var r audit.Report
+	if thread != "" {
+		r, err = auditThread(ctx, store, thread, from, prog)
+	} else {
+		r, err = auditStream(ctx, store, conn.stream, from, prog)
+	}
+	prog.done()
+	if err != nil {
+		return storeError(conn.url, err)
+	}
+	if asJSON {
+		enc := json.NewEncoder(a.stdout)
+		enc.SetIndent("", "  ")
+		err = enc.Encode(r)
+	} else {
+		err = r.WriteText(a.stdout)
+	}
+	if err != nil {
+		return fail(err)
+	}
+	if !r.OK() {
+		return silent(exitFail, fmt.Errorf("%d violations", r.ViolationCount))
+	}
+	return nil
+}
+
+func auditThread(ctx context.Context, store events.Store, thread string, from uint64, prog *progress) (audit.Report, error) {
+	envs, err := store.Load(ctx, thread, from)
+	if err != nil {
+		return audit.Report{}, err
+	}
+	au := audit.New()
+	prog.total = uint64(len(envs))
+	for _, env := range envs {
+		au.Add(env)
+		prog.tick()
+	}
+	return au.Report(), nil
+}
+
+// auditStream replays every thread with one ordered consumer over the
+// stream, up to its last sequence when the audit began.
+func auditStream(ctx context.Context, store *natsstore.Store, stream string, from uint64, prog *progress) (audit.Report, error) {
+	au := audit.New()
+	last, err := streamLastSeq(ctx, store, stream)
+	if err != nil {
+		return audit.Report{}, err
+	}
+	if last < from {
+		return au.Report(), nil
+	}
+	prog.total = last - from + 1
+	tail, err := store.Tail(ctx, events.Subjects{}.All(), from)
+	if err != nil {
+		return audit.Report{}, err
+	}
+	defer tail.Stop()
+	for {
+		env, err := tail.Next(ctx)
+		if err != nil {
+			return audit.Report{}, err
+		}
+		au.Add(env)
+		prog.tick()
+		if env.Seq >= last {
+			return au.Report(), nil
+		}
+	}
+}
+
+// streamLastSeq reads the stream's last sequence.
+//
+// natsstore has no whole-stream reader with an end; this asks the server
+// on the store's own connection.
+func streamLastSeq(ctx context.Context, store *natsstore.Store, stream string) (uint64, error) {
+	js, err := jetstream.New(store.Conn())
+	if err != nil {
+		return 0, err
+	}
+	ctx, cancel := context.WithTimeout(ctx, natsstore.DefaultTimeout)
+	defer cancel()
+	st, err := js.Stream(ctx, stream)
+	if err != nil {
+		return 0, fmt.Errorf("stream %s: %w: %w", stream, events.ErrUnavailable, err)
+	}
+	info, err := st.Info(ctx)
+	if err != nil {
+		return 0, fmt.Errorf("stream %s info: %w: %w", stream, events.ErrUnavailable, err)
+	}
+	return info.State.LastSeq, nil
+}
+
+// progress draws a progress bar with events/s on a terminal, at most ten
+// times a second. It draws nothing when w is not a terminal.
+type progress struct {
+	w      io.Writer // nil: not a terminal
+	total  uint64
+	n      uint64
+	start  time.Time
+	drawn  time.Time
+	active bool
+}
+
+func newProgress(w io.Writer) *progress {
+	p := &progress{start: time.Now()}
+	if isTerminal(w) {
+		p.w = w
+	}
+	return p
+}
+
+func isTerminal(w io.Writer) bool {
+	f, ok := w.(*os.File)
+	if !ok {
+		return false
+	}
+	fi, err := f.Stat()
+	return err == nil && fi.Mode()&os.ModeCharDevice != 0
+}
+
+func (p *progress) tick() {
+	p.n++
+	if p.w == nil || p.n%1024 != 0 {
+		return
+	}
+	now := time.Now()
+	// Short replays finish before a bar would help.
+	if now.Sub(p.start) < 500*time.Millisecond || now.Sub(p.drawn) < 100*time.Millisecond {
+		return
+	}
+	p.drawn, p.active = now, true
+	rate := float64(p.n) / now.Sub(p.start).Seconds()
+	const width = 30
+	fill := 0
+	if p.total > 0 {
+		fill = int(min(p.n, p.total) * width / p.total)
+	}
+	bar := make([]byte, width)
+	for i := range bar {
+		bar[i] = '.'
+		if i < fill {
+			bar[i] = '#'
+		}
+	}
+	fmt.Fprintf(p.w, "\r[%s] %d/%d events, %.0f events/s ", bar, p.n, p.total, rate)
+}
+
+func (p *progress) done() {
+	if p.active {
+		fmt.Fprint(p.w, "\r\033[K")
+	}
+}

@@ -1,0 +1,154 @@
+package main
+
+import (
+	"encoding/json"
+	"fmt"
+	"strconv"
+	"strings"
+	"time"
+
+	"google.golang.org/protobuf/encoding/protojson"
+	"google.golang.org/protobuf/proto"
+
+	"artifactr/events"
+	"artifactr/events/eventspb"
+)
+
+// maxShown cuts texts in human-readable lines, so one long message does not
+// flood a terminal; --json shows them whole.
+const maxShown = 80
+
+// formatEvent renders env as one line a person can read:
+//
+//	15:04:05.000 12 t1 run_started run=run-5-7 prompt=5 claim=7 holder=r1/ab12
+func formatEvent(env events.Envelope) string {
+	var b strings.Builder
+	b.WriteString(env.Stored.Local().Format("15:04:05.000"))
+	fmt.Fprintf(&b, " %d %s %s", env.Seq, orDash(env.Thread), orDash(string(env.Type)))
+	for _, kv := range eventFields(env) {
+		b.WriteString(" ")
+		b.WriteString(kv)
+	}
+	return b.String()
+}
+
+// eventFields returns the key=value fields worth showing for env.
+func eventFields(env events.Envelope) []string {
+	if env.Err != nil || env.Event == nil {
+		return []string{"malformed=" + quote(fmt.Sprint(env.Err))}
+	}
+	ev := env.Event
+	claim := "claim=" + u(ev.GetClaimSeq())
+	holder := "holder=" + orDash(ev.GetHolder())
+	switch b := ev.GetBody().(type) {
+	case *eventspb.Event_MessagePosted:
+		m := b.MessagePosted
+		f := []string{"id=" + m.GetMessageId()}
+		if m.GetAuthor() != "" {
+			f = append(f, "author="+quote(m.GetAuthor()))
+		}
+		return append(f, "text="+quote(m.GetText()))
+	case *eventspb.Event_ThreadClaimed:
+		c := b.ThreadClaimed
+		return []string{"claim=" + u(env.Seq), "holder=" + c.GetHolder(), "lease_rev=" + u(c.GetLeaseRevision()),
+			"ttl=" + (time.Duration(c.GetLeaseTtlMs()) * time.Millisecond).String()}
+	case *eventspb.Event_ThreadReleased:
+		return []string{claim, holder, "reason=" + quote(b.ThreadReleased.GetReason())}
+	case *eventspb.Event_RunStarted:
+		r := b.RunStarted
+		return []string{"run=" + r.GetRunId(), "prompt=" + u(r.GetPromptSeq()), claim, holder, "agent=" + r.GetAgent()}
+	case *eventspb.Event_RunOutput:
+		return []string{"run=" + b.RunOutput.GetRunId(), "text=" + quote(b.RunOutput.GetText())}
+	case *eventspb.Event_RequestOpened:
+		r := b.RequestOpened
+		return []string{"run=" + r.GetRunId(), "request=" + r.GetRequestId(), "question=" + quote(r.GetQuestion())}
+	case *eventspb.Event_AnswerGiven:
+		r := b.AnswerGiven
+		return []string{"run=" + r.GetRunId(), "request=" + r.GetRequestId(), "message=" + u(r.GetMessageSeq()), claim}
+	case *eventspb.Event_SteeringGiven:
+		r := b.SteeringGiven
+		return []string{"run=" + r.GetRunId(), "message=" + u(r.GetMessageSeq()), claim}
+	case *eventspb.Event_RunCompleted:
+		return []string{"run=" + b.RunCompleted.GetRunId(), "output=" + quote(b.RunCompleted.GetOutput())}
+	case *eventspb.Event_RunFailed:
+		return []string{"run=" + b.RunFailed.GetRunId(), "reason=" + quote(b.RunFailed.GetReason())}
+	case *eventspb.Event_RunAbandoned:
+		r := b.RunAbandoned
+		return []string{"run=" + r.GetRunId(), "started_claim=" + u(r.GetStartedClaimSeq()), claim, holder, "reason=" + quote(r.GetReason())}
+	}
+	return nil
+}
+
+func u(n uint64) string { return strconv.FormatUint(n, 10) }
+
+func orDash(s string) string {
+	if s == "" {
+		return "-"
+	}
+	return s
+}
+
+// quote quotes s for a one-line display, cut to maxShown runes.
+func quote(s string) string {
+	if r := []rune(s); len(r) > maxShown {
+		s = string(r[:maxShown]) + "…"
+	}
+	return strconv.Quote(s)
+}
+
+// eventJSON is the shape `watch --json` prints; main.go documents it.
+type eventJSON struct {
+	Seq       uint64          `json:"seq"`
+	Subject   string          `json:"subject"`
+	Thread    string          `json:"thread"`
+	Type      string          `json:"type"`
+	Time      time.Time       `json:"time"`
+	EventTime *time.Time      `json:"event_time,omitempty"`
+	ClaimSeq  uint64          `json:"claim_seq"`
+	Holder    string          `json:"holder"`
+	MsgID     string          `json:"msg_id"`
+	Body      json.RawMessage `json:"body"`
+	Error     string          `json:"error,omitempty"`
+}
+
+var bodyJSON = protojson.MarshalOptions{UseProtoNames: true, EmitUnpopulated: true}
+
+// toJSON converts env to its JSON shape.
+func toJSON(env events.Envelope) eventJSON {
+	j := eventJSON{
+		Seq: env.Seq, Subject: env.Subject, Thread: env.Thread, Type: string(env.Type),
+		Time: env.Stored.UTC(), MsgID: env.MsgID, Body: json.RawMessage("null"),
+	}
+	if env.Err != nil {
+		j.Error = env.Err.Error()
+	}
+	ev := env.Event
+	if ev == nil {
+		return j
+	}
+	j.ClaimSeq, j.Holder = ev.GetClaimSeq(), ev.GetHolder()
+	if ev.GetTime() != nil {
+		t := ev.GetTime().AsTime().UTC()
+		j.EventTime = &t
+	}
+	if body := eventBody(ev); body != nil {
+		if data, err := bodyJSON.Marshal(body); err == nil {
+			j.Body = data
+		}
+	}
+	return j
+}
+
+// eventBody returns the message set in ev's body oneof, or nil.
+func eventBody(ev *eventspb.Event) proto.Message {
+	m := ev.ProtoReflect()
+	od := m.Descriptor().Oneofs().ByName("body")
+	if od == nil {
+		return nil
+	}
+	fd := m.WhichOneof(od)
+	if fd == nil {
+		return nil
+	}
+	return m.Get(fd).Message().Interface()
+}

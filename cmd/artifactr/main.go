@@ -1,0 +1,48 @@
+// Command artifactr runs and inspects artifactr, an event-sourced actor
+// runtime for AI-agent threads on NATS JetStream.
+//
+//	artifactr serve                      # embedded NATS + a runner with the echo agent
+//	artifactr post t1 "hello" --wait     # post, wait for the run, print its output
+//	artifactr watch                      # live tail of every thread's events
+//	artifactr threads                    # every thread's status
+//	artifactr show t1                    # one thread's state
+//	artifactr audit                      # replay the log, check the invariants
+//	artifactr demo                       # a guided tour, no setup
+//	artifactr bench turns                # throughput and latency figures
+//
+// Exit codes: 0 success, 1 the work failed, 2 usage error (audit: 1 means
+// violations found, 2 means the audit could not run).
+//
+// # JSON shapes
+//
+// `watch --json` prints one object per line per event:
+//
+//	{"seq": 12,                          // stream sequence
+//	 "subject": "threads.t1.run",
+//	 "thread": "t1",
+//	 "type": "run_started",              // the Artifactr-Type header
+//	 "time": "2026-...Z",                // the server's stored time (RFC 3339)
+//	 "event_time": "2026-...Z",          // the writer's clock; omitted when unset
+//	 "claim_seq": 7,                     // the writer's fencing token; 0 for posts
+//	 "holder": "runner-1/ab12cd",        // "" for posts
+//	 "msg_id": "t1:7:1",                 // Nats-Msg-Id
+//	 "body": {"run_id": "run-5-7", "prompt_seq": "5", "agent": "echo"},
+//	 "error": "..."}                     // only for a malformed event; body is then null
+//
+// body is the event's oneof body in protobuf's canonical JSON mapping (proto
+// field names, every field present; 64-bit integers are strings), the message
+// named by type in events/eventspb/events.proto.
+//
+// `threads --json` prints an array of thread summaries, `show --json` one
+// thread state and `audit --json` the audit report (projections/audit); see
+// each command's --help.
+package main
+
+import (
+	"context"
+	"os"
+)
+
+func main() {
+	os.Exit(run(context.Background(), os.Args[1:], os.Stdout, os.Stderr))
+}

@@ -1,0 +1,235 @@
+package main
+
+import (
+	"bytes"
+	"context"
+	"net"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+)
+
+// syncBuffer is a bytes.Buffer safe for a command writing while a test reads.
+type syncBuffer struct {
+	mu sync.Mutex // protects b
+	b  bytes.Buffer
+}
+
+func (s *syncBuffer) Write(p []byte) (int, error) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.b.Write(p)
+}
+
+func (s *syncBuffer) String() string {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.b.String()
+}
+
+// runCLI runs the CLI in-process and returns its exit code and outputs.
+func runCLI(t *testing.T, ctx context.Context, args ...string) (int, string, string) {
+	t.Helper()
+	var out, errOut syncBuffer
+	code := run(ctx, args, &out, &errOut)
+	return code, out.String(), errOut.String()
+}
+
+// closedURL returns a NATS URL on a loopback port nothing listens on.
+func closedURL(t *testing.T) string {
+	t.Helper()
+	l, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	addr := l.Addr().String()
+	l.Close()
+	return "nats://" + addr
+}
+
+// checkFor polls f until it returns nil or d passes, then fails t with f's
+// last error.
+func checkFor(t *testing.T, d time.Duration, f func() error) {
+	t.Helper()
+	deadline := time.Now().Add(d)
+	for {
+		err := f()
+		if err == nil {
+			return
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("after %s: %v", d, err)
+		}
+		time.Sleep(20 * time.Millisecond)
+	}
+}
+
+func TestRun_usageErrors(t *testing.T) {
+	t.Setenv(envNATS, closedURL(t)) // nothing here may connect anyway
+	cases := []struct {
+		name string
+		args []string
+		want string // in stderr
+	}{
+		{"no command", nil, "Usage:"},
+		{"unknown command", []string{"frob"}, `unknown command "frob"`},
+		{"unknown flag", []string{"post", "--bogus", "t", "x"}, "unknown flag: --bogus"},
+		{"post one arg", []string{"post", "t1"}, "accepts 2 arg(s)"},
+		{"post three args", []string{"post", "t1", "a", "b"}, "accepts 2 arg(s)"},
+		{"post bad wait timeout", []string{"post", "t1", "x", "--wait-timeout", "0s"}, "--wait-timeout"},
+		{"bad duration", []string{"post", "t1", "x", "--timeout", "soon"}, "invalid argument"},
+		{"zero timeout", []string{"threads", "--timeout", "0s"}, "--timeout"},
+		{"show no thread", []string{"show"}, "accepts 1 arg(s)"},
+		{"show bad at", []string{"show", "t1", "--at", "yesterday"}, `--at "yesterday"`},
+		{"watch bad from", []string{"watch", "--from", "soon"}, `--from "soon"`},
+		{"watch two threads", []string{"watch", "a", "b"}, "accepts at most 1 arg(s)"},
+		{"threads arg", []string{"threads", "x"}, `unknown command "x"`},
+		{"bad log level", []string{"threads", "--log-level", "loud"}, "--log-level"},
+		{"serve bad agent", []string{"serve", "--agent", "magic"}, `--agent "magic"`},
+		{"serve exec no program", []string{"serve", "--agent", "exec"}, "needs a program after --"},
+		{"serve echo with program", []string{"serve", "--", "python3", "x.py"}, "--agent echo takes no program"},
+		{"serve stray arg", []string{"serve", "extra"}, "serve takes no arguments"},
+		{"serve replicas embedded", []string{"serve", "--replicas", "3"}, "needs a cluster"},
+		{"serve tiny ttl", []string{"serve", "--claim-ttl", "1ms"}, "--claim-ttl"},
+		{"bench no subcommand", []string{"bench"}, "Usage:"},
+		{"bench zero threads", []string{"bench", "turns", "--threads", "0"}, "at least 1"},
+		{"demo bad ttl", []string{"demo", "--claim-ttl", "1h"}, "--claim-ttl"},
+		{"version arg", []string{"version", "x"}, `unknown command "x"`},
+	}
+	for _, tc := range cases {
+		t.Run(tc.name, func(t *testing.T) {
+			// serve's usage errors must come before it embeds a server, so
+			// unset the env that would make it use an external one.
+			if strings.HasPrefix(strings.Join(tc.args, " "), "serve") {
+				t.Setenv(envNATS, "")
+			}
+			code, _, stderr := runCLI(t, t.Context(), tc.args...)
+			if code != exitUsage {
+				t.Errorf("exit %d, want %d; stderr:\n%s", code, exitUsage, stderr)
+			}
+			if !strings.Contains(stderr, tc.want) {
+				t.Errorf("stderr lacks %q:\n%s", tc.want, stderr)
+			}
+		})
+	}
+}
+
+func TestRun_badThreadID(t *testing.T) {
+	url := closedURL(t) // the id is refused before any connection
+	for _, args := range [][]string{
+		{"post", "bad id", "hello"},
+		{"post", "a.b", "hello", "--wait"},
+		{"show", "t*"},
+		{"watch", "t>"},
+		{"audit", "--thread", strings.Repeat("x", 129)},
+	} {
+		t.Run(args[0], func(t *testing.T) {
+			code, _, stderr := runCLI(t, t.Context(), append(args, "--nats", url)...)
+			if code != exitUsage {
+				t.Errorf("%v: exit %d, want %d; stderr:\n%s", args, code, exitUsage, stderr)
+			}
+			if !strings.Contains(stderr, "invalid thread id") {
+				t.Errorf("%v: stderr does not explain the id:\n%s", args, stderr)
+			}
+		})
+	}
+}
+
+func TestRun_natsUnreachable(t *testing.T) {
+	url := closedURL(t)
+	for _, tc := range []struct {
+		args []string
+		code int
+	}{
+		{[]string{"post", "t1", "hello"}, exitFail},
+		{[]string{"post", "t1", "hello", "--wait"}, exitFail},
+		{[]string{"watch"}, exitFail},
+		{[]string{"threads"}, exitFail},
+		{[]string{"show", "t1"}, exitFail},
+		{[]string{"audit"}, exitCantAudit}, // audit: 1 means violations
+		{[]string{"serve", "--runner-id", "r1"}, exitFail},
+	} {
+		t.Run(tc.args[0], func(t *testing.T) {
+			start := time.Now()
+			code, _, stderr := runCLI(t, t.Context(), append(tc.args, "--nats", url, "--timeout", "2s")...)
+			if d := time.Since(start); d > 3*time.Second {
+				t.Errorf("%v took %s; want it bounded by --timeout", tc.args, d)
+			}
+			if code != tc.code {
+				t.Errorf("%v: exit %d, want %d; stderr:\n%s", tc.args, code, tc.code, stderr)
+			}
+			for _, want := range []string{url, "artifactr serve", "--nats"} {
+				if !strings.Contains(stderr, want) {
+					t.Errorf("%v: stderr lacks %q:\n%s", tc.args, want, stderr)
+				}
+			}
+		})
+	}
+}
+
+func TestRun_unreachableFromEnv(t *testing.T) {
+	url := closedURL(t)
+	t.Setenv(envNATS, url)
+	code, _, stderr := runCLI(t, t.Context(), "threads", "--timeout", "1s")
+	if code != exitFail || !strings.Contains(stderr, url) {
+		t.Fatalf("exit %d, want %d naming %s; stderr:\n%s", code, exitFail, url, stderr)
+	}
+}
+
+func TestRun_help(t *testing.T) {
+	for _, path := range [][]string{
+		{}, {"serve"}, {"post"}, {"watch"}, {"threads"}, {"show"}, {"audit"},
+		{"demo"}, {"bench"}, {"bench", "turns"}, {"version"}, {"help"},
+	} {
+		name := strings.Join(path, " ")
+		t.Run("/"+name, func(t *testing.T) {
+			code, stdout, stderr := runCLI(t, t.Context(), append(path, "--help")...)
+			if code != exitOK {
+				t.Fatalf("exit %d; stderr:\n%s", code, stderr)
+			}
+			if !strings.Contains(stdout, "Usage:") {
+				t.Errorf("no usage in:\n%s", stdout)
+			}
+		})
+	}
+	code, stdout, _ := runCLI(t, t.Context(), "help", "post")
+	if code != exitOK || !strings.Contains(stdout, "--wait") {
+		t.Errorf("help post: exit %d:\n%s", code, stdout)
+	}
+}
+
+func TestRun_version(t *testing.T) {
+	code, stdout, _ := runCLI(t, t.Context(), "version")
+	if code != exitOK || !strings.HasPrefix(stdout, "artifactr ") {
+		t.Fatalf("exit %d, stdout %q", code, stdout)
+	}
+}
+
+// TestRun_demo runs the whole tour: its claim lapse must end with A's
+// run_started refused by the fence and a clean audit.
+// Spec: StartFenced.
+func TestRun_demo(t *testing.T) {
+	start := time.Now()
+	code, stdout, stderr := runCLI(t, t.Context(), "demo", "--claim-ttl", "1s")
+	if code != exitOK {
+		t.Fatalf("exit %d\nstdout:\n%s\nstderr:\n%s", code, stdout, stderr)
+	}
+	for _, want := range []string{
+		"A took the lease",
+		"B took the lapsed lease",
+		"B's run_started landed",
+		"REFUSED by the fence (ErrThreadBusy): nothing written",
+		"answer_given",
+		"echo: what is your name? -> Ada",
+		"audit OK",
+		"0 violations",
+	} {
+		if !strings.Contains(stdout, want) {
+			t.Errorf("demo output lacks %q:\n%s", want, stdout)
+		}
+	}
+	if d := time.Since(start); d > 30*time.Second {
+		t.Errorf("demo took %s", d)
+	}
+}

@@ -1,0 +1,239 @@
+package main
+
+import (
+	"context"
+	"fmt"
+	"log/slog"
+	"os"
+	"os/signal"
+	"path/filepath"
+	"syscall"
+	"time"
+
+	"github.com/spf13/cobra"
+
+	"artifactr/actors/agent"
+	"artifactr/actors/runner"
+	"artifactr/internal/natsembed"
+)
+
+// serveFlags are serve's options.
+type serveFlags struct {
+	conn          connFlags
+	data          string
+	listen        string
+	noSync        bool
+	replicas      int
+	agentName     string
+	steer         bool
+	execTimeout   time.Duration
+	echoDelay     time.Duration
+	claimTTL      time.Duration
+	idleTimeout   time.Duration
+	shutdownGrace time.Duration
+	runnerID      string
+}
+
+func (a *app) serveCommand() *cobra.Command {
+	var f serveFlags
+	cmd := &cobra.Command{
+		Use:   "serve [--agent exec -- PROGRAM [ARGS...]]",
+		Short: "Run a runner, with an embedded NATS server unless --nats is given",
+		Long: `Run a runner that claims threads with work and runs their turns with an
+agent.
+
+By default serve embeds nats-server with JetStream: it listens on --listen
+and keeps its data in --data, so the other commands (and the nats CLI) can
+connect to it. With --nats URL, or ARTIFACTR_NATS set, it embeds nothing and
+uses that server or cluster instead; start any number of serves on one NATS
+and they share the threads (use --replicas 3 on a cluster).
+
+The agent is "echo" (deterministic: "hello" -> "echo: hello"; "ask: Q"
+opens a request the next message answers; "fail: R" fails) or "exec", which
+runs the program after -- once per turn, speaking JSON lines (see
+actors/agent/doc.go and examples/echo-agent.py).
+
+The first SIGINT or SIGTERM stops gracefully: no new claims, active runs get
+--shutdown-grace to finish (then they are cancelled and recorded as failed),
+every claim is released, then the server stops. A second signal exits at
+once; leases then lapse after --claim-ttl and the next runner abandons the
+unfinished runs.`,
+		Example: `  artifactr serve
+  artifactr serve --data /var/lib/artifactr --listen 0.0.0.0:4222
+  artifactr serve --agent exec -- python3 examples/echo-agent.py
+  artifactr serve --nats nats://n1:4222,nats://n2:4222 --replicas 3`,
+		Args: cobra.ArbitraryArgs,
+		RunE: func(cmd *cobra.Command, args []string) error {
+			external := cmd.Flags().Changed("nats") || os.Getenv(envNATS) != ""
+			ag, err := f.agent(cmd, args)
+			if err != nil {
+				return err
+			}
+			if err := f.validate(external); err != nil {
+				return err
+			}
+			return a.serve(cmd.Context(), &f, ag, external)
+		},
+	}
+	addConnFlags(cmd, &f.conn)
+	fl := cmd.Flags()
+	// serve embeds a server unless told where one is, so --nats has no
+	// default to show here.
+	fl.Lookup("nats").Usage = "use this NATS server or cluster instead of embedding one (env " + envNATS + ")"
+	fl.Lookup("nats").DefValue = ""
+	fl.StringVar(&f.data, "data", "artifactr-data", "JetStream data directory of the embedded server")
+	fl.StringVar(&f.listen, "listen", natsembed.DefaultListen, "client address of the embedded server (port 0: any free port)")
+	fl.BoolVar(&f.noSync, "no-sync", false, "do not fsync JetStream writes: faster, but acknowledged events can be lost on power failure")
+	fl.IntVar(&f.replicas, "replicas", 1, "replicas of the stream and lease bucket when serve creates them (3 on a cluster)")
+	fl.StringVar(&f.agentName, "agent", "echo", `agent running the turns: "echo" or "exec" (program after --)`)
+	fl.BoolVar(&f.steer, "steer", false, "give messages posted during a run to the run as steering")
+	fl.DurationVar(&f.execTimeout, "exec-timeout", agent.DefaultExecTimeout, "bound on one turn of the exec agent (time waiting for answers not counted)")
+	fl.DurationVar(&f.echoDelay, "echo-delay", 0, "keep each echo run active this long (tests)")
+	_ = fl.MarkHidden("echo-delay")
+	fl.DurationVar(&f.claimTTL, "claim-ttl", 10*time.Second, "lease TTL: how soon a dead runner's threads are taken over")
+	fl.DurationVar(&f.idleTimeout, "idle-timeout", 30*time.Second, "release a claim after this long with nothing to do")
+	fl.DurationVar(&f.shutdownGrace, "shutdown-grace", 5*time.Second, "on shutdown, how long active runs may take to finish")
+	fl.StringVar(&f.runnerID, "runner-id", "", "runner id, the first part of claim holders (default host-pid-random)")
+	return cmd
+}
+
+// agent builds the agent from --agent and the arguments after --.
+func (f *serveFlags) agent(cmd *cobra.Command, args []string) (agent.Agent, error) {
+	dash := cmd.ArgsLenAtDash()
+	if dash > 0 || (dash < 0 && len(args) > 0) {
+		return nil, usagef("serve takes no arguments; the exec agent's program goes after --")
+	}
+	switch f.agentName {
+	case "echo":
+		if len(args) > 0 {
+			return nil, usagef("--agent echo takes no program; did you mean --agent exec?")
+		}
+		return agent.Echo{Delay: f.echoDelay, Steer: f.steer}, nil
+	case "exec":
+		if len(args) == 0 {
+			return nil, usagef("--agent exec needs a program after --, as in: serve --agent exec -- python3 examples/echo-agent.py")
+		}
+		return agent.Exec{Path: args[0], Args: args[1:], Timeout: f.execTimeout, Steer: f.steer}, nil
+	}
+	return nil, usagef("--agent %q: want echo or exec", f.agentName)
+}
+
+func (f *serveFlags) validate(external bool) error {
+	switch {
+	case f.claimTTL < 100*time.Millisecond:
+		return usagef("--claim-ttl %s: must be at least 100ms", f.claimTTL)
+	case f.idleTimeout <= 0:
+		return usagef("--idle-timeout %s: must be positive", f.idleTimeout)
+	case f.shutdownGrace <= 0:
+		return usagef("--shutdown-grace %s: must be positive", f.shutdownGrace)
+	case f.replicas < 1 || f.replicas > 5:
+		return usagef("--replicas %d: want 1 to 5", f.replicas)
+	case f.replicas > 1 && !external:
+		return usagef("--replicas %d needs a cluster: pass --nats with its URLs", f.replicas)
+	case !external && f.data == "":
+		return usagef("--data: empty directory")
+	}
+	return f.conn.validate()
+}
+
+// serverLogger quiets nats-server's start-up notices unless debugging;
+// its warnings, such as the no-sync one, still show.
+func (a *app) serverLogger() *slog.Logger {
+	if a.log.Enabled(context.Background(), slog.LevelDebug) {
+		return a.log
+	}
+	return slog.New(slog.NewTextHandler(a.stderr, &slog.HandlerOptions{Level: slog.LevelWarn}))
+}
+
+func (a *app) serve(ctx context.Context, f *serveFlags, ag agent.Agent, external bool) error {
+	sigs := make(chan os.Signal, 2)
+	signal.Notify(sigs, os.Interrupt, syscall.SIGTERM)
+	defer signal.Stop(sigs)
+
+	if !external {
+		srv, err := a.embed(f)
+		if err != nil {
+			return err
+		}
+		defer srv.Shutdown()
+	} else {
+		fmt.Fprintf(a.stdout, "artifactr serve: using NATS at %s\n", f.conn.url)
+	}
+	store, err := a.open(ctx, &f.conn, f.replicas)
+	if err != nil {
+		return err
+	}
+	defer store.Close()
+	r, err := runner.New(runner.Config{
+		Store:         store,
+		Agent:         ag,
+		ID:            f.runnerID,
+		ClaimTTL:      f.claimTTL,
+		IdleTimeout:   f.idleTimeout,
+		ShutdownGrace: f.shutdownGrace,
+		Logger:        a.log,
+	})
+	if err != nil {
+		return usage(err)
+	}
+	if err := r.Start(ctx); err != nil {
+		return storeError(f.conn.url, err)
+	}
+	fmt.Fprintf(a.stdout, "artifactr serve: runner %s ready on stream %s (agent %s, claim TTL %s)\n",
+		r.ID(), f.conn.stream, ag.Name(), f.claimTTL)
+	return a.awaitStop(ctx, sigs, r, f)
+}
+
+// embed starts the embedded server and points f.conn at it.
+func (a *app) embed(f *serveFlags) (*natsembed.Server, error) {
+	dir, err := filepath.Abs(f.data)
+	if err != nil {
+		return nil, fail(err)
+	}
+	if err := os.MkdirAll(dir, 0o755); err != nil {
+		return nil, failf("data directory: %v", err)
+	}
+	srv, err := natsembed.Start(natsembed.Config{DataDir: dir, Listen: f.listen, NoSync: f.noSync, Logger: a.serverLogger()})
+	if err != nil {
+		return nil, fail(err)
+	}
+	f.conn.url = srv.ClientURL()
+	fmt.Fprintf(a.stdout, "artifactr serve: NATS listening on %s, JetStream data in %s\n", srv.ClientURL(), dir)
+	if f.noSync {
+		fmt.Fprintln(a.stdout, "artifactr serve: warning: --no-sync: writes are not fsynced; acknowledged events can be lost on power failure")
+	}
+	return srv, nil
+}
+
+// awaitStop waits for a signal (or ctx's end), then drains r; a second
+// signal gives up on draining.
+func (a *app) awaitStop(ctx context.Context, sigs <-chan os.Signal, r *runner.Runner, f *serveFlags) error {
+	var why string
+	select {
+	case s := <-sigs:
+		why = s.String()
+	case <-ctx.Done():
+		why = "context ended"
+	}
+	fmt.Fprintf(a.stdout, "artifactr serve: %s: draining (runs get %s to finish; signal again to exit at once)\n", why, f.shutdownGrace)
+	stopped := make(chan error, 1)
+	go func() {
+		sctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), f.shutdownGrace+2*f.conn.timeout)
+		defer cancel()
+		stopped <- r.Stop(sctx)
+	}()
+	select {
+	case err := <-stopped:
+		st := r.Stats()
+		fmt.Fprintf(a.stdout, "artifactr serve: stopped: %d claims, %d runs completed, %d failed, %d abandoned, %d fenced\n",
+			st.Claims, st.Completed, st.Failed, st.Abandoned, st.Fenced)
+		if err != nil {
+			return failf("graceful stop: %v", err)
+		}
+		return nil
+	case s := <-sigs:
+		// Leave at once: leases lapse and the next holder abandons what
+		// was running, which is what the fence is for.
+		return failf("%s again: exiting without releasing claims", s)
+	}
+}

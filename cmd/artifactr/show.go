@@ -1,0 +1,309 @@
+package main
+
+import (
+	"encoding/json"
+	"fmt"
+	"io"
+	"slices"
+	"strconv"
+	"strings"
+	"time"
+
+	"github.com/spf13/cobra"
+
+	"artifactr/events"
+	"artifactr/projections"
+)
+
+func (a *app) showCommand() *cobra.Command {
+	var (
+		conn   connFlags
+		asJSON bool
+		at     string
+	)
+	cmd := &cobra.Command{
+		Use:   "show THREAD",
+		Short: "Show a thread's state: claim, runs, messages, requests, anomalies",
+		Long: `Replay THREAD's events and show its state: the newest claim, the active run,
+each message and how it was consumed (prompt, answer or steering, by which
+run), each run with its status and outputs, the open requests, and any
+anomalies the fold found.
+
+--at SEQ replays only the events with stream sequence <= SEQ; --at TIME (RFC
+3339, such as 2026-01-02T15:04:05Z) only those stored at or before TIME. So
+you can see the thread as it was.
+
+--json prints the state as one object:
+  {"thread","last_seq","last_activity","taken",
+   "claim":{"holder","seq","lease_revision","released"},
+   "active_run":"RUN_ID"|null,
+   "messages":[{"seq","message_id","author","text","posted",
+                "consumed":{"kind","run_id","seq"}|null}],
+   "runs":[{"id","status","prompt_seq","start_seq","end_seq","claim_seq",
+            "holder","agent","outputs","output","reason","steering","requests"}],
+   "open_requests":[{"id","run_id","question","opened_seq"}],
+   "anomalies":[{"seq","type","reason"}]}`,
+		Args: cobra.ExactArgs(1),
+		RunE: func(cmd *cobra.Command, args []string) error {
+			thread := args[0]
+			if err := threadArg(thread); err != nil {
+				return err
+			}
+			keep, err := parseAt(at)
+			if err != nil {
+				return err
+			}
+			store, err := a.open(cmd.Context(), &conn, 0)
+			if err != nil {
+				return err
+			}
+			defer store.Close()
+			envs, err := store.Load(cmd.Context(), thread, 1)
+			if err != nil {
+				return storeError(conn.url, err)
+			}
+			envs = slices.DeleteFunc(envs, func(e events.Envelope) bool { return !keep(e) })
+			t := projections.Fold(thread, envs)
+			if asJSON {
+				enc := json.NewEncoder(a.stdout)
+				enc.SetIndent("", "  ")
+				return errOrNil(enc.Encode(showView(t)))
+			}
+			if len(envs) == 0 {
+				fmt.Fprintf(a.stdout, "thread %s has no events%s\n", thread, atSuffix(at))
+				return nil
+			}
+			return errOrNil(writeShow(a.stdout, t))
+		},
+	}
+	addConnFlags(cmd, &conn)
+	cmd.Flags().BoolVar(&asJSON, "json", false, "print the state as JSON")
+	cmd.Flags().StringVar(&at, "at", "", "replay only events up to this stream sequence or RFC 3339 time")
+	return cmd
+}
+
+func atSuffix(at string) string {
+	if at == "" {
+		return ""
+	}
+	return " at " + at
+}
+
+func errOrNil(err error) error {
+	if err != nil {
+		return fail(err)
+	}
+	return nil
+}
+
+// parseAt parses --at into a filter on envelopes.
+func parseAt(at string) (func(events.Envelope) bool, error) {
+	if at == "" {
+		return func(events.Envelope) bool { return true }, nil
+	}
+	if n, err := strconv.ParseUint(at, 10, 64); err == nil {
+		return func(e events.Envelope) bool { return e.Seq <= n }, nil
+	}
+	t, err := time.Parse(time.RFC3339Nano, at)
+	if err != nil {
+		return nil, usagef("--at %q: want a stream sequence or an RFC 3339 time such as 2026-01-02T15:04:05Z", at)
+	}
+	return func(e events.Envelope) bool { return !e.Stored.After(t) }, nil
+}
+
+// Views of a projections.Thread for --json, with stable snake_case names.
+type (
+	threadView struct {
+		Thread       string        `json:"thread"`
+		LastSeq      uint64        `json:"last_seq"`
+		LastActivity *time.Time    `json:"last_activity"`
+		Taken        uint64        `json:"taken"`
+		Claim        *claimView    `json:"claim"`
+		ActiveRun    *string       `json:"active_run"`
+		Messages     []messageView `json:"messages"`
+		Runs         []runView     `json:"runs"`
+		OpenRequests []requestView `json:"open_requests"`
+		Anomalies    []anomalyView `json:"anomalies"`
+	}
+	claimView struct {
+		Holder        string `json:"holder"`
+		Seq           uint64 `json:"seq"`
+		LeaseRevision uint64 `json:"lease_revision"`
+		Released      bool   `json:"released"`
+	}
+	messageView struct {
+		Seq       uint64           `json:"seq"`
+		MessageID string           `json:"message_id"`
+		Author    string           `json:"author"`
+		Text      string           `json:"text"`
+		Posted    time.Time        `json:"posted"`
+		Consumed  *consumptionView `json:"consumed"`
+	}
+	consumptionView struct {
+		Kind  string `json:"kind"`
+		RunID string `json:"run_id"`
+		Seq   uint64 `json:"seq"`
+	}
+	runView struct {
+		ID        string   `json:"id"`
+		Status    string   `json:"status"`
+		PromptSeq uint64   `json:"prompt_seq"`
+		StartSeq  uint64   `json:"start_seq"`
+		EndSeq    uint64   `json:"end_seq"`
+		ClaimSeq  uint64   `json:"claim_seq"`
+		Holder    string   `json:"holder"`
+		Agent     string   `json:"agent"`
+		Outputs   []string `json:"outputs"`
+		Output    string   `json:"output"`
+		Reason    string   `json:"reason"`
+		Steering  []uint64 `json:"steering"`
+		Requests  []string `json:"requests"`
+	}
+	requestView struct {
+		ID        string `json:"id"`
+		RunID     string `json:"run_id"`
+		Question  string `json:"question"`
+		OpenedSeq uint64 `json:"opened_seq"`
+	}
+	anomalyView struct {
+		Seq    uint64 `json:"seq"`
+		Type   string `json:"type"`
+		Reason string `json:"reason"`
+	}
+)
+
+func showView(t *projections.Thread) threadView {
+	v := threadView{
+		Thread: t.ID, LastSeq: t.LastSeq, Taken: t.Taken,
+		Messages: []messageView{}, Runs: []runView{}, OpenRequests: []requestView{}, Anomalies: []anomalyView{},
+	}
+	if !t.LastActivity.IsZero() {
+		la := t.LastActivity.UTC()
+		v.LastActivity = &la
+	}
+	if t.Claim.Seq != 0 {
+		v.Claim = &claimView{Holder: t.Claim.Holder, Seq: t.Claim.Seq, LeaseRevision: t.Claim.LeaseRevision, Released: t.Claim.Released}
+	}
+	if t.ActiveRun != nil {
+		id := t.ActiveRun.ID
+		v.ActiveRun = &id
+	}
+	for _, m := range t.Messages {
+		mv := messageView{Seq: m.Seq, MessageID: m.MessageID, Author: m.Author, Text: m.Text, Posted: m.Posted.UTC()}
+		if c := m.Consumed; c != nil {
+			mv.Consumed = &consumptionView{Kind: string(c.Kind), RunID: c.RunID, Seq: c.Seq}
+		}
+		v.Messages = append(v.Messages, mv)
+	}
+	for _, r := range t.Runs {
+		v.Runs = append(v.Runs, runView{
+			ID: r.ID, Status: string(r.Status), PromptSeq: r.PromptSeq, StartSeq: r.StartSeq, EndSeq: r.EndSeq,
+			ClaimSeq: r.ClaimSeq, Holder: r.Holder, Agent: r.Agent, Outputs: nonNil(r.Outputs), Output: r.Output,
+			Reason: r.Reason, Steering: nonNil(r.Steering), Requests: nonNil(r.Requests),
+		})
+	}
+	for _, q := range t.OpenRequests() {
+		v.OpenRequests = append(v.OpenRequests, requestView{ID: q.ID, RunID: q.RunID, Question: q.Question, OpenedSeq: q.OpenedSeq})
+	}
+	for _, an := range t.Anomalies {
+		v.Anomalies = append(v.Anomalies, anomalyView{Seq: an.Seq, Type: string(an.Type), Reason: an.Reason})
+	}
+	return v
+}
+
+func nonNil[T any](s []T) []T {
+	if s == nil {
+		return []T{}
+	}
+	return s
+}
+
+// writeShow prints t for a person.
+func writeShow(w io.Writer, t *projections.Thread) error {
+	var b strings.Builder
+	fmt.Fprintf(&b, "thread %s: %s, %s, last seq %d, last activity %s\n",
+		t.ID, plural(len(t.Messages), "message"), plural(len(t.Runs), "run"), t.LastSeq, t.LastActivity.Local().Format(time.RFC3339))
+	switch c := t.Claim; {
+	case c.Seq == 0:
+		b.WriteString("claim:      none\n")
+	case c.Released:
+		fmt.Fprintf(&b, "claim:      seq %d by %s (released)\n", c.Seq, c.Holder)
+	default:
+		fmt.Fprintf(&b, "claim:      seq %d by %s (lease revision %d)\n", c.Seq, c.Holder, c.LeaseRevision)
+	}
+	if r := t.ActiveRun; r != nil {
+		fmt.Fprintf(&b, "active run: %s (prompt %d, claim %d, holder %s)\n", r.ID, r.PromptSeq, r.ClaimSeq, r.Holder)
+	} else {
+		b.WriteString("active run: none\n")
+	}
+	b.WriteString("messages:\n")
+	for _, m := range t.Messages {
+		how := "pending"
+		if c := m.Consumed; c != nil {
+			how = fmt.Sprintf("%s of %s (at %d)", c.Kind, c.RunID, c.Seq)
+		}
+		who := ""
+		if m.Author != "" {
+			who = " by " + m.Author
+		}
+		fmt.Fprintf(&b, "  %4d %s%s: %s  -> %s\n", m.Seq, m.MessageID, who, quote(m.Text), how)
+	}
+	writeRuns(&b, t)
+	if open := t.OpenRequests(); len(open) > 0 {
+		b.WriteString("open requests:\n")
+		for _, q := range open {
+			fmt.Fprintf(&b, "  %s of %s: %s (opened at %d)\n", q.ID, q.RunID, quote(q.Question), q.OpenedSeq)
+		}
+	}
+	if len(t.Anomalies) > 0 {
+		b.WriteString("anomalies:\n")
+		for _, an := range t.Anomalies {
+			fmt.Fprintf(&b, "  seq %d (%s): %s\n", an.Seq, orDash(string(an.Type)), an.Reason)
+		}
+	}
+	_, err := io.WriteString(w, b.String())
+	return err
+}
+
+// writeRuns writes t's runs with their outputs, requests and ends.
+func writeRuns(b *strings.Builder, t *projections.Thread) {
+	if len(t.Runs) > 0 {
+		b.WriteString("runs:\n")
+	}
+	for _, r := range t.Runs {
+		span := fmt.Sprintf("%d..%d", r.StartSeq, r.EndSeq)
+		if r.EndSeq == 0 {
+			span = fmt.Sprintf("%d..", r.StartSeq)
+		}
+		fmt.Fprintf(b, "  %s %s: prompt %d, claim %d, holder %s, seqs %s\n", r.ID, r.Status, r.PromptSeq, r.ClaimSeq, r.Holder, span)
+		for _, o := range r.Outputs {
+			fmt.Fprintf(b, "      output:  %s\n", quote(o))
+		}
+		for _, id := range r.Requests {
+			if q := t.Requests[id]; q != nil {
+				ans := "unanswered"
+				if q.Answered {
+					ans = fmt.Sprintf("answered by message %d", q.MessageSeq)
+				}
+				fmt.Fprintf(b, "      request: %s %s, %s\n", id, quote(q.Question), ans)
+			}
+		}
+		if len(r.Steering) > 0 {
+			fmt.Fprintf(b, "      steering: messages %v\n", r.Steering)
+		}
+		switch r.Status {
+		case projections.RunCompleted:
+			fmt.Fprintf(b, "      result:  %s\n", quote(r.Output))
+		case projections.RunFailed, projections.RunAbandoned:
+			fmt.Fprintf(b, "      reason:  %s\n", quote(r.Reason))
+		}
+	}
+}
+
+// plural formats n things.
+func plural(n int, thing string) string {
+	if n == 1 {
+		return "1 " + thing
+	}
+	return fmt.Sprintf("%d %ss", n, thing)
+}

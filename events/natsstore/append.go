@@ -1,0 +1,154 @@
+package natsstore
+
+import (
+	"context"
+	"fmt"
+
+	"github.com/nats-io/nats.go"
+	"github.com/nats-io/nats.go/jetstream"
+	"github.com/nats-io/nuid"
+	"google.golang.org/protobuf/proto"
+	"google.golang.org/protobuf/types/known/timestamppb"
+
+	"artifactr/events"
+	"artifactr/events/eventspb"
+)
+
+// Post implements [events.Poster]. The Nats-Msg-Id is <thread>:<message_id>,
+// because JetStream keys ids stream-wide. m is not modified; an empty
+// MessageId is filled in on a copy.
+func (s *Store) Post(ctx context.Context, thread string, m *eventspb.MessagePosted) (events.Ack, error) {
+	if err := events.ValidateThreadID(thread); err != nil {
+		return events.Ack{}, err
+	}
+	if m == nil {
+		return events.Ack{}, fmt.Errorf("%w: nil message", events.ErrInvalidEvent)
+	}
+	if err := s.checkOpen(); err != nil {
+		return events.Ack{}, err
+	}
+	if m.GetMessageId() == "" {
+		m = proto.Clone(m).(*eventspb.MessagePosted)
+		m.MessageId = nuid.Next()
+	}
+	ev := &eventspb.Event{Thread: thread, Time: timestamppb.New(s.cfg.Now()), Body: &eventspb.Event_MessagePosted{MessagePosted: m}}
+	data, h, err := s.encode(ev)
+	if err != nil {
+		return events.Ack{}, err
+	}
+	subject := s.subj.Thread(thread, events.KindPosted)
+	ctx, cancel := s.bound(ctx)
+	defer cancel()
+	o := s.publish(ctx, write{
+		what:    "post to " + subject,
+		stream:  s.cfg.Stream,
+		subject: subject,
+		header:  nats.Header(h),
+		data:    data,
+		msgID:   thread + ":" + m.GetMessageId(),
+		// The id is the caller's: an earlier Post may have stored it. No
+		// check is carried, so a repeat is always a duplicate ack.
+		landedBefore: true,
+	})
+	if o.refused != nil {
+		// Posts carry no check; a refusal here is a server bug.
+		return events.Ack{}, fmt.Errorf("natsstore: post to %s refused: %w", subject, o.refused)
+	}
+	return o.ack, o.err
+}
+
+// Append implements [events.Appender]. The check becomes JetStream's
+// expected-sequence headers (DESIGN §3):
+//   - [events.ExpectLast]: Nats-Expected-Last-Subject-Sequence on the event's
+//     own subject; refused → [events.ErrConflict];
+//   - [events.Fenced]: the same header with
+//     Nats-Expected-Last-Subject-Sequence-Subject naming the literal claim
+//     subject <prefix>.T.claim; refused → [events.ErrThreadBusy].
+//
+// Both headers are stored with the event, so the audit can read them back
+// from [events.Envelope].
+//
+// Every append carries a Nats-Msg-Id, the caller's (see [events.WithMsgID])
+// or <thread>:<nuid>; ids are keyed stream-wide, so a caller's id should
+// include the thread. A retry with the same id within the stream's
+// deduplication window is safe; after it, a fenced retry whose claim is
+// still the newest would be stored again.
+func (s *Store) Append(ctx context.Context, ev *eventspb.Event, chk events.Check, opts ...events.AppendOption) (events.Ack, error) {
+	w, err := s.prepareAppend(ev, chk, opts)
+	if err != nil {
+		return events.Ack{}, err
+	}
+	if err := s.checkOpen(); err != nil {
+		return events.Ack{}, err
+	}
+	ctx, cancel := s.bound(ctx)
+	defer cancel()
+	out := s.publish(ctx, w)
+	switch {
+	case out.refused != nil && chk.Mode == events.CheckFence:
+		return events.Ack{}, fmt.Errorf("%w: %s: a newer claim exists, nothing written: %w", events.ErrThreadBusy, w.what, out.refused)
+	case out.refused != nil:
+		return events.Ack{}, fmt.Errorf("%w: %s: the subject moved on, nothing written: %w", events.ErrConflict, w.what, out.refused)
+	}
+	return out.ack, out.err
+}
+
+// prepareAppend validates and encodes an append, before any I/O.
+func (s *Store) prepareAppend(ev *eventspb.Event, chk events.Check, opts []events.AppendOption) (write, error) {
+	o, err := events.CheckAppend(ev, chk, opts)
+	if err != nil {
+		return write{}, err
+	}
+	if ev.GetTime() == nil {
+		ev = proto.Clone(ev).(*eventspb.Event)
+		ev.Time = timestamppb.New(s.cfg.Now())
+	}
+	data, h, err := s.encode(ev)
+	if err != nil {
+		return write{}, err
+	}
+	thread, typ := ev.GetThread(), events.TypeOf(ev)
+	w := write{
+		stream:       s.cfg.Stream,
+		subject:      s.subj.Thread(thread, typ.Kind()),
+		header:       nats.Header(h),
+		data:         data,
+		msgID:        o.MsgID,
+		landedBefore: o.MsgID != "",
+		after:        chk.Seq,
+	}
+	if w.msgID == "" {
+		w.msgID = thread + ":" + nuid.Next()
+	}
+	w.what = fmt.Sprintf("append %s to %s", typ, w.subject)
+	switch chk.Mode {
+	case events.CheckSubject:
+		w.opts = []jetstream.PublishOpt{jetstream.WithExpectLastSequencePerSubject(chk.Seq)}
+		w.what += fmt.Sprintf(" expecting last seq %d", chk.Seq)
+	case events.CheckFence:
+		// The literal claim subject, never a wildcard: replicated streams
+		// track in-flight checks by the literal string (NATS-NOTES).
+		claim := s.subj.Thread(thread, events.KindClaim)
+		w.opts = []jetstream.PublishOpt{jetstream.WithExpectLastSequenceForSubject(chk.Seq, claim)}
+		w.what += fmt.Sprintf(" fenced by claim %d on %s", chk.Seq, claim)
+	case events.CheckUnfencedForTest:
+		// No check: events.CheckAppend allows this only in test binaries.
+		// The write lands after the claim's marker if at all, so after
+		// stays a valid lower bound for reading back.
+	default:
+		panic(fmt.Sprintf("natsstore: check mode %d passed events.CheckAppend", chk.Mode))
+	}
+	return w, nil
+}
+
+// encode marshals ev and checks its size before any I/O.
+func (s *Store) encode(ev *eventspb.Event) ([]byte, events.Header, error) {
+	data, h, err := events.Encode(ev)
+	if err != nil {
+		return nil, nil, err
+	}
+	if len(data) > s.maxEvent {
+		return nil, nil, fmt.Errorf("%w: %s event for %s is %d bytes, over the %d-byte limit", events.ErrTooLarge, events.TypeOf(ev), ev.GetThread(), len(data), s.maxEvent)
+	}
+	return data, h, nil
+}

@@ -1,0 +1,121 @@
+package natsstore
+
+import (
+	"errors"
+	"fmt"
+	"log/slog"
+	"time"
+
+	"github.com/nats-io/nats.go"
+
+	"artifactr/events"
+)
+
+// Defaults for [Config].
+const (
+	DefaultStream          = "ARTIFACTR"
+	DefaultBucket          = "claims"
+	DefaultTimeout         = 5 * time.Second
+	DefaultDuplicateWindow = 2 * time.Minute
+	DefaultReplicas        = 1
+)
+
+// headerRoom is what an event's headers may take of the server's max
+// payload: ids, type, schema and the expected-sequence pair come to a few
+// hundred bytes.
+const headerRoom = 4 << 10
+
+// Config configures a [Store]. Set exactly one of URL and Conn.
+type Config struct {
+	// URL is the NATS server to connect to. The store owns the connection
+	// and closes it on Close.
+	URL string
+	// Conn is an existing connection. The store does not close it.
+	Conn *nats.Conn
+
+	// Stream is the JetStream stream holding the threads. Default
+	// DefaultStream.
+	Stream string
+	// Prefix is the first subject token, as in <prefix>.T.posted. Default
+	// events.DefaultPrefix.
+	Prefix string
+	// Bucket is the KV bucket holding the leases. Default DefaultBucket.
+	Bucket string
+	// Replicas is the replica count of the stream and the bucket when New
+	// creates them. Default 1; use 3 on a cluster.
+	Replicas int
+	// MaxEventBytes limits an encoded event. Default
+	// events.DefaultMaxEventBytes, lowered to what the server accepts.
+	MaxEventBytes int
+	// Timeout bounds each call, retries included, when ctx has no earlier
+	// deadline. Default DefaultTimeout.
+	Timeout time.Duration
+	// Now is the store's clock: it stamps posts and decides when a lease has
+	// lapsed. Default time.Now. Tests inject skewed clocks.
+	Now func() time.Time
+	// Logger receives warnings. Default discards.
+	Logger *slog.Logger
+	// DuplicateWindow is the stream's deduplication window for Nats-Msg-Id
+	// when New creates it. Default DefaultDuplicateWindow.
+	DuplicateWindow time.Duration
+}
+
+func (c *Config) setDefaults() {
+	if c.Stream == "" {
+		c.Stream = DefaultStream
+	}
+	if c.Prefix == "" {
+		c.Prefix = events.DefaultPrefix
+	}
+	if c.Bucket == "" {
+		c.Bucket = DefaultBucket
+	}
+	if c.Replicas == 0 {
+		c.Replicas = DefaultReplicas
+	}
+	if c.MaxEventBytes == 0 {
+		c.MaxEventBytes = events.DefaultMaxEventBytes
+	}
+	if c.Timeout == 0 {
+		c.Timeout = DefaultTimeout
+	}
+	if c.Now == nil {
+		c.Now = time.Now
+	}
+	if c.Logger == nil {
+		c.Logger = slog.New(slog.DiscardHandler)
+	}
+	if c.DuplicateWindow == 0 {
+		c.DuplicateWindow = DefaultDuplicateWindow
+	}
+}
+
+func (c *Config) validate() error {
+	switch {
+	case c.URL == "" && c.Conn == nil:
+		return errors.New("natsstore: Config needs URL or Conn")
+	case c.URL != "" && c.Conn != nil:
+		return errors.New("natsstore: Config has both URL and Conn; set one")
+	case !isToken(c.Stream):
+		return fmt.Errorf("natsstore: Config.Stream %q is not a valid stream name", c.Stream)
+	case !isToken(c.Prefix):
+		return fmt.Errorf("natsstore: Config.Prefix %q is not a single subject token", c.Prefix)
+	case !isToken(c.Bucket):
+		return fmt.Errorf("natsstore: Config.Bucket %q is not a valid bucket name", c.Bucket)
+	case c.Replicas < 1 || c.Replicas > 5:
+		return fmt.Errorf("natsstore: Config.Replicas %d is not 1 to 5", c.Replicas)
+	case c.MaxEventBytes < 0:
+		return fmt.Errorf("natsstore: Config.MaxEventBytes %d is negative", c.MaxEventBytes)
+	case c.Timeout < 0:
+		return fmt.Errorf("natsstore: Config.Timeout %s is negative", c.Timeout)
+	case c.DuplicateWindow < 0:
+		return fmt.Errorf("natsstore: Config.DuplicateWindow %s is negative", c.DuplicateWindow)
+	}
+	return nil
+}
+
+// isToken reports whether s is usable as one subject token and as a stream
+// or bucket name: [A-Za-z0-9_-]+.
+func isToken(s string) bool {
+	return s != "" && events.ValidateThreadID(s) == nil
+}

@@ -1,0 +1,30 @@
+package natsstore
+
+import (
+	"testing"
+	"time"
+
+	"github.com/nats-io/nats.go"
+
+	"artifactr/events"
+	"artifactr/events/eventstest"
+	"artifactr/internal/natsembed"
+)
+
+// TestStore_contract runs the shared Store contract against JetStream: every
+// handle is a separate connection to one embedded server, as separate
+// processes would be.
+func TestStore_contract(t *testing.T) {
+	srv := natsembed.RunForTest(t)
+	_, js := connect(t, srv)
+	eventstest.RunStore(t, eventstest.Harness{
+		Open: func(t *testing.T, now func() time.Time) events.Store {
+			return open(t, srv, func(c *Config) { c.Now = now })
+		},
+		PublishRaw: func(t *testing.T, subject string, h events.Header, data []byte) {
+			if _, err := js.PublishMsg(ctxT(t), &nats.Msg{Subject: subject, Header: nats.Header(h), Data: data}); err != nil {
+				t.Fatalf("publish raw to %s: %v", subject, err)
+			}
+		},
+	})
+}

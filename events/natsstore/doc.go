@@ -1,0 +1,40 @@
+// Package natsstore is the JetStream [events.Store]: one stream holds every
+// thread's events, and a KV bucket holds the leases (DESIGN §2).
+//
+// The fence is JetStream's own expected-sequence check: a fenced append
+// carries Nats-Expected-Last-Subject-Sequence with
+// Nats-Expected-Last-Subject-Sequence-Subject naming the thread's literal
+// claim subject, so the server refuses it atomically once a newer claim
+// marker exists, and nothing is written (DESIGN §3). Refusals come back as
+// [events.ErrThreadBusy] (fence) or [events.ErrConflict] (compare-and-set).
+//
+// A publish whose reply is lost has an unknown outcome. Append retries it
+// with the same Nats-Msg-Id, and when the retry is refused it reads the
+// subject back for that id, because a single-replica stream checks the
+// expected sequence before it deduplicates. Only when it still cannot tell
+// does it return an error wrapping [events.ErrUnavailable].
+//
+// [New] creates the stream (DenyDelete, DenyPurge, no rollup, no age, no
+// message TTL: the stream is the audit log) and the bucket (per-key TTL), or
+// checks them and refuses an unsafe existing stream rather than change it.
+//
+// Reads that decide correctness go to the stream leader (STREAM.MSG.GET,
+// never a direct get that a lagging follower could answer); replays and
+// tails use ordered consumers.
+//
+// # Usage
+//
+//	srv, _ := natsembed.Start(natsembed.Config{DataDir: dir})
+//	store, err := natsstore.New(ctx, natsstore.Config{URL: srv.ClientURL()})
+//	if err != nil {
+//		return err // wraps events.ErrUnavailable when the server is unreachable
+//	}
+//	defer store.Close()
+//	_, err = store.Post(ctx, "T", &eventspb.MessagePosted{MessageId: "m1", Text: "hi"})
+//	c, history, err := events.AcquireClaim(ctx, store, "T", holder, 30*time.Second, time.Now())
+//	// fold history, decide, then append fenced by the claim:
+//	_, err = store.Append(ctx, events.NewRunStarted(c, time.Now(), runID, promptSeq, "echo"), events.Fenced(c))
+//	if errors.Is(err, events.ErrThreadBusy) {
+//		// a newer claim exists; nothing was written
+//	}
+package natsstore

@@ -1,0 +1,136 @@
+package natsstore
+
+import (
+	"context"
+	"errors"
+	"testing"
+	"time"
+
+	"github.com/nats-io/nats.go"
+	"github.com/nats-io/nats.go/jetstream"
+
+	"artifactr/events"
+	"artifactr/events/eventspb"
+	"artifactr/internal/natsembed"
+)
+
+func ctxT(t testing.TB) context.Context {
+	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+	t.Cleanup(cancel)
+	return ctx
+}
+
+// open opens a store on srv, closed when t ends.
+func open(t testing.TB, srv *natsembed.Server, mod ...func(*Config)) *Store {
+	t.Helper()
+	cfg := Config{URL: srv.ClientURL()}
+	for _, m := range mod {
+		m(&cfg)
+	}
+	s, err := New(ctxT(t), cfg)
+	if err != nil {
+		t.Fatalf("natsstore.New: %v", err)
+	}
+	t.Cleanup(func() { s.Close() })
+	return s
+}
+
+func connect(t testing.TB, srv *natsembed.Server) (*nats.Conn, jetstream.JetStream) {
+	t.Helper()
+	nc, err := nats.Connect(srv.ClientURL())
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(nc.Close)
+	js, err := jetstream.New(nc)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return nc, js
+}
+
+func post(t testing.TB, s events.Store, thread, id string) uint64 {
+	t.Helper()
+	ack, err := s.Post(ctxT(t), thread, &eventspb.MessagePosted{MessageId: id, Author: "test", Text: "hello " + id})
+	if err != nil {
+		t.Fatalf("post %s/%s: %v", thread, id, err)
+	}
+	return ack.Seq
+}
+
+func claim(t testing.TB, s events.Store, thread, holder string) events.Claim {
+	t.Helper()
+	c, _, err := events.AcquireClaim(ctxT(t), s, thread, holder, 10*time.Second, time.Now())
+	if err != nil {
+		t.Fatalf("claim %s by %s: %v", thread, holder, err)
+	}
+	return c
+}
+
+// newerClaim appends a claim marker after c's, as a takeover does, without
+// touching the lease.
+func newerClaim(t testing.TB, s events.Store, c events.Claim, holder string) uint64 {
+	t.Helper()
+	ev := &eventspb.Event{Thread: c.Thread, Holder: holder, Body: &eventspb.Event_ThreadClaimed{ThreadClaimed: &eventspb.ThreadClaimed{Holder: holder}}}
+	ack, err := s.Append(ctxT(t), ev, events.ExpectLast(c.Seq))
+	if err != nil {
+		t.Fatalf("newer claim on %s: %v", c.Thread, err)
+	}
+	return ack.Seq
+}
+
+func load(t testing.TB, s events.Store, thread string) []events.Envelope {
+	t.Helper()
+	envs, err := s.Load(ctxT(t), thread, 1)
+	if err != nil {
+		t.Fatalf("load %s: %v", thread, err)
+	}
+	return envs
+}
+
+func lastSeq(t testing.TB, s events.Store, thread string, k events.Kind) uint64 {
+	t.Helper()
+	n, err := s.LastSeq(ctxT(t), thread, k)
+	if err != nil {
+		t.Fatalf("last seq %s %s: %v", thread, k, err)
+	}
+	return n
+}
+
+func streamMsgs(t testing.TB, js jetstream.JetStream, stream string) uint64 {
+	t.Helper()
+	st, err := js.Stream(ctxT(t), stream)
+	if err != nil {
+		t.Fatal(err)
+	}
+	info, err := st.Info(ctxT(t))
+	if err != nil {
+		t.Fatal(err)
+	}
+	return info.State.Msgs
+}
+
+func apiCode(err error) jetstream.ErrorCode {
+	var apiErr *jetstream.APIError
+	if errors.As(err, &apiErr) {
+		return apiErr.ErrorCode
+	}
+	return 0
+}
+
+// checkFor polls f until it returns nil or d passes, then fails t with f's
+// last error.
+func checkFor(t testing.TB, d time.Duration, f func() error) {
+	t.Helper()
+	deadline := time.Now().Add(d)
+	for {
+		err := f()
+		if err == nil {
+			return
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("after %s: %v", d, err)
+		}
+		time.Sleep(50 * time.Millisecond)
+	}
+}

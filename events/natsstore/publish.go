@@ -1,0 +1,231 @@
+package natsstore
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"math/rand/v2"
+	"time"
+
+	"github.com/nats-io/nats.go"
+	"github.com/nats-io/nats.go/jetstream"
+
+	"artifactr/events"
+)
+
+// Bounds of the publish retry loop.
+const (
+	maxPublishAttempts = 8
+	minAttemptTimeout  = 250 * time.Millisecond
+	backoffBase        = 20 * time.Millisecond
+	backoffMax         = 400 * time.Millisecond
+	// maxReadBack bounds the scan for a write whose ack was lost.
+	maxReadBack = 10_000
+)
+
+// write is one checked publish, ready to be sent again with the same
+// Nats-Msg-Id until its outcome is known.
+type write struct {
+	what    string // for errors: "append run_started to threads.T.run"
+	stream  string // the stream the subject belongs to, for reading back
+	subject string
+	header  nats.Header // without the JetStream options below
+	data    []byte
+	msgID   string
+	opts    []jetstream.PublishOpt // expected-sequence check, TTL
+	// after is a sequence the write, if it landed, must be above: the
+	// expected sequence it carries. Reading back starts there.
+	after uint64
+	// landedBefore is set when the msg id was chosen by the caller, so a
+	// call before this one may have stored it.
+	landedBefore bool
+}
+
+// outcome is what publish learned. Exactly one of ack (landed), refused
+// (the check failed; nothing was written) or err is set.
+type outcome struct {
+	ack     events.Ack
+	refused error // the server's wrong-last-sequence error
+	err     error
+}
+
+// publish sends w and retries until its outcome is known (DESIGN §3,
+// "Ambiguous outcomes"):
+//   - an ack, possibly a duplicate ack of an earlier attempt: landed;
+//   - 10071 wrong last sequence: the check failed and nothing was written
+//     by this attempt. If an earlier attempt may have landed, the subject is
+//     read back for our msg id, because a single-replica stream checks the
+//     expected sequence before it deduplicates;
+//   - 10164 (replicated streams: another proposal on the subject in flight):
+//     no verdict; retry;
+//   - no API error (timeout, disconnect, no responders): unknown; retry with
+//     the same msg id.
+func (s *Store) publish(ctx context.Context, w write) outcome {
+	maybeLanded := w.landedBefore
+	var lastErr error
+	inFlight := false // the last attempt got 10164
+	attemptTimeout := max(s.cfg.Timeout/4, minAttemptTimeout)
+	attempts := 0
+	for ; attempts < maxPublishAttempts; attempts++ {
+		if attempts > 0 && !sleep(ctx, backoff(attempts)) {
+			break
+		}
+		if ctx.Err() != nil {
+			break // nothing sent this time
+		}
+		actx, cancel := context.WithTimeout(ctx, attemptTimeout)
+		pa, err := s.sendOnce(actx, w)
+		cancel()
+		if err == nil {
+			return outcome{ack: events.Ack{Seq: pa.Sequence, Duplicate: pa.Duplicate}}
+		}
+		lastErr, inFlight = err, false
+		var apiErr *jetstream.APIError
+		if !errors.As(err, &apiErr) {
+			if errors.Is(err, nats.ErrMaxPayload) && !maybeLanded {
+				// Refused by the client before sending: headers and
+				// payload together exceed the server's limit.
+				return outcome{err: fmt.Errorf("%w: %s: %d-byte payload plus headers over the server's max payload: %w", events.ErrTooLarge, w.what, len(w.data), err)}
+			}
+			if s.closed.Load() {
+				break
+			}
+			maybeLanded = true
+			continue
+		}
+		switch {
+		case apiErr.ErrorCode == jetstream.JSErrCodeStreamWrongLastSequenceConstant:
+			inFlight = true
+		case apiErr.ErrorCode == jetstream.JSErrCodeStreamWrongLastSequence:
+			if !maybeLanded {
+				return outcome{refused: err}
+			}
+			return s.settle(ctx, w, err)
+		case apiErr.Code == 503:
+			// JetStream is electing or catching up: not stored; retry.
+		default:
+			if maybeLanded {
+				return outcome{err: unknownOutcome(w, err)}
+			}
+			return outcome{err: fmt.Errorf("natsstore: %s: %w", w.what, err)}
+		}
+	}
+	if lastErr == nil {
+		lastErr = ctx.Err()
+	}
+	if maybeLanded {
+		// A last look, if time is left: the write may have landed while
+		// its acks were lost.
+		if ctx.Err() == nil {
+			if ack, found, err := s.findLanded(ctx, w); err == nil && found {
+				return outcome{ack: ack}
+			}
+		}
+		return outcome{err: unknownOutcome(w, lastErr)}
+	}
+	if inFlight {
+		// Refused while another writer's proposal on the checked subject
+		// was in flight, every time: nothing of ours was written.
+		return outcome{refused: lastErr}
+	}
+	return outcome{err: fmt.Errorf("natsstore: %s: not written after %d attempts: %w: %w", w.what, attempts, events.ErrUnavailable, lastErr)}
+}
+
+// settle decides a refusal that followed an unknown outcome: the write
+// landed if its msg id is on the subject after w.after.
+func (s *Store) settle(ctx context.Context, w write, refusal error) outcome {
+	ack, found, err := s.findLanded(ctx, w)
+	switch {
+	case err != nil:
+		return outcome{err: unknownOutcome(w, errors.Join(refusal, err))}
+	case found:
+		return outcome{ack: ack}
+	default:
+		// Sequences on a subject only grow (no deletes, no TTL), so the
+		// check that failed now fails for any copy still in flight too.
+		return outcome{refused: refusal}
+	}
+}
+
+// findLanded looks for w's msg id on w.subject above w.after: the last
+// message first (the usual case), then forward from w.after.
+func (s *Store) findLanded(ctx context.Context, w write) (events.Ack, bool, error) {
+	last, err := s.getMsg(ctx, w.stream, msgGetRequest{LastFor: w.subject})
+	if errors.Is(err, jetstream.ErrMsgNotFound) {
+		return events.Ack{}, false, nil
+	}
+	if err != nil {
+		return events.Ack{}, false, err
+	}
+	if last.Sequence <= w.after {
+		return events.Ack{}, false, nil
+	}
+	if last.Header.Get(jetstream.MsgIDHeader) == w.msgID {
+		return events.Ack{Seq: last.Sequence, Duplicate: true}, true, nil
+	}
+	seq := w.after + 1
+	for range maxReadBack {
+		m, err := s.getMsg(ctx, w.stream, msgGetRequest{Seq: seq, NextFor: w.subject})
+		if errors.Is(err, jetstream.ErrMsgNotFound) {
+			return events.Ack{}, false, nil
+		}
+		if err != nil {
+			return events.Ack{}, false, err
+		}
+		if m.Sequence >= last.Sequence {
+			return events.Ack{}, false, nil
+		}
+		if m.Header.Get(jetstream.MsgIDHeader) == w.msgID {
+			return events.Ack{Seq: m.Sequence, Duplicate: true}, true, nil
+		}
+		seq = m.Sequence + 1
+	}
+	return events.Ack{}, false, fmt.Errorf("natsstore: more than %d messages on %s since %d; gave up looking for %s", maxReadBack, w.subject, w.after, w.msgID)
+}
+
+// sendOnce publishes one attempt of w.
+func (s *Store) sendOnce(ctx context.Context, w write) (*jetstream.PubAck, error) {
+	m, opts := w.msg()
+	if s.send != nil {
+		return s.send(ctx, m, opts...)
+	}
+	return s.js.PublishMsg(ctx, m, opts...)
+}
+
+// msg builds a fresh message for one attempt of w, since publishing writes
+// the options into the message's headers.
+func (w write) msg() (*nats.Msg, []jetstream.PublishOpt) {
+	m := &nats.Msg{Subject: w.subject, Data: w.data, Header: make(nats.Header, len(w.header)+4)}
+	for k, v := range w.header {
+		m.Header[k] = v
+	}
+	opts := make([]jetstream.PublishOpt, 0, len(w.opts)+1)
+	opts = append(opts, jetstream.WithMsgID(w.msgID))
+	return m, append(opts, w.opts...)
+}
+
+func unknownOutcome(w write, err error) error {
+	return fmt.Errorf("natsstore: %s: outcome unknown (retry with msg id %q to settle it): %w: %w",
+		w.what, w.msgID, events.ErrUnavailable, err)
+}
+
+// backoff is the wait before attempt n (n >= 1): exponential with jitter,
+// so writers that collided do not retry in step.
+func backoff(n int) time.Duration {
+	d := backoffBase << (n - 1)
+	if d > backoffMax || d <= 0 {
+		d = backoffMax
+	}
+	return d/2 + rand.N(d/2+1)
+}
+
+func sleep(ctx context.Context, d time.Duration) bool {
+	t := time.NewTimer(d)
+	defer t.Stop()
+	select {
+	case <-t.C:
+		return true
+	case <-ctx.Done():
+		return false
+	}
+}

@@ -1,0 +1,205 @@
+package natsstore
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"time"
+
+	"github.com/nats-io/nats.go"
+	"github.com/nats-io/nats.go/jetstream"
+
+	"artifactr/events"
+)
+
+// loadBatch is how many messages Load asks for per pull; the client keeps
+// about this many buffered. Measured in BenchmarkLoad.
+const loadBatch = 1000
+
+// loadInactive lets the server drop a Load consumer whose delete request
+// was lost.
+const loadInactive = 10 * time.Second
+
+// loadHeartbeat is the shortest the client allows. On a cluster the first
+// pull to a new consumer can be lost: the create reply (system account
+// route) may overtake the consumer's subscription interest (account route).
+// The ordered consumer recovers after two missed heartbeats, so this bounds
+// that stall at about a second rather than the default ten.
+const loadHeartbeat = 500 * time.Millisecond
+
+// Load implements [events.Reader] with an ordered consumer on the thread's
+// subjects. The consumer's pending count at creation covers every event
+// stored before the call; Load reads until a delivered message reports none
+// pending. An empty thread costs one request.
+func (s *Store) Load(ctx context.Context, thread string, from uint64) ([]events.Envelope, error) {
+	if err := events.ValidateThreadID(thread); err != nil {
+		return nil, err
+	}
+	if err := s.checkOpen(); err != nil {
+		return nil, err
+	}
+	ctx, cancel := s.bound(ctx)
+	defer cancel()
+	envs, err := s.replay(ctx, s.subj.ThreadAll(thread), max(from, 1))
+	if err != nil {
+		return nil, unavailable("load "+thread, err)
+	}
+	return envs, nil
+}
+
+// replay reads the messages on filter from sequence from up to the last one
+// stored when it was called.
+func (s *Store) replay(ctx context.Context, filter string, from uint64) ([]events.Envelope, error) {
+	cons, err := s.stream.OrderedConsumer(ctx, jetstream.OrderedConsumerConfig{
+		FilterSubjects:    []string{filter},
+		DeliverPolicy:     jetstream.DeliverByStartSequencePolicy,
+		OptStartSeq:       from,
+		InactiveThreshold: loadInactive,
+	})
+	if err != nil {
+		return nil, err
+	}
+	defer s.dropConsumer(cons)
+	pending := cons.CachedInfo().NumPending
+	if pending == 0 {
+		return nil, nil
+	}
+	it, err := cons.Messages(
+		jetstream.PullMaxMessages(min(pending, uint64(loadBatch))),
+		jetstream.PullExpiry(2*loadHeartbeat),
+		jetstream.PullHeartbeat(loadHeartbeat),
+	)
+	if err != nil {
+		return nil, err
+	}
+	defer it.Stop()
+	envs := make([]events.Envelope, 0, pending)
+	for {
+		m, err := it.Next(jetstream.NextContext(ctx))
+		if err != nil {
+			return nil, err
+		}
+		env, md := s.decodeMsg(m)
+		envs = append(envs, env)
+		if md.NumPending == 0 {
+			return envs, nil
+		}
+	}
+}
+
+// dropConsumer asks the server to delete an ordered consumer we are done
+// with, without waiting: the inactivity threshold is the fallback.
+func (s *Store) dropConsumer(c jetstream.Consumer) {
+	if info := c.CachedInfo(); info != nil && !s.nc.IsClosed() {
+		_ = s.nc.Publish("$JS.API.CONSUMER.DELETE."+s.cfg.Stream+"."+info.Name, nil)
+	}
+}
+
+func (s *Store) decodeMsg(m jetstream.Msg) (events.Envelope, *jetstream.MsgMetadata) {
+	md, err := m.Metadata()
+	if err != nil {
+		// Only a broken server sends a delivery without its reply subject.
+		env := events.Decode(s.subj, m.Subject(), 0, time.Time{}, events.Header(m.Headers()), m.Data())
+		env.Err = errors.Join(env.Err, fmt.Errorf("no JetStream metadata: %w", err))
+		return env, &jetstream.MsgMetadata{}
+	}
+	env := events.Decode(s.subj, m.Subject(), md.Sequence.Stream, md.Timestamp, events.Header(m.Headers()), m.Data())
+	return env, md
+}
+
+func (s *Store) decodeRaw(m *jetstream.RawStreamMsg) events.Envelope {
+	return events.Decode(s.subj, m.Subject, m.Sequence, m.Time, events.Header(m.Header), m.Data)
+}
+
+// LastSeq implements [events.Reader].
+func (s *Store) LastSeq(ctx context.Context, thread string, k events.Kind) (uint64, error) {
+	if err := events.ValidateThreadID(thread); err != nil {
+		return 0, err
+	}
+	if err := s.checkOpen(); err != nil {
+		return 0, err
+	}
+	ctx, cancel := s.bound(ctx)
+	defer cancel()
+	m, err := s.getMsg(ctx, s.cfg.Stream, msgGetRequest{LastFor: s.subj.Thread(thread, k)})
+	if errors.Is(err, jetstream.ErrMsgNotFound) {
+		return 0, nil
+	}
+	if err != nil {
+		return 0, unavailable(fmt.Sprintf("last seq of %s %s", thread, k), err)
+	}
+	return m.Sequence, nil
+}
+
+// Threads implements [events.Reader]: the threads with a posted subject,
+// from the stream's per-subject state (paged by the client).
+func (s *Store) Threads(ctx context.Context) ([]string, error) {
+	if err := s.checkOpen(); err != nil {
+		return nil, err
+	}
+	ctx, cancel := s.bound(ctx)
+	defer cancel()
+	info, err := s.stream.Info(ctx, jetstream.WithSubjectFilter(s.subj.AllOf(events.KindPosted)))
+	if err != nil {
+		return nil, unavailable("list threads", err)
+	}
+	out := make([]string, 0, len(info.State.Subjects))
+	for subj := range info.State.Subjects {
+		if t, _, ok := s.subj.Parse(subj); ok {
+			out = append(out, t)
+		}
+	}
+	return out, nil
+}
+
+// msgGetRequest is the JetStream STREAM.MSG.GET request.
+type msgGetRequest struct {
+	Seq     uint64 `json:"seq,omitempty"`
+	LastFor string `json:"last_by_subj,omitempty"`
+	NextFor string `json:"next_by_subj,omitempty"`
+}
+
+// getMsg reads one message through the stream leader's STREAM.MSG.GET API.
+// Not a direct get: on a replicated stream a direct get may be answered by a
+// follower that has not yet applied a write we were acked for, and the
+// read-back after a lost ack must see it. ErrMsgNotFound means none.
+func (s *Store) getMsg(ctx context.Context, stream string, req msgGetRequest) (*jetstream.RawStreamMsg, error) {
+	body, err := json.Marshal(req)
+	if err != nil {
+		return nil, err
+	}
+	resp, err := s.nc.RequestWithContext(ctx, "$JS.API.STREAM.MSG.GET."+stream, body)
+	if err != nil {
+		return nil, err
+	}
+	var r struct {
+		Error   *jetstream.APIError `json:"error"`
+		Message *struct {
+			Subject  string    `json:"subject"`
+			Sequence uint64    `json:"seq"`
+			Header   []byte    `json:"hdrs"`
+			Data     []byte    `json:"data"`
+			Time     time.Time `json:"time"`
+		} `json:"message"`
+	}
+	if err := json.Unmarshal(resp.Data, &r); err != nil {
+		return nil, fmt.Errorf("bad STREAM.MSG.GET response from %s: %w", stream, err)
+	}
+	if r.Error != nil {
+		if r.Error.ErrorCode == jetstream.JSErrCodeMessageNotFound {
+			return nil, jetstream.ErrMsgNotFound
+		}
+		return nil, r.Error
+	}
+	if r.Message == nil {
+		return nil, fmt.Errorf("empty STREAM.MSG.GET response from %s", stream)
+	}
+	m := &jetstream.RawStreamMsg{Subject: r.Message.Subject, Sequence: r.Message.Sequence, Data: r.Message.Data, Time: r.Message.Time}
+	if len(r.Message.Header) > 0 {
+		if m.Header, err = nats.DecodeHeadersMsg(r.Message.Header); err != nil {
+			return nil, fmt.Errorf("bad headers on %s seq %d: %w", stream, m.Sequence, err)
+		}
+	}
+	return m, nil
+}

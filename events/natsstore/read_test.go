@@ -1,0 +1,147 @@
+package natsstore
+
+import (
+	"errors"
+	"net"
+	"slices"
+	"strings"
+	"testing"
+	"time"
+
+
+	"artifactr/events"
+	"artifactr/events/eventspb"
+	"artifactr/internal/natsembed"
+)
+
+// Raw garbage on the run subject: Load still works, marks it, and loads
+// what follows.
+func TestStore_Load_garbage(t *testing.T) {
+	srv := natsembed.RunForTest(t)
+	s := open(t, srv)
+	_, js := connect(t, srv)
+	post(t, s, "T", "m1")
+	if _, err := js.Publish(ctxT(t), "threads.T.run", []byte{0xff, 0x00, 0x13, 0x37}); err != nil {
+		t.Fatal(err)
+	}
+	m2 := post(t, s, "T", "m2")
+	envs := load(t, s, "T")
+	if len(envs) != 3 || envs[1].Err == nil || envs[2].Seq != m2 || envs[2].Err != nil {
+		t.Fatalf("load with garbage: %+v", envs)
+	}
+	t.Logf("garbage: %v", envs[1].Err)
+}
+
+// Load across more than one pull batch, and from the middle.
+func TestStore_Load_manyAndFrom(t *testing.T) {
+	srv := natsembed.RunForTest(t)
+	s := open(t, srv)
+	post(t, s, "other", "x")
+	n := 2*loadBatch + 17
+	seqs := make([]uint64, n)
+	for i := range n {
+		seqs[i] = post(t, s, "T", strings.Repeat("m", 1+i%3)+string(rune('a'+i%26))+time.Now().String())
+	}
+	envs := load(t, s, "T")
+	if len(envs) != n {
+		t.Fatalf("loaded %d, want %d", len(envs), n)
+	}
+	for i, e := range envs {
+		if e.Seq != seqs[i] || e.Err != nil || e.Thread != "T" {
+			t.Fatalf("event %d: %+v, want seq %d", i, e, seqs[i])
+		}
+	}
+	mid, err := s.Load(ctxT(t), "T", seqs[n/2])
+	if err != nil || len(mid) != n-n/2 || mid[0].Seq != seqs[n/2] {
+		t.Fatalf("load from %d: %d events, err %v", seqs[n/2], len(mid), err)
+	}
+	last, err := s.Load(ctxT(t), "T", seqs[n-1])
+	if err != nil || len(last) != 1 {
+		t.Fatalf("load of the last: %d events, err %v", len(last), err)
+	}
+	none, err := s.Load(ctxT(t), "T", seqs[n-1]+1)
+	if err != nil || len(none) != 0 {
+		t.Fatalf("load past the end: %d events, err %v", len(none), err)
+	}
+	empty, err := s.Load(ctxT(t), "nothing-here", 1)
+	if err != nil || len(empty) != 0 {
+		t.Fatalf("load of an empty thread: %d events, err %v", len(empty), err)
+	}
+}
+
+func TestStore_Tail_newAndStop(t *testing.T) {
+	srv := natsembed.RunForTest(t)
+	s := open(t, srv)
+	post(t, s, "T", "old")
+	tl, err := s.Tail(ctxT(t), "threads.*.posted", 0)
+	if err != nil {
+		t.Fatal(err)
+	}
+	want := post(t, s, "U", "new")
+	env, err := tl.Next(ctxT(t))
+	if err != nil || env.Seq != want || env.Thread != "U" {
+		t.Fatalf("tail from new: %+v %v, want seq %d", env, err, want)
+	}
+	tl.Stop()
+	tl.Stop()
+	if _, err := tl.Next(ctxT(t)); !errors.Is(err, events.ErrClosed) {
+		t.Fatalf("Next after Stop: %v, want ErrClosed", err)
+	}
+}
+
+func TestStore_Threads_listsPosted(t *testing.T) {
+	srv := natsembed.RunForTest(t)
+	s := open(t, srv)
+	for _, th := range []string{"a", "b", "c"} {
+		post(t, s, th, "m")
+	}
+	got, err := s.Threads(ctxT(t))
+	if err != nil {
+		t.Fatal(err)
+	}
+	slices.Sort(got)
+	if strings.Join(got, ",") != "a,b,c" {
+		t.Fatalf("threads %v", got)
+	}
+}
+
+// A tail survives a server restart: the connection reconnects and the
+// ordered consumer recreates itself after the last event it returned.
+func TestStore_Tail_survivesRestart(t *testing.T) {
+	l, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	addr := l.Addr().String()
+	l.Close()
+	cfg := natsembed.Config{DataDir: t.TempDir(), Listen: addr, NoSync: true}
+	srv, err := natsembed.Start(cfg)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { srv.Shutdown() })
+	s := open(t, srv)
+	first := post(t, s, "T", "m1")
+	tl, err := s.Tail(ctxT(t), "threads.T.>", first)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer tl.Stop()
+	if env, err := tl.Next(ctxT(t)); err != nil || env.Seq != first {
+		t.Fatalf("before restart: %+v %v", env, err)
+	}
+	srv.Shutdown()
+	if srv, err = natsembed.Start(cfg); err != nil {
+		t.Fatal(err)
+	}
+	var second uint64
+	checkFor(t, 20*time.Second, func() error {
+		ack, err := s.Post(ctxT(t), "T", &eventspb.MessagePosted{MessageId: "m2", Text: "after restart"})
+		second = ack.Seq
+		return err
+	})
+	env, err := tl.Next(ctxT(t))
+	if err != nil || env.Seq != second {
+		t.Fatalf("after restart: %+v %v, want seq %d", env, err, second)
+	}
+}

@@ -1,0 +1,163 @@
+package natsstore
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"sync/atomic"
+	"time"
+
+	"github.com/nats-io/nats.go"
+	"github.com/nats-io/nats.go/jetstream"
+
+	"artifactr/events"
+)
+
+// ErrUnsafeConfig is returned by [New] when the stream or the bucket exists
+// with a configuration that would break the audit log or the leases, such as
+// a stream that allows deletes, rollups or message TTLs. New never changes
+// an existing stream; fix it by hand.
+var ErrUnsafeConfig = errors.New("natsstore: unsafe existing config")
+
+// Store is the JetStream [events.Store]. It is safe for concurrent use.
+type Store struct {
+	cfg      Config
+	nc       *nats.Conn
+	ownConn  bool // the store dialled nc and closes it
+	js       jetstream.JetStream
+	stream   jetstream.Stream // the thread stream, for consumers and info
+	subj     events.Subjects
+	kvStream string // KV_<bucket>: the bucket's own stream
+	kvPrefix string // $KV.<bucket>.
+	maxEvent int    // effective event size limit
+	closed   atomic.Bool
+
+	// send publishes one attempt. Tests replace it to lose acks; it is
+	// nil outside tests.
+	send func(ctx context.Context, m *nats.Msg, opts ...jetstream.PublishOpt) (*jetstream.PubAck, error)
+}
+
+var _ events.Store = (*Store)(nil)
+
+// New connects (when cfg.URL is set) and creates or checks the stream and
+// the lease bucket. It returns an error wrapping [events.ErrUnavailable] when
+// the server cannot be reached within cfg.Timeout, and one wrapping
+// [ErrUnsafeConfig] when the stream or bucket exists with an unsafe config.
+func New(ctx context.Context, cfg Config) (*Store, error) {
+	cfg.setDefaults()
+	if err := cfg.validate(); err != nil {
+		return nil, err
+	}
+	s := &Store{
+		cfg:      cfg,
+		subj:     events.Subjects{Prefix: cfg.Prefix},
+		kvStream: "KV_" + cfg.Bucket,
+		kvPrefix: "$KV." + cfg.Bucket + ".",
+	}
+	if err := s.connect(); err != nil {
+		return nil, err
+	}
+	ctx, cancel := s.bound(ctx)
+	defer cancel()
+	if err := s.setup(ctx); err != nil {
+		s.Close()
+		return nil, err
+	}
+	return s, nil
+}
+
+func (s *Store) connect() error {
+	s.nc, s.ownConn = s.cfg.Conn, false
+	if s.cfg.URL != "" {
+		// Connect tries each URL once, each bounded by Timeout, and never
+		// retries in the background; once connected, reconnect forever:
+		// a store outlives server restarts.
+		nc, err := nats.Connect(s.cfg.URL,
+			nats.Name("artifactr"),
+			nats.Timeout(s.cfg.Timeout),
+			nats.MaxReconnects(-1),
+		)
+		if err != nil {
+			return fmt.Errorf("natsstore: connect to %s: %w: %w (is nats-server running there? `artifactr serve` embeds one)",
+				s.cfg.URL, events.ErrUnavailable, err)
+		}
+		s.nc, s.ownConn = nc, true
+	}
+	js, err := jetstream.New(s.nc)
+	if err != nil {
+		s.Close()
+		return fmt.Errorf("natsstore: jetstream: %w", err)
+	}
+	s.js = js
+	s.maxEvent = s.cfg.MaxEventBytes
+	if limit := int(s.nc.MaxPayload()) - headerRoom; limit < s.maxEvent {
+		s.cfg.Logger.Info("natsstore: event size limit lowered to fit the server's max payload",
+			"max_event_bytes", limit, "configured", s.cfg.MaxEventBytes, "server_max_payload", s.nc.MaxPayload())
+		s.maxEvent = limit
+	}
+	return nil
+}
+
+// setup creates or checks the stream and the bucket.
+func (s *Store) setup(ctx context.Context) error {
+	if err := s.ensureStream(ctx); err != nil {
+		return unavailable(fmt.Sprintf("set up stream %s", s.cfg.Stream), err)
+	}
+	if err := s.ensureBucket(ctx); err != nil {
+		return unavailable(fmt.Sprintf("set up lease bucket %s", s.cfg.Bucket), err)
+	}
+	return nil
+}
+
+// bound gives ctx the store's per-call timeout unless it has an earlier
+// deadline.
+func (s *Store) bound(ctx context.Context) (context.Context, context.CancelFunc) {
+	if d, ok := ctx.Deadline(); ok && time.Until(d) <= s.cfg.Timeout {
+		return context.WithCancel(ctx)
+	}
+	return context.WithTimeout(ctx, s.cfg.Timeout)
+}
+
+func (s *Store) checkOpen() error {
+	if s.closed.Load() {
+		return fmt.Errorf("natsstore: %w", events.ErrClosed)
+	}
+	return nil
+}
+
+// Close closes the connection if the store opened it. It does not release
+// leases. Later calls return [events.ErrClosed].
+func (s *Store) Close() error {
+	if !s.closed.CompareAndSwap(false, true) {
+		return nil
+	}
+	if s.ownConn && s.nc != nil {
+		// Every write waits for its ack, so nothing is left to flush; a
+		// plain close also ends open tails at once.
+		s.nc.Close()
+	}
+	return nil
+}
+
+// MaxEventBytes is the effective limit on an encoded event: the configured
+// one, lowered to fit the server's max payload.
+func (s *Store) MaxEventBytes() int { return s.maxEvent }
+
+// Conn returns the store's connection.
+func (s *Store) Conn() *nats.Conn { return s.nc }
+
+// unavailable wraps a failed call. Errors that are not the server's answer
+// (timeouts, no connection, no responders) also wrap [events.ErrUnavailable].
+func unavailable(what string, err error) error {
+	if err == nil {
+		return nil
+	}
+	if errors.Is(err, ErrUnsafeConfig) || errors.Is(err, events.ErrClosed) {
+		return fmt.Errorf("natsstore: %s: %w", what, err)
+	}
+	var apiErr *jetstream.APIError
+	if errors.As(err, &apiErr) {
+		return fmt.Errorf("natsstore: %s: %w", what, err)
+	}
+	return fmt.Errorf("natsstore: %s: %w: %w", what, events.ErrUnavailable, err)
+}

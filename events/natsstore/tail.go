@@ -1,0 +1,79 @@
+package natsstore
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"sync"
+	"time"
+
+	"github.com/nats-io/nats.go/jetstream"
+
+	"artifactr/events"
+)
+
+// tailBatch is how many messages a tail keeps buffered.
+const tailBatch = 256
+
+// tailHeartbeat bounds how long a tail stays deaf when its consumer is lost
+// (a restart, or the first-pull race on a cluster; see loadHeartbeat): the
+// ordered consumer recreates itself after two missed heartbeats.
+const tailHeartbeat = time.Second
+
+// Tail implements [events.Reader] with an ordered consumer, which recreates
+// itself after a reconnect or a gap, resuming after the last message Next
+// returned.
+func (s *Store) Tail(ctx context.Context, filter string, from uint64) (events.Tail, error) {
+	if err := s.checkOpen(); err != nil {
+		return nil, err
+	}
+	ctx, cancel := s.bound(ctx)
+	defer cancel()
+	cfg := jetstream.OrderedConsumerConfig{FilterSubjects: []string{filter}, DeliverPolicy: jetstream.DeliverNewPolicy}
+	if from > 0 {
+		cfg.DeliverPolicy, cfg.OptStartSeq = jetstream.DeliverByStartSequencePolicy, from
+	}
+	cons, err := s.stream.OrderedConsumer(ctx, cfg)
+	if err != nil {
+		return nil, unavailable("tail "+filter, err)
+	}
+	it, err := cons.Messages(jetstream.PullMaxMessages(tailBatch), jetstream.PullHeartbeat(tailHeartbeat))
+	if err != nil {
+		s.dropConsumer(cons)
+		return nil, unavailable("tail "+filter, err)
+	}
+	return &tail{s: s, filter: filter, cons: cons, it: it}, nil
+}
+
+type tail struct {
+	s      *Store
+	filter string
+	cons   jetstream.Consumer
+	it     jetstream.MessagesContext
+	once   sync.Once
+}
+
+// Next implements [events.Tail]. It returns [events.ErrClosed] once the tail
+// is stopped or the store closed, and ctx's error when ctx ends first.
+func (t *tail) Next(ctx context.Context) (events.Envelope, error) {
+	m, err := t.it.Next(jetstream.NextContext(ctx))
+	if err != nil {
+		if ctx.Err() != nil {
+			return events.Envelope{}, ctx.Err()
+		}
+		if errors.Is(err, jetstream.ErrMsgIteratorClosed) {
+			return events.Envelope{}, fmt.Errorf("natsstore: tail %s: %w", t.filter, events.ErrClosed)
+		}
+		return events.Envelope{}, unavailable("tail "+t.filter, err)
+	}
+	env, _ := t.s.decodeMsg(m)
+	return env, nil
+}
+
+// Stop implements [events.Tail].
+func (t *tail) Stop() {
+	t.once.Do(func() {
+		t.it.Stop()
+		t.s.dropConsumer(t.cons)
+	})
+}

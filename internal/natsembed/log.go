@@ -1,0 +1,88 @@
+package natsembed
+
+import (
+	"context"
+	"fmt"
+	"log/slog"
+	"strings"
+	"sync"
+	"testing"
+)
+
+// logAdapter turns the server's printf logging into slog records. It also
+// catches Fatalf, which the server uses for start-up failures such as a port
+// in use: an embedded server must report those to Start, not exit.
+type logAdapter struct {
+	log   *slog.Logger
+	fatal chan string // first fatal message; buffered, later ones dropped
+}
+
+func newLogAdapter(l *slog.Logger) *logAdapter {
+	return &logAdapter{log: l.With("component", "nats-server"), fatal: make(chan string, 1)}
+}
+
+func (a *logAdapter) Noticef(format string, v ...any) { a.log.Info(fmt.Sprintf(format, v...)) }
+func (a *logAdapter) Warnf(format string, v ...any)   { a.log.Warn(fmt.Sprintf(format, v...)) }
+func (a *logAdapter) Errorf(format string, v ...any)  { a.log.Error(fmt.Sprintf(format, v...)) }
+func (a *logAdapter) Debugf(format string, v ...any)  { a.log.Debug(fmt.Sprintf(format, v...)) }
+func (a *logAdapter) Tracef(format string, v ...any)  { a.log.Debug(fmt.Sprintf(format, v...)) }
+
+func (a *logAdapter) Fatalf(format string, v ...any) {
+	msg := fmt.Sprintf(format, v...)
+	a.log.Error(msg, "fatal", true)
+	select {
+	case a.fatal <- msg:
+	default:
+	}
+}
+
+// testHandler writes records at or above level to t.Log until the test's
+// cleanup has run; later records (from goroutines still stopping) are
+// dropped, because t.Log panics after a test ends.
+type testHandler struct {
+	mu    *sync.Mutex
+	done  *bool // protected by mu
+	t     testing.TB
+	level slog.Level
+	attrs []slog.Attr
+}
+
+func newTestLogger(t testing.TB, level slog.Level) *slog.Logger {
+	h := &testHandler{mu: new(sync.Mutex), done: new(bool), t: t, level: level}
+	t.Cleanup(func() {
+		h.mu.Lock()
+		*h.done = true
+		h.mu.Unlock()
+	})
+	return slog.New(h)
+}
+
+func (h *testHandler) Enabled(_ context.Context, l slog.Level) bool { return l >= h.level }
+
+func (h *testHandler) Handle(_ context.Context, r slog.Record) error {
+	var b strings.Builder
+	b.WriteString(r.Level.String())
+	b.WriteString(" ")
+	b.WriteString(r.Message)
+	for _, a := range h.attrs {
+		fmt.Fprintf(&b, " %s=%v", a.Key, a.Value)
+	}
+	r.Attrs(func(a slog.Attr) bool {
+		fmt.Fprintf(&b, " %s=%v", a.Key, a.Value)
+		return true
+	})
+	h.mu.Lock()
+	defer h.mu.Unlock()
+	if !*h.done {
+		h.t.Log(b.String())
+	}
+	return nil
+}
+
+func (h *testHandler) WithAttrs(as []slog.Attr) slog.Handler {
+	c := *h
+	c.attrs = append(append([]slog.Attr(nil), h.attrs...), as...)
+	return &c
+}
+
+func (h *testHandler) WithGroup(string) slog.Handler { return h }

@@ -1,0 +1,277 @@
+package natsembed
+
+import (
+	"context"
+	"encoding/json"
+	"fmt"
+	"log/slog"
+	"net"
+	"strconv"
+	"testing"
+	"time"
+
+	"github.com/nats-io/nats.go"
+)
+
+// RunForTest starts a server for t on a free loopback port, with JetStream
+// in a temporary directory and fsync off (test data need not survive power
+// loss). It is shut down when t ends. Failing to start fails t: tests never
+// skip for want of a server.
+func RunForTest(t testing.TB) *Server {
+	t.Helper()
+	s, err := Start(Config{
+		DataDir: t.TempDir(),
+		Listen:  "127.0.0.1:-1",
+		NoSync:  true,
+		Logger:  newTestLogger(t, slog.LevelError),
+	})
+	if err != nil {
+		t.Fatalf("natsembed.RunForTest: %v", err)
+	}
+	t.Cleanup(s.Shutdown)
+	return s
+}
+
+// Cluster is an in-process JetStream cluster on loopback, for fault tests:
+// every node has a fixed client and route port and its own data directory,
+// so a node can be stopped and restarted as the same member.
+type Cluster struct {
+	t     testing.TB
+	Nodes []*Server // nil while a node is stopped
+	cfgs  []Config
+}
+
+// StartCluster starts an n-node cluster for t and waits until its JetStream
+// meta leader exists and knows every peer. It is shut down when t ends.
+func StartCluster(t testing.TB, n int) *Cluster {
+	t.Helper()
+	if n < 1 {
+		t.Fatalf("natsembed.StartCluster: n = %d", n)
+	}
+	ports := freePorts(t, 2*n)
+	routes := make([]string, n)
+	for i := range n {
+		routes[i] = "127.0.0.1:" + strconv.Itoa(ports[n+i])
+	}
+	c := &Cluster{t: t, Nodes: make([]*Server, n), cfgs: make([]Config, n)}
+	logger := newTestLogger(t, slog.LevelError)
+	for i := range n {
+		c.cfgs[i] = Config{
+			DataDir:       t.TempDir(),
+			Listen:        "127.0.0.1:" + strconv.Itoa(ports[i]),
+			NoSync:        true,
+			Logger:        logger.With("node", i),
+			ServerName:    fmt.Sprintf("n%d", i+1),
+			ClusterName:   "artifactr-test",
+			ClusterListen: routes[i],
+			Routes:        routes,
+		}
+	}
+	t.Cleanup(c.Shutdown)
+	// Start the nodes concurrently: each waits to listen, not for peers.
+	errs := make(chan error, n)
+	for i := range n {
+		go func() {
+			s, err := Start(c.cfgs[i])
+			c.Nodes[i] = s
+			errs <- err
+		}()
+	}
+	for range n {
+		if err := <-errs; err != nil {
+			t.Fatalf("natsembed.StartCluster: %v", err)
+		}
+	}
+	c.WaitForRoutes(30 * time.Second)
+	c.WaitForMetaLeader(30 * time.Second)
+	return c
+}
+
+// WaitForRoutes waits up to d until every running node has its full set of
+// route connections to every other node, failing the test otherwise.
+// Interest (a stream leader's subscriptions) propagates over these routes;
+// using the cluster before they settle can leave a node deaf to a stream.
+func (c *Cluster) WaitForRoutes(d time.Duration) {
+	c.t.Helper()
+	var running []*Server
+	for _, n := range c.Nodes {
+		if n != nil {
+			running = append(running, n)
+		}
+	}
+	// routePoolSize routes, plus the system account's own, per peer.
+	want := (len(running) - 1) * (routePoolSize + 1)
+	var bad string
+	ok := poll(d, func() bool {
+		for _, n := range running {
+			if got := n.ns.NumRoutes(); got != want {
+				bad = fmt.Sprintf("%s has %d routes, want %d", n.Name(), got, want)
+				return false
+			}
+		}
+		return true
+	})
+	if !ok {
+		c.t.Fatalf("natsembed: cluster not formed after %s: %s", d, bad)
+	}
+}
+
+// freePorts reserves k distinct loopback ports by listening on :0 and
+// releasing them. Another process could take one in between; in tests on
+// loopback that is rare enough.
+func freePorts(t testing.TB, k int) []int {
+	t.Helper()
+	ls := make([]net.Listener, k)
+	ports := make([]int, k)
+	for i := range k {
+		l, err := net.Listen("tcp", "127.0.0.1:0")
+		if err != nil {
+			t.Fatalf("natsembed: reserve a port: %v", err)
+		}
+		ls[i] = l
+		ports[i] = l.Addr().(*net.TCPAddr).Port
+	}
+	for _, l := range ls {
+		l.Close()
+	}
+	return ports
+}
+
+// ClientURLs returns the running nodes' client URLs, for nats.Connect.
+func (c *Cluster) ClientURLs() string {
+	var s string
+	for i, n := range c.Nodes {
+		if n == nil {
+			continue
+		}
+		if s != "" {
+			s += ","
+		}
+		s += c.cfgs[i].url()
+	}
+	return s
+}
+
+func (cfg Config) url() string { return "nats://" + cfg.Listen }
+
+// Shutdown stops every running node. It is safe to call more than once.
+func (c *Cluster) Shutdown() {
+	for i, n := range c.Nodes {
+		if n != nil {
+			n.Shutdown()
+			c.Nodes[i] = nil
+		}
+	}
+}
+
+// Stop stops node i, keeping its data directory and ports.
+func (c *Cluster) Stop(i int) {
+	if n := c.Nodes[i]; n != nil {
+		n.Shutdown()
+		c.Nodes[i] = nil
+	}
+}
+
+// Restart stops node i if it runs and starts it again with the same data
+// directory and ports, so it rejoins as the same member.
+func (c *Cluster) Restart(i int) *Server {
+	c.t.Helper()
+	c.Stop(i)
+	s, err := Start(c.cfgs[i])
+	if err != nil {
+		c.t.Fatalf("natsembed: restart node %d: %v", i, err)
+	}
+	c.Nodes[i] = s
+	c.WaitForRoutes(30 * time.Second)
+	return s
+}
+
+// MetaLeader returns the node that leads the JetStream meta group, or nil.
+func (c *Cluster) MetaLeader() *Server {
+	for _, n := range c.Nodes {
+		if n != nil && n.ns.JetStreamIsLeader() {
+			return n
+		}
+	}
+	return nil
+}
+
+// WaitForMetaLeader waits up to d for a meta leader that knows all of the
+// cluster's peers, failing the test otherwise.
+func (c *Cluster) WaitForMetaLeader(d time.Duration) *Server {
+	c.t.Helper()
+	var l *Server
+	ok := poll(d, func() bool {
+		l = c.MetaLeader()
+		return l != nil && len(l.ns.JetStreamClusterPeers()) == len(c.Nodes)
+	})
+	if !ok {
+		c.t.Fatalf("natsembed: no JetStream meta leader with %d peers after %s", len(c.Nodes), d)
+	}
+	return l
+}
+
+// StreamLeader returns the node leading stream (in the global account), or
+// nil.
+func (c *Cluster) StreamLeader(stream string) *Server {
+	for _, n := range c.Nodes {
+		if n != nil && n.ns.JetStreamIsStreamLeader("$G", stream) {
+			return n
+		}
+	}
+	return nil
+}
+
+// WaitForStreamLeader waits up to d for stream to have a leader, failing the
+// test otherwise.
+func (c *Cluster) WaitForStreamLeader(stream string, d time.Duration) *Server {
+	c.t.Helper()
+	var l *Server
+	if !poll(d, func() bool { l = c.StreamLeader(stream); return l != nil }) {
+		c.t.Fatalf("natsembed: stream %s has no leader after %s", stream, d)
+	}
+	return l
+}
+
+// StepDownStream asks stream's leader to step down through the JetStream
+// API ($JS.API.STREAM.LEADER.STEPDOWN.<stream>), as an operator would, and
+// returns once the request is accepted. A new leader is elected shortly
+// after; wait for it with [Cluster.WaitForStreamLeader].
+func StepDownStream(ctx context.Context, nc *nats.Conn, stream string) error {
+	resp, err := nc.RequestWithContext(ctx, "$JS.API.STREAM.LEADER.STEPDOWN."+stream, nil)
+	if err != nil {
+		return fmt.Errorf("natsembed: step down stream %s: %w", stream, err)
+	}
+	var r struct {
+		Success bool `json:"success"`
+		Error   *struct {
+			Code        int    `json:"code"`
+			ErrCode     int    `json:"err_code"`
+			Description string `json:"description"`
+		} `json:"error"`
+	}
+	if err := json.Unmarshal(resp.Data, &r); err != nil {
+		return fmt.Errorf("natsembed: step down stream %s: bad response %q: %w", stream, resp.Data, err)
+	}
+	if r.Error != nil {
+		return fmt.Errorf("natsembed: step down stream %s: %s (code %d)", stream, r.Error.Description, r.Error.ErrCode)
+	}
+	if !r.Success {
+		return fmt.Errorf("natsembed: step down stream %s: not accepted: %s", stream, resp.Data)
+	}
+	return nil
+}
+
+// poll calls f every 10ms until it returns true or d passes.
+func poll(d time.Duration, f func() bool) bool {
+	deadline := time.Now().Add(d)
+	for {
+		if f() {
+			return true
+		}
+		if time.Now().After(deadline) {
+			return false
+		}
+		time.Sleep(10 * time.Millisecond)
+	}
+}

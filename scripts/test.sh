@@ -1,0 +1,24 @@
+#!/usr/bin/env bash
+# The test command: everything CI checks, in the order that fails fastest.
+# Usage: scripts/test.sh            full run (about 10 minutes on 2 cores)
+#        SOAK=10m scripts/test.sh   the chaos soak longer (see test/README.md)
+set -euo pipefail
+cd "$(dirname "$0")/.."
+
+step() { printf '\n==> %s\n' "$*"; }
+
+step "gofmt"
+bad=$(gofmt -l $(git ls-files '*.go' | grep -v '\.pb\.go$') 2>&1 || true)
+if [ -n "$bad" ]; then echo "gofmt would change:"; echo "$bad"; exit 1; fi
+
+step "go vet"
+go vet ./...
+
+step "generated protobuf code is current"
+scripts/genproto.sh --check
+
+step "TLA+ syntax (tree-sitter)"
+bash spec/tlacheck/run.sh
+
+step "go test -race (unit, contract, spec, actors, e2e)"
+go test -race -count=1 -timeout 20m ./...
