@@ -214,12 +214,12 @@ func (a *threadActor) exec(ctx actor.Context, rd thread.Ready) {
 			h.cancel()
 		}
 		if rd.Release {
-			c := a.claim
+			c, why := a.claim, rd.ReleaseReason
 			c.Lease = a.lease
 			a.goDo(func() {
 				rctx, cancel := context.WithTimeout(context.Background(), a.r.cfg.CallTimeout)
 				defer cancel()
-				err := events.ReleaseClaim(rctx, a.r.store, c, "idle", a.r.now())
+				err := events.ReleaseClaim(rctx, a.r.store, c, why, a.r.now())
 				a.send(releaseDone{err: err})
 			})
 			return

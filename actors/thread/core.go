@@ -47,8 +47,10 @@ type Ready struct {
 	Append  *Append
 	// Sync asks for the thread's last sequence, reported as Synced.
 	Sync bool
-	// Release asks the shell to release the claim, then stop.
-	Release bool
+	// Release asks the shell to release the claim, then stop;
+	// ReleaseReason says why ("idle" or "shutdown").
+	Release       bool
+	ReleaseReason string
 	// Stop asks the shell to stop; StopErr says why (ErrThreadBusy when a
 	// newer claim fenced this one).
 	Stop    bool
@@ -87,6 +89,7 @@ type Core struct {
 	finished map[string]bool // runs whose goroutine ended
 	idle     int
 	draining bool
+	drainWhy string
 	done     bool
 }
 
@@ -162,13 +165,13 @@ func (c *Core) Decide(in Input) (Ready, error) {
 		} else {
 			c.idle = 0
 		}
-		if c.cfg.IdleTicks > 0 && c.idle >= c.cfg.IdleTicks {
-			c.draining = true
+		if c.cfg.IdleTicks > 0 && c.idle >= c.cfg.IdleTicks && !c.draining {
+			c.draining, c.drainWhy = true, "idle"
 		}
 	case Drain:
-		c.draining = true
+		c.draining, c.drainWhy = true, "shutdown"
 	case Shutdown:
-		c.draining = true
+		c.draining, c.drainWhy = true, "shutdown"
 		if r := c.ownActive(); r != "" {
 			rd.Cancel = append(rd.Cancel, r)
 		}
@@ -340,7 +343,7 @@ func (c *Core) plan(rd Ready) Ready {
 	if c.draining {
 		if active == "" {
 			c.done = true
-			rd.Release, rd.Stop, rd.StopErr = true, true, ErrStopped
+			rd.Release, rd.ReleaseReason, rd.Stop, rd.StopErr = true, c.drainWhy, true, ErrStopped
 		}
 		return rd
 	}

@@ -28,6 +28,7 @@ type driver struct {
 	stopped bool
 	stopErr error
 	release bool
+	why     string
 	pending []thread.Input // inputs to feed after the current Ready
 	seen    uint64         // last sequence queued as Observed
 }
@@ -65,7 +66,7 @@ func (d *driver) exec(rd thread.Ready) {
 			d.pending = append(d.pending, thread.Synced{LastSeq: last})
 		}
 		if rd.Stop {
-			d.stopped, d.stopErr, d.release = true, rd.StopErr, rd.Release
+			d.stopped, d.stopErr, d.release, d.why = true, rd.StopErr, rd.Release, rd.ReleaseReason
 		}
 		d.observeNew()
 		if len(d.pending) == 0 {
@@ -300,8 +301,8 @@ func TestCore_Decide_idleRelease(t *testing.T) {
 	d.input(thread.RunFinished{RunID: d.starts[0].RunID})
 	d.input(thread.Tick{})
 	d.input(thread.Tick{})
-	if !d.stopped || !d.release {
-		t.Fatalf("idle: stopped=%v release=%v, want both", d.stopped, d.release)
+	if !d.stopped || !d.release || d.why != "idle" {
+		t.Fatalf("idle: stopped=%v release=%v why=%q, want both, idle", d.stopped, d.release, d.why)
 	}
 }
 
@@ -317,7 +318,7 @@ func TestCore_Decide_shutdownCancelsAndRecords(t *testing.T) {
 		t.Fatalf("cancels %v, want %s", d.cancels, run)
 	}
 	d.input(thread.RunFinished{RunID: run, Err: context.Canceled})
-	if !d.stopped || !d.release || len(d.starts) != 1 {
+	if !d.stopped || !d.release || d.why != "shutdown" || len(d.starts) != 1 {
 		t.Fatalf("shutdown: stopped=%v release=%v starts=%d; want a release and no new run", d.stopped, d.release, len(d.starts))
 	}
 	wantTypes(t, s, th, "message_posted", "message_posted", "thread_claimed", "run_started", "run_failed")
