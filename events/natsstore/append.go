@@ -86,9 +86,11 @@ func (s *Store) Append(ctx context.Context, ev *eventspb.Event, chk events.Check
 	out := s.publish(ctx, w)
 	switch {
 	case out.refused != nil && chk.Mode == events.CheckFence:
-		return events.Ack{}, fmt.Errorf("%w: %s: a newer claim exists, nothing written: %w", events.ErrThreadBusy, w.what, out.refused)
+		return events.Ack{}, fmt.Errorf("%w: %s fenced by claim %d: a newer claim exists, nothing written: %w",
+			events.ErrThreadBusy, w.what, chk.Seq, out.refused)
 	case out.refused != nil:
-		return events.Ack{}, fmt.Errorf("%w: %s: the subject moved on, nothing written: %w", events.ErrConflict, w.what, out.refused)
+		return events.Ack{}, fmt.Errorf("%w: %s expecting last seq %d: the subject moved on, nothing written: %w",
+			events.ErrConflict, w.what, chk.Seq, out.refused)
 	}
 	return out.ack, out.err
 }
@@ -120,17 +122,16 @@ func (s *Store) prepareAppend(ev *eventspb.Event, chk events.Check, opts []event
 	if w.msgID == "" {
 		w.msgID = thread + ":" + nuid.Next()
 	}
-	w.what = fmt.Sprintf("append %s to %s", typ, w.subject)
+	// Plain concatenation: this runs on every append.
+	w.what = "append " + string(typ) + " to " + w.subject
 	switch chk.Mode {
 	case events.CheckSubject:
 		w.opts = []jetstream.PublishOpt{jetstream.WithExpectLastSequencePerSubject(chk.Seq)}
-		w.what += fmt.Sprintf(" expecting last seq %d", chk.Seq)
 	case events.CheckFence:
 		// The literal claim subject, never a wildcard: replicated streams
 		// track in-flight checks by the literal string (NATS-NOTES).
 		claim := s.subj.Thread(thread, events.KindClaim)
 		w.opts = []jetstream.PublishOpt{jetstream.WithExpectLastSequenceForSubject(chk.Seq, claim)}
-		w.what += fmt.Sprintf(" fenced by claim %d on %s", chk.Seq, claim)
 	case events.CheckUnfencedForTest:
 		// No check: events.CheckAppend allows this only in test binaries.
 		// The write lands after the claim's marker if at all, so after

@@ -87,10 +87,10 @@ func (s *Store) publish(ctx context.Context, w write) outcome {
 				// payload together exceed the server's limit.
 				return outcome{err: fmt.Errorf("%w: %s: %d-byte payload plus headers over the server's max payload: %w", events.ErrTooLarge, w.what, len(w.data), err)}
 			}
+			maybeLanded = true
 			if s.closed.Load() {
 				break
 			}
-			maybeLanded = true
 			continue
 		}
 		switch {

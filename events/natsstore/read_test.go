@@ -8,7 +8,6 @@ import (
 	"testing"
 	"time"
 
-
 	"artifactr/events"
 	"artifactr/events/eventspb"
 	"artifactr/internal/natsembed"
