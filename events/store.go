@@ -58,7 +58,7 @@ type Reader interface {
 	// Tail follows events on a subject filter, such as threads.T.> or
 	// threads.*.posted, from sequence from (0 means only new events).
 	Tail(ctx context.Context, filter string, from uint64) (Tail, error)
-	// Threads lists the threads that have events, in no set order.
+	// Threads lists the threads that have a posted message, in no set order.
 	Threads(ctx context.Context) ([]string, error)
 }
 
@@ -157,7 +157,11 @@ type AppendOptions struct {
 }
 
 // WithMsgID sets the append's message id, so a caller can retry an append
-// whose outcome is unknown without writing it twice.
+// whose outcome is unknown without writing it twice. Ids are deduplicated
+// stream-wide, so put the thread id in them. Deduplication holds only within
+// the stream's window (2 minutes by default): after it, a retried fenced
+// append whose claim is still the newest would be stored again, so retry
+// late only after reading the log back.
 func WithMsgID(id string) AppendOption {
 	return func(o *AppendOptions) error {
 		if id == "" {
