@@ -1,0 +1,165 @@
+package sim
+
+import (
+	"fmt"
+	"strings"
+	"time"
+
+	"artifactr/projections/audit"
+)
+
+// check brings the checker's copy of the log up to date, auditing and
+// folding the new events, and reports whether a fatal check broke. The
+// auditor is a stream checker, so auditing the new events after every step
+// gives the verdict of auditing the whole log after every step; Run
+// re-audits the whole log from scratch at the end (CheckReplay).
+func (w *world) check() bool {
+	envs, err := w.reader.Load(w.ctx, threadID, w.last+1)
+	if err != nil {
+		panic(fmt.Sprintf("sim: memstore Load: %v", err))
+	}
+	for _, e := range envs {
+		if e.Seq != uint64(len(w.envs))+1 {
+			panic(fmt.Sprintf("sim: sequence %d after %d: the log has another thread", e.Seq, len(w.envs)))
+		}
+		w.envs = append(w.envs, e)
+		w.last = e.Seq
+		w.auditor.Add(e)
+		w.fold.Apply(e)
+	}
+	if len(envs) > 0 {
+		r := w.auditor.Report()
+		for _, v := range r.Violations[w.nViol:] {
+			w.fail(v.Check, violation(v))
+		}
+		w.nViol = len(r.Violations)
+	}
+	return w.res.Failed()
+}
+
+func violation(v audit.Violation) string {
+	return fmt.Sprintf("%s: seqs %v: %s", v.Check, v.Seqs, v.Message)
+}
+
+// drain ends a run: faults stop, every zombie write lands or is refused,
+// every process crashes, every post is retried until acknowledged, and one
+// process claims the thread and works until nothing is pending. Then every
+// posted message must have been consumed exactly once.
+func (w *world) drain() {
+	w.noFaults = true
+	w.tracef("drain: %d zombie writes, %d unacknowledged posts", len(w.zombies), len(w.posts.unacked))
+	for len(w.zombies) > 0 {
+		w.exec(w.zombies[0])
+		w.zombies = w.zombies[1:]
+		if w.check() {
+			return
+		}
+	}
+	for _, p := range w.procs {
+		p.out = nil
+		w.stopCore(p)
+	}
+	for len(w.posts.unacked) > 0 {
+		id := w.posts.unacked[0]
+		w.posts.unacked = w.posts.unacked[1:]
+		w.postOnce(id)
+	}
+	if w.check() {
+		return
+	}
+	p := w.procs[0]
+	latest := p.clock.Now()
+	for _, q := range w.procs {
+		latest = later(latest, q.clock.Now())
+	}
+	p.clock.Advance(latest.Sub(p.clock.Now()) + 2*TTL)
+	w.claim(p)
+	if w.check() {
+		return
+	}
+	if p.core == nil {
+		w.fail(CheckDrain, "the drainer could not claim the thread")
+		return
+	}
+	if !w.work(p) {
+		return
+	}
+	w.verifyDrained()
+}
+
+func later(a, b time.Time) time.Time {
+	if b.After(a) {
+		return b
+	}
+	return a
+}
+
+// work runs p's core with no faults until it has nothing left to do: its
+// I/O, its results, the log's new events, and its runs, which complete.
+func (w *world) work(p *proc) bool {
+	bound := 100 * (len(w.envs) + 10)
+	for range bound {
+		switch {
+		case p.core == nil:
+			w.fail(CheckDrain, fmt.Sprintf("the drainer %s stopped with work left", p.holder))
+			return false
+		case len(p.out) > 0:
+			w.doEffect(p)
+		case len(p.inbox) > 0:
+			w.input(p)
+		case p.cursor < w.last:
+			w.observe(p)
+		case len(p.runs) > 0:
+			r := p.runs[0]
+			p.runs = p.runs[1:]
+			w.decide(p, runFinished(r))
+		default:
+			return true
+		}
+		w.res.Stats.Drained++
+		if w.check() {
+			return false
+		}
+	}
+	w.fail(CheckDrain, fmt.Sprintf("the drainer did not finish in %d actions", bound))
+	return false
+}
+
+// verifyDrained checks the drained log: every post consumed, every
+// acknowledged post at the sequence it was acknowledged with, no run
+// active, and the whole log audited from scratch agrees with the audit
+// kept up step by step.
+func (w *world) verifyDrained() {
+	var missed []string
+	for _, m := range w.fold.Messages {
+		if m.Consumed == nil {
+			missed = append(missed, fmt.Sprintf("%d (%s)", m.Seq, m.MessageID))
+		}
+	}
+	for _, id := range w.posts.ids {
+		seq, ok := w.posts.acked[id]
+		if m := w.message(seq); !ok || m == nil || m.MessageID != id {
+			missed = append(missed, fmt.Sprintf("post %s acknowledged at %d, not in the log there", id, seq))
+		}
+	}
+	if len(missed) > 0 {
+		w.fail(CheckDrain, "not consumed after the drain: "+strings.Join(missed, ", "))
+	}
+	if r := w.fold.ActiveRun; r != nil {
+		w.fail(CheckDrain, fmt.Sprintf("run %s still active after the drain", r.ID))
+	}
+	envs, err := w.reader.Load(w.ctx, threadID, 1)
+	if err != nil {
+		panic(fmt.Sprintf("sim: memstore Load: %v", err))
+	}
+	a := audit.New()
+	for _, e := range envs {
+		a.Add(e)
+	}
+	whole, kept := a.Report(), w.auditor.Report()
+	if whole.ViolationCount != kept.ViolationCount || whole.Events != kept.Events {
+		w.fail(CheckReplay, fmt.Sprintf("whole-log audit: %d events, %d violations; step by step: %d events, %d violations",
+			whole.Events, whole.ViolationCount, kept.Events, kept.ViolationCount))
+	}
+	w.tracef("drained: %d events, %d messages all consumed", len(w.envs), len(w.fold.Messages))
+}

@@ -1,0 +1,209 @@
+package sim_test
+
+import (
+	"flag"
+	"fmt"
+	"os"
+	"runtime"
+	"strconv"
+	"sync"
+	"sync/atomic"
+	"testing"
+	"time"
+
+	"artifactr/projections/audit"
+	"artifactr/test/sim"
+)
+
+// Flags, each with an environment variable for CI (the flag wins).
+var (
+	flagSeeds = flag.Int("sim.seeds", envInt("SIM_SEEDS", 0), "sim: seeds to run (default 2000; 100 with -race or -short)")
+	flagSteps = flag.Int("sim.steps", envInt("SIM_STEPS", 300), "sim: random steps per seed, before the drain")
+	flagBase  = flag.String("sim.base", os.Getenv("SIM_BASE"), "sim: first seed (default: random, printed)")
+	flagSeed  = flag.String("sim.seed", os.Getenv("SIM_SEED"), "sim: replay this one seed and print its trace")
+	flagCtl   = flag.Int("sim.control", envInt("SIM_CONTROL", 0), "sim: seeds 1..N the unfenced control runs (default 200; 50 with -race or -short)")
+)
+
+func envInt(key string, def int) int {
+	if v, err := strconv.Atoi(os.Getenv(key)); err == nil {
+		return v
+	}
+	return def
+}
+
+func seeds() int {
+	switch {
+	case *flagSeeds > 0:
+		return *flagSeeds
+	case raceOn || testing.Short():
+		return 100
+	}
+	return 2000
+}
+
+func controlSeeds() int {
+	switch {
+	case *flagCtl > 0:
+		return *flagCtl
+	case raceOn || testing.Short():
+		return 50
+	}
+	return 200
+}
+
+func baseSeed(t *testing.T) uint64 {
+	if *flagBase == "" {
+		return uint64(time.Now().UnixNano()) & (1<<40 - 1)
+	}
+	b, err := strconv.ParseUint(*flagBase, 10, 64)
+	if err != nil {
+		t.Fatalf("-sim.base %q: %v", *flagBase, err)
+	}
+	return b
+}
+
+func replayCmd(test string, seed uint64, steps int, extra string) string {
+	return fmt.Sprintf("go test ./test/sim/ -run '^%s$' -sim.seed=%d -sim.steps=%d%s -v", test, seed, steps, extra)
+}
+
+// TestSim runs the simulation over many seeds, each with every check fatal.
+func TestSim(t *testing.T) {
+	cfg := sim.Config{Steps: *flagSteps}
+	if *flagSeed != "" {
+		seed, err := strconv.ParseUint(*flagSeed, 10, 64)
+		if err != nil {
+			t.Fatalf("-sim.seed %q: %v", *flagSeed, err)
+		}
+		replay(t, seed, cfg)
+		return
+	}
+	base, n := baseSeed(t), seeds()
+	t.Logf("base seed %d: seeds %d..%d, %d steps each (set -sim.base=%d to rerun these seeds)", base, base, base+uint64(n)-1, cfg.Steps, base)
+	var (
+		stop  atomic.Bool
+		mu    sync.Mutex // protects total
+		total sim.Stats
+		steps int
+		evs   int
+		ran   int
+	)
+	shards := runtime.GOMAXPROCS(0)
+	start := time.Now()
+	t.Run("seeds", func(t *testing.T) {
+		for k := range shards {
+			t.Run(fmt.Sprintf("shard%d", k), func(t *testing.T) {
+				t.Parallel()
+				for i := k; i < n && !stop.Load(); i += shards {
+					seed := base + uint64(i)
+					r := sim.Run(seed, cfg)
+					mu.Lock()
+					ran++
+					steps += r.Steps + r.Stats.Drained
+					evs += r.Events
+					add(&total, r.Stats)
+					mu.Unlock()
+					if r.Failed() {
+						stop.Store(true)
+						report(t, "TestSim", seed, cfg, r)
+						return
+					}
+				}
+			})
+		}
+	})
+	d := time.Since(start)
+	t.Logf("%d seeds in %s (%.0f seeds/s on %d shards): %d steps, %d events", ran, d.Round(time.Millisecond), float64(ran)/d.Seconds(), shards, steps, evs)
+	t.Logf("exercised: %+v", total)
+}
+
+func add(t *sim.Stats, s sim.Stats) {
+	t.Claims += s.Claims
+	t.Appends += s.Appends
+	t.Takeovers += s.Takeovers
+	t.Fenced += s.Fenced
+	t.Conflicts += s.Conflicts
+	t.LostAcks += s.LostAcks
+	t.FailWrites += s.FailWrites
+	t.Crashes += s.Crashes
+	t.Runs += s.Runs
+	t.DupObserve += s.DupObserve
+	t.Drained += s.Drained
+}
+
+// replay runs one seed with its trace, and fails if a check broke.
+func replay(t *testing.T, seed uint64, cfg sim.Config) {
+	cfg.Trace = true
+	r := sim.Run(seed, cfg)
+	t.Logf("seed %d: %d steps, %d events, stats %+v\n%s", seed, r.Steps, r.Events, r.Stats, r.FormatTrace())
+	if r.Failed() {
+		t.Fatalf("seed %d: %s: %s", seed, r.Check, r.Failure)
+	}
+}
+
+// report replays a failing seed with its trace and fails t with it and the
+// command that replays it.
+func report(t *testing.T, test string, seed uint64, cfg sim.Config, r sim.Result) {
+	t.Helper()
+	cfg.Trace = true
+	again := sim.Run(seed, cfg)
+	if again.Check != r.Check || again.Failure != r.Failure {
+		t.Errorf("seed %d is not deterministic: first %s: %s; replay %s: %s", seed, r.Check, r.Failure, again.Check, again.Failure)
+	}
+	t.Fatalf("seed %d failed at step %d: %s: %s\ntrace:\n%s\nreplay: %s",
+		seed, again.Steps, again.Check, again.Failure, again.FormatTrace(), replayCmd(test, seed, cfg.Steps, ""))
+}
+
+// TestSim_unfencedControl is the mutation run: with the fence switched off
+// (eventstest.Unfenced on every handle) the same simulation must break
+// I1_ConsumedAtMostOnce or I3_OneActiveRun within a fixed range of seeds.
+// Only those two count: without the fence headers FenceNewestClaim fails at
+// the first consuming write, which would prove nothing about the invariants.
+func TestSim_unfencedControl(t *testing.T) {
+	cfg := sim.Config{Steps: *flagSteps, Unfenced: true, Fatal: func(c string) bool {
+		return c == audit.CheckI1 || c == audit.CheckI3
+	}}
+	if *flagSeed != "" {
+		seed, err := strconv.ParseUint(*flagSeed, 10, 64)
+		if err != nil {
+			t.Fatalf("-sim.seed %q: %v", *flagSeed, err)
+		}
+		cfg.Trace = true
+		r := sim.Run(seed, cfg)
+		t.Logf("seed %d unfenced: %s: %s\n%s", seed, r.Check, r.Failure, r.FormatTrace())
+		return
+	}
+	n := controlSeeds()
+	var first uint64
+	broke := map[string]int{}
+	for seed := uint64(1); seed <= uint64(n); seed++ {
+		r := sim.Run(seed, cfg)
+		if !r.Failed() {
+			continue
+		}
+		broke[r.Check]++
+		if first == 0 {
+			first = seed
+		}
+	}
+	if first == 0 {
+		t.Fatalf("without the fence, no seed in 1..%d broke I1 or I3: the simulation cannot fail", n)
+	}
+	cfg.Trace = true
+	r := sim.Run(first, cfg)
+	t.Logf("without the fence, %d of seeds 1..%d break an invariant (by check: %v); the first, seed %d, breaks %s at step %d: %s\ntrace:\n%s\nreplay: %s",
+		broke[audit.CheckI1]+broke[audit.CheckI3], n, broke, first, r.Check, r.Steps, r.Failure, r.FormatTrace(),
+		replayCmd("TestSim_unfencedControl", first, cfg.Steps, ""))
+}
+
+// TestSim_deterministic runs one seed twice: the traces must match, or a
+// printed seed would not replay.
+func TestSim_deterministic(t *testing.T) {
+	cfg := sim.Config{Steps: *flagSteps, Trace: true}
+	a, b := sim.Run(42, cfg), sim.Run(42, cfg)
+	if a.FormatTrace() != b.FormatTrace() {
+		t.Fatalf("seed 42 ran two ways:\n%s\n---\n%s", a.FormatTrace(), b.FormatTrace())
+	}
+	if len(a.Trace) < cfg.Steps {
+		t.Fatalf("trace of %d lines for %d steps", len(a.Trace), cfg.Steps)
+	}
+}
