@@ -41,9 +41,9 @@ type Auditor struct {
 	threads map[uint64]*thread // by hash of the id; see thread.collide
 	last    *thread            // the previous event's thread: streams come in runs
 
-	events          int
-	firstSeq, lastS uint64
-	checked         [numChecks]int
+	events            int
+	firstSeq, lastSeq uint64
+	checked           [numChecks]int
 
 	violations     []Violation
 	anomalies      []Finding
@@ -90,13 +90,13 @@ type thread struct {
 	// 128-191: fenced events
 	holder    short // the newest claim's holder
 	hasActive bool
-	collide   *thread           // next thread whose id has the same hash
-	abandoned map[string]uint64 // run id -> its run_abandoned
+	collide   *thread          // next thread whose id has the same hash
+	abandoned map[short]uint64 // run id -> its run_abandoned
 
 	// 192-255: run events
 	activeID short
-	requests map[string]request // request id -> request
-	id       string             // the id, for reports
+	requests map[short]request // request id -> request
+	id       string            // the id, for reports
 }
 
 type message struct {
@@ -104,8 +104,10 @@ type message struct {
 	by  uint64 // the consuming event, 0 while pending
 }
 
+// request is a request_opened. It names its run by the run's start, so that
+// a reused run id is another run.
 type request struct {
-	run      string
+	run      uint64 // its run's run_started
 	opened   uint64 // its request_opened
 	answered uint64 // its accepted answer_given, 0 while open
 }
@@ -120,7 +122,7 @@ func (a *Auditor) add(env *events.Envelope) {
 	if a.events == 1 || env.Seq < a.firstSeq {
 		a.firstSeq = env.Seq
 	}
-	a.lastS = max(a.lastS, env.Seq)
+	a.lastSeq = max(a.lastSeq, env.Seq)
 	th := a.thread(env.Thread)
 	if env.Seq <= th.lastSeq || env.Seq == 0 {
 		a.anomaly(th, env, fmt.Sprintf("sequence %d does not follow %d: the stream is out of order or repeats", env.Seq, th.lastSeq))
@@ -361,7 +363,7 @@ func (a *Auditor) runEvent(th *thread, env *events.Envelope, run string) bool {
 	if th.isActive(run) {
 		return true
 	}
-	if at, ok := th.abandoned[run]; ok {
+	if at, ok := th.abandoned[mkShort(run)]; ok {
 		a.violation(checkNoEndAfterAbandon, th, seqs(at, env.Seq), fmt.Sprintf(
 			"%s at %d is of run %q, which was abandoned at %d", env.Type, env.Seq, run, at))
 		return false
@@ -375,14 +377,15 @@ func (a *Auditor) openRequest(th *thread, env *events.Envelope, b *eventspb.Requ
 		return
 	}
 	id := b.GetRequestId()
-	if q, dup := th.requests[id]; dup {
-		a.anomaly(th, env, fmt.Sprintf("request %q is already open since %d (run %q)", id, q.opened, q.run))
+	key := mkShort(id)
+	if q, dup := th.requests[key]; dup {
+		a.anomaly(th, env, fmt.Sprintf("request %q is already open since %d", id, q.opened))
 		return
 	}
 	if th.requests == nil {
-		th.requests = make(map[string]request)
+		th.requests = make(map[short]request)
 	}
-	th.requests[id] = request{run: b.GetRunId(), opened: env.Seq}
+	th.requests[key] = request{run: th.activeStart, opened: env.Seq}
 }
 
 // Spec: AnswerOnce. The answer is accepted only for an open request of the
@@ -390,7 +393,8 @@ func (a *Auditor) openRequest(th *thread, env *events.Envelope, b *eventspb.Requ
 func (a *Auditor) answer(th *thread, env *events.Envelope, b *eventspb.AnswerGiven) {
 	a.checked[checkAnswerOnce]++
 	id, run := b.GetRequestId(), b.GetRunId()
-	q, known := th.requests[id]
+	key := mkShort(id)
+	q, known := th.requests[key]
 	switch {
 	case known && q.answered != 0:
 		a.violation(checkAnswerOnce, th, seqs(q.opened, q.answered, env.Seq), fmt.Sprintf(
@@ -399,11 +403,11 @@ func (a *Auditor) answer(th *thread, env *events.Envelope, b *eventspb.AnswerGiv
 		a.notActive(th, env, run)
 	case !known:
 		a.anomaly(th, env, fmt.Sprintf("answer to unknown request %q", id))
-	case q.run != run || q.opened < th.activeStart:
-		a.anomaly(th, env, fmt.Sprintf("answer to request %q of another run (%q, opened at %d)", id, q.run, q.opened))
+	case q.run != th.activeStart:
+		a.anomaly(th, env, fmt.Sprintf("answer to request %q of another run (opened at %d)", id, q.opened))
 	default:
 		q.answered = env.Seq
-		th.requests[id] = q
+		th.requests[key] = q
 	}
 	a.consume(th, env, b.GetMessageSeq())
 }
@@ -419,9 +423,9 @@ func (a *Auditor) abandon(th *thread, env *events.Envelope, b *eventspb.RunAband
 	}
 	th.hasActive = false
 	if th.abandoned == nil {
-		th.abandoned = make(map[string]uint64)
+		th.abandoned = make(map[short]uint64)
 	}
-	th.abandoned[run] = env.Seq
+	th.abandoned[mkShort(run)] = env.Seq
 }
 
 func (a *Auditor) notActive(th *thread, env *events.Envelope, run string) {
@@ -476,7 +480,7 @@ func (a *Auditor) Report() Report {
 		Events:         a.events,
 		Threads:        a.threadsWithIDs,
 		FirstSeq:       a.firstSeq,
-		LastSeq:        a.lastS,
+		LastSeq:        a.lastSeq,
 		Violations:     append([]Violation{}, a.violations...),
 		Anomalies:      append([]Finding{}, a.anomalies...),
 		ViolationCount: a.nViolations,

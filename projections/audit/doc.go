@@ -17,7 +17,9 @@
 //     <prefix>.T.claim), and comes before any release of that claim.
 //   - ClaimChain: each thread_claimed and thread_released expects the
 //     previous sequence on its thread's claim subject (0 for the first): an
-//     unbroken compare-and-set chain.
+//     unbroken compare-and-set chain. Every message on the claim subject
+//     counts, garbage too, as it does for JetStream. A missing header reads
+//     as 0, so for the first claim it cannot be told from "0".
 //   - NoEndAfterAbandon: no run_output, request_opened, run_completed or
 //     run_failed of a run after it was abandoned.
 //   - AnswerOnce: no request is answered twice.

@@ -17,6 +17,16 @@ type short struct {
 
 const notInline = 0xff
 
+// mkShort returns s as a short, fit to be a map key: hashing and comparing
+// it reads no bytes outside it when s fits inline.
+func mkShort(s string) short {
+	var x short
+	x.set(s)
+	return x
+}
+
+// set makes x hold s. Bytes of b past len(s) are left as they were, so only
+// a fresh short (mkShort) is fit to be a map key.
 func (x *short) set(s string) {
 	if len(s) <= shortLen {
 		x.n = uint8(len(s))
