@@ -222,6 +222,12 @@ func (t *Thread) steer(env *events.Envelope, b *eventspb.SteeringGiven) {
 }
 
 func (t *Thread) abandon(env *events.Envelope, b *eventspb.RunAbandoned) {
+	if n := len(t.Runs); t.ActiveRun == nil && n > 0 && t.Runs[n-1].ID == b.GetRunId() &&
+		(t.Runs[n-1].Status == RunCompleted || t.Runs[n-1].Status == RunFailed) {
+		// The run's own holder recorded its end first: the new claimant
+		// planned the abandon before the end reached it. Nothing to undo.
+		return
+	}
 	r := t.activeRun(env, b.GetRunId())
 	if r == nil {
 		return

@@ -167,7 +167,12 @@ func (r *Runner) draining() bool { return r.drainingFlag.Load() }
 func (r *Runner) Start(ctx context.Context) error {
 	r.ctx, r.cancel = context.WithCancel(context.WithoutCancel(ctx))
 	logger := r.log
-	r.sys = actor.NewActorSystem(actor.WithLoggerFactory(func(*actor.ActorSystem) *slog.Logger { return logger.With("lib", "protoactor") }))
+	r.sys = actor.NewActorSystem(
+		actor.WithLoggerFactory(func(*actor.ActorSystem) *slog.Logger { return logger.With("lib", "protoactor") }),
+		// Timers of stopped actors fire into dead letters; a short
+		// throttle period lets its goroutine end soon after shutdown.
+		actor.WithDeadLetterThrottleInterval(50*time.Millisecond),
+	)
 	pid, err := r.sys.Root.SpawnNamed(actor.PropsFromProducer(func() actor.Actor {
 		return &runnerActor{r: r, children: map[string]*actor.PID{}, claiming: map[string]bool{}}
 	}), "runner")
@@ -245,10 +250,11 @@ func (r *Runner) Kill() {
 
 func (r *Runner) shutdown() {
 	r.cancel()
-	r.wg.Wait()
-	// Stopping the runner actor stops its children first.
+	// Stopping the runner actor stops its children first. Once it has
+	// stopped nothing adds to wg, so waiting is safe.
 	r.sys.Root.Stop(r.pid)
 	<-r.actorStopped
+	r.wg.Wait()
 	r.sys.Shutdown()
 }
 
@@ -273,7 +279,9 @@ func (r *Runner) sweep(settled map[string]uint64) {
 	defer cancel()
 	threads, err := r.store.Threads(ctx)
 	if err != nil {
-		r.log.Warn("sweep: list threads", "err", err)
+		if r.ctx.Err() == nil {
+			r.log.Warn("sweep: list threads", "err", err)
+		}
 		return
 	}
 	for _, th := range threads {

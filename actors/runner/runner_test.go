@@ -200,3 +200,15 @@ func TestRunner_stopHandsOver(t *testing.T) {
 	}
 	auditClean(t, s, "s")
 }
+
+// Kill while the runner is busy claiming must not race its claim goroutines.
+func TestRunner_killWhileClaiming(t *testing.T) {
+	for i := range 50 {
+		s := memstore.New(memstore.Config{})
+		r := startRunner(t, runner.Config{Store: s})
+		for th := range 20 {
+			post(t, s, fmt.Sprintf("k%d-%d", i, th), "x")
+		}
+		r.Kill()
+	}
+}

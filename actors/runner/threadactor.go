@@ -142,7 +142,9 @@ func (a *threadActor) started(ctx actor.Context) {
 	a.history = nil
 	tail, err := a.r.store.Tail(a.ctx, a.r.subjects.ThreadAll(a.claim.Thread), from)
 	if err != nil {
-		a.log.Error("cannot follow the thread; giving it up", "err", err)
+		if a.ctx.Err() == nil {
+			a.log.Error("cannot follow the thread; giving it up", "err", err)
+		}
 		a.exec(ctx, thread.Ready{Release: true, Stop: true, StopErr: err})
 		return
 	}

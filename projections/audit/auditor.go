@@ -95,6 +95,7 @@ type thread struct {
 
 	// 192-255: run events
 	activeID short
+	lastEnded short            // the last run that completed or failed
 	requests map[short]request // request id -> request
 	id       string            // the id, for reports
 }
@@ -178,11 +179,11 @@ func (a *Auditor) add(env *events.Envelope) {
 		a.consume(th, env, b.SteeringGiven.GetMessageSeq())
 	case *eventspb.Event_RunCompleted:
 		if a.runEvent(th, env, b.RunCompleted.GetRunId()) {
-			th.hasActive = false
+			th.hasActive, th.lastEnded = false, th.activeID
 		}
 	case *eventspb.Event_RunFailed:
 		if a.runEvent(th, env, b.RunFailed.GetRunId()) {
-			th.hasActive = false
+			th.hasActive, th.lastEnded = false, th.activeID
 		}
 	case *eventspb.Event_RunAbandoned:
 		a.fence(th, env)
@@ -414,6 +415,11 @@ func (a *Auditor) answer(th *thread, env *events.Envelope, b *eventspb.AnswerGiv
 
 func (a *Auditor) abandon(th *thread, env *events.Envelope, b *eventspb.RunAbandoned) {
 	run := b.GetRunId()
+	if run != "" && !th.hasActive && th.lastEnded == mkShort(run) {
+		// The run's own holder recorded its end first: the new claimant
+		// planned the abandon before the end reached it. Nothing to undo.
+		return
+	}
 	if !th.isActive(run) {
 		a.notActive(th, env, run)
 		return

@@ -6,6 +6,7 @@ import (
 	"testing"
 
 	"artifactr/events"
+	"artifactr/projections"
 	"artifactr/projections/internal/eventgen"
 )
 
@@ -355,5 +356,31 @@ func TestAuditor_Report_maxFindings(t *testing.T) {
 	r := a.Report()
 	if len(r.Anomalies) != 2 || r.AnomalyCount != 5 {
 		t.Errorf("%d anomalies listed, count %d; want 2, 5", len(r.Anomalies), r.AnomalyCount)
+	}
+}
+
+// A lapsed holder's run end lands after the new claim but before the new
+// claimant's abandon, which it planned while the run was still active.
+// Both the audit and the fold take the abandon as a no-op.
+func TestAuditor_Add_abandonAfterOwnEnd(t *testing.T) {
+	l := eventgen.NewLog()
+	m1 := l.Post(poster.Post("a", "hi")).Seq
+	a := claim(l, "A")
+	l.Fenced(a.Started("r1", m1))
+	b := claim(l, "B")
+	l.CAS(a.Completed("r1"))
+	l.Fenced(b.Abandoned("r1", a.ClaimSeq))
+	r := run(l.Envs)
+	if !r.OK() || r.AnomalyCount != 0 {
+		t.Fatalf("report: %d violations %d anomalies: %+v %+v", r.ViolationCount, r.AnomalyCount, r.Violations, r.Anomalies)
+	}
+	v := projections.Fold("T", l.Envs)
+	if len(v.Anomalies) != 0 || v.Runs[0].Status != projections.RunCompleted {
+		t.Fatalf("fold: anomalies %+v, run status %s", v.Anomalies, v.Runs[0].Status)
+	}
+	// An abandon naming another run is still an anomaly.
+	l.Fenced(b.Abandoned("r9", a.ClaimSeq))
+	if r := run(l.Envs); r.AnomalyCount != 1 {
+		t.Fatalf("abandon of an unknown run: %d anomalies, want 1", r.AnomalyCount)
 	}
 }

@@ -1,0 +1,342 @@
+package chaos
+
+import (
+	"context"
+	"fmt"
+	"maps"
+	"slices"
+	"strings"
+	"time"
+
+	"github.com/nats-io/nats.go/jetstream"
+
+	"artifactr/events"
+	"artifactr/events/eventspb"
+	"artifactr/events/natsstore"
+	"artifactr/projections"
+	"artifactr/projections/audit"
+)
+
+// readLog reads the whole stream in order, up to its last sequence when
+// called, with one ordered consumer (as `artifactr audit` does).
+func (h *harness) readLog() []events.Envelope {
+	h.t.Helper()
+	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
+	defer cancel()
+	var last uint64
+	err := h.retry(ctx, func(ctx context.Context) error {
+		js, err := jetstream.New(h.adminNC)
+		if err != nil {
+			return err
+		}
+		st, err := js.Stream(ctx, natsstore.DefaultStream)
+		if err != nil {
+			return err
+		}
+		info, err := st.Info(ctx)
+		if err != nil {
+			return err
+		}
+		last = info.State.LastSeq
+		return nil
+	})
+	if err != nil {
+		h.t.Fatalf("read the stream's last sequence: %v", err)
+	}
+	if last == 0 {
+		return nil
+	}
+	tail, err := h.admin.Tail(ctx, events.Subjects{}.All(), 1)
+	if err != nil {
+		h.t.Fatalf("read the log: %v", err)
+	}
+	defer tail.Stop()
+	envs := make([]events.Envelope, 0, last)
+	for {
+		env, err := tail.Next(ctx)
+		if err != nil {
+			h.t.Fatalf("read the log at %d of %d: %v", len(envs), last, err)
+		}
+		envs = append(envs, env)
+		if env.Seq >= last {
+			return envs
+		}
+	}
+}
+
+// retry calls f until it succeeds or ctx ends, backing off between calls
+// (a cluster may be electing).
+func (h *harness) retry(ctx context.Context, f func(context.Context) error) error {
+	for {
+		cctx, cancel := context.WithTimeout(ctx, 10*time.Second)
+		err := f(cctx)
+		cancel()
+		if err == nil || !sleepCtx(ctx, 200*time.Millisecond) {
+			return err
+		}
+	}
+}
+
+// audit runs the spec's invariants over envs (the whole log, in order).
+func (h *harness) audit(envs []events.Envelope) audit.Report {
+	a := audit.New()
+	for _, e := range envs {
+		a.Add(e)
+	}
+	return a.Report()
+}
+
+// staleDamage counts the violations only a stale consuming write makes:
+// a message consumed twice (I1) or two runs active at once (I3). With the
+// fence off, FenceNewestClaim flags every consuming write for its missing
+// headers, stale or not; these two need a stale write that landed.
+func staleDamage(rep audit.Report) int {
+	n := 0
+	for _, v := range rep.Violations {
+		if v.Check == audit.CheckI1 || v.Check == audit.CheckI3 {
+			n++
+		}
+	}
+	return n
+}
+
+// byThread groups envs by thread, keeping stream order.
+func byThread(envs []events.Envelope) map[string][]events.Envelope {
+	m := map[string][]events.Envelope{}
+	for _, e := range envs {
+		m[e.Thread] = append(m[e.Thread], e)
+	}
+	return m
+}
+
+// settled reports whether every thread has no pending message and no active
+// run. Threads whose active run waits for an answer with nothing pending
+// get one (their asker's answer may be the run's last post).
+func (h *harness) settled(answered map[string]time.Time) (bool, string) {
+	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+	defer cancel()
+	var waiting []string
+	for _, th := range h.threads {
+		envs, err := h.admin.Load(ctx, th, 1)
+		if err != nil {
+			return false, fmt.Sprintf("load %s: %v", th, err)
+		}
+		v := projections.Fold(th, envs)
+		pending := len(v.Pending())
+		if pending == 0 && v.ActiveRun == nil {
+			continue
+		}
+		waiting = append(waiting, fmt.Sprintf("%s(pending %d, active %v, holder %s)", th, pending, v.ActiveRun != nil, v.Claim.Holder))
+		if pending == 0 && len(v.OpenRequests()) > 0 && time.Since(answered[th]) > 3*h.cfg.ttl {
+			answered[th] = time.Now()
+			id := fmt.Sprintf("a%06d", h.posts.next.Add(1))
+			h.post(h.poster, th, id, "answer "+id)
+			h.stats.add("post:drain_answer", 1)
+		}
+	}
+	return len(waiting) == 0, strings.Join(waiting, " ")
+}
+
+// drain waits, with no faults, until every message is consumed and no run
+// is active: every runner up, clocks true, the cluster whole.
+func (h *harness) drain() time.Duration {
+	h.t.Helper()
+	start := time.Now()
+	for _, sl := range h.slots {
+		sl.skew.Store(0)
+		if !sl.up() {
+			sl.startRunner("")
+		}
+	}
+	if c := h.cluster; c != nil {
+		for i, n := range c.Nodes {
+			if n == nil {
+				c.Restart(i)
+			}
+		}
+	}
+	answered := map[string]time.Time{}
+	deadline := start.Add(h.cfg.drain)
+	for {
+		ok, state := h.settled(answered)
+		if ok {
+			return time.Since(start)
+		}
+		if time.Now().After(deadline) {
+			h.t.Fatalf("%s: not drained after %s: %s\nrunner warnings: %s", h.cfg.name, h.cfg.drain, state, h.lc.summary())
+		}
+		time.Sleep(250 * time.Millisecond) // poll interval
+	}
+}
+
+// facts are the figures of a log.
+type facts struct {
+	events, posts, claims, takeovers, released int
+	started, completed, failed, abandoned      int
+	answers, steering, outputs, requests       int
+}
+
+func logFacts(envs []events.Envelope) facts {
+	var f facts
+	held := map[string]bool{} // thread -> its newest claim is not released
+	for _, e := range envs {
+		f.events++
+		switch e.Type {
+		case events.TypeMessagePosted:
+			f.posts++
+		case events.TypeThreadClaimed:
+			f.claims++
+			if held[e.Thread] {
+				f.takeovers++ // claimed from a holder that did not release
+			}
+			held[e.Thread] = true
+		case events.TypeThreadReleased:
+			f.released++
+			held[e.Thread] = false
+		case events.TypeRunStarted:
+			f.started++
+		case events.TypeRunCompleted:
+			f.completed++
+		case events.TypeRunFailed:
+			f.failed++
+		case events.TypeRunAbandoned:
+			f.abandoned++
+		case events.TypeAnswerGiven:
+			f.answers++
+		case events.TypeSteeringGiven:
+			f.steering++
+		case events.TypeRunOutput:
+			f.outputs++
+		case events.TypeRequestOpened:
+			f.requests++
+		}
+	}
+	return f
+}
+
+// consumer returns the message sequence a consuming event consumed, or 0.
+func consumer(ev *eventspb.Event) uint64 {
+	switch b := ev.GetBody().(type) {
+	case *eventspb.Event_RunStarted:
+		return b.RunStarted.GetPromptSeq()
+	case *eventspb.Event_AnswerGiven:
+		return b.AnswerGiven.GetMessageSeq()
+	case *eventspb.Event_SteeringGiven:
+		return b.SteeringGiven.GetMessageSeq()
+	}
+	return 0
+}
+
+// checkConsumed checks every thread's log: each message id is stored once,
+// each acknowledged post is there with its acked sequence, and each message
+// is consumed exactly once, by the fold and by counting consuming events.
+// It returns the problems found, at most max of them.
+func (h *harness) checkConsumed(envs []events.Envelope, max int) []string {
+	var bad []string
+	report := func(format string, args ...any) {
+		if len(bad) < max {
+			bad = append(bad, fmt.Sprintf(format, args...))
+		}
+	}
+	threads := byThread(envs)
+	h.posts.mu.Lock()
+	acked := h.posts.acked
+	h.posts.mu.Unlock()
+	for _, th := range slices.Sorted(maps.Keys(threads)) {
+		tenvs := threads[th]
+		v := projections.Fold(th, tenvs)
+		uses := map[uint64]int{}
+		for _, e := range tenvs {
+			if e.Event != nil {
+				if m := consumer(e.Event); m != 0 {
+					uses[m]++
+				}
+			}
+		}
+		ids := map[string]uint64{}
+		for _, m := range v.Messages {
+			if prev, dup := ids[m.MessageID]; dup {
+				report("%s: message id %s stored twice, seqs %d and %d", th, m.MessageID, prev, m.Seq)
+			}
+			ids[m.MessageID] = m.Seq
+			if m.Consumed == nil {
+				report("%s: message %d (%s) never consumed", th, m.Seq, m.MessageID)
+			}
+			if uses[m.Seq] != 1 {
+				report("%s: message %d (%s) consumed %d times", th, m.Seq, m.MessageID, uses[m.Seq])
+			}
+		}
+		for id, seq := range acked[th] {
+			if got, ok := ids[id]; !ok || got != seq {
+				report("%s: acked post %s (seq %d) not in the log as acked (found seq %d)", th, id, seq, got)
+			}
+		}
+	}
+	for th := range acked {
+		if _, ok := threads[th]; !ok {
+			report("%s: acked posts but no events", th)
+		}
+	}
+	return bad
+}
+
+// summary prints the run's figures.
+func (h *harness) summary(envs []events.Envelope, rep audit.Report, drained time.Duration) {
+	f := logFacts(envs)
+	h.statsMu.Lock()
+	rs := h.runStats
+	h.statsMu.Unlock()
+	lines := []string{
+		fmt.Sprintf("%s: seed=%d (replay: CHAOS_SEED=%d) runners=%d threads=%d ttl=%s fault-phase=%s drain=%s total=%s",
+			h.cfg.name, h.cfg.seed, h.cfg.seed, h.cfg.runners, h.cfg.threads, h.cfg.ttl, h.cfg.faults, drained.Round(time.Millisecond), time.Since(h.start).Round(time.Millisecond)),
+		fmt.Sprintf("  log: events=%d posts=%d (acked ids %d) claims=%d taken-over=%d released=%d runs started=%d completed=%d failed=%d abandoned=%d answers=%d steering=%d",
+			f.events, f.posts, h.posts.count(), f.claims, f.takeovers, f.released, f.started, f.completed, f.failed, f.abandoned, f.answers, f.steering),
+		fmt.Sprintf("  fenced writes refused=%d (%s)", h.stats.sum("refused_fenced:"), h.stats.list("refused_fenced:")),
+		fmt.Sprintf("  stale run-subject writes refused=%d (%s)", h.stats.sum("refused_cas:"), h.stats.list("refused_cas:")),
+		fmt.Sprintf("  appends with unknown outcome after retries=%d (%s); duplicate acks on append=%d", h.stats.sum("unknown_outcome:"), h.stats.list("unknown_outcome:"), h.stats.sum("duplicate_ack:")),
+		fmt.Sprintf("  runners (sum over all lives): claims=%d abandoned=%d fenced=%d completed=%d failed=%d", rs.Claims, rs.Abandoned, rs.Fenced, rs.Completed, rs.Failed),
+		fmt.Sprintf("  faults injected=%d: %s", h.faults.sum(""), h.faults.list("")),
+		fmt.Sprintf("  posts: %s", h.stats.list("post:")),
+		fmt.Sprintf("  audit: violations=%d anomalies=%d checks=%v", rep.ViolationCount, rep.AnomalyCount, rep.Checks),
+		fmt.Sprintf("  runner/store warnings: %s", h.lc.summary()),
+	}
+	for i, a := range rep.Anomalies {
+		if i == 5 {
+			break
+		}
+		lines = append(lines, fmt.Sprintf("  anomaly %s seq %d %s: %s", a.Thread, a.Seq, a.Type, a.Message))
+		if i < 2 {
+			lines = append(lines, around(envs, a.Thread, a.Seq, 8)...)
+		}
+	}
+	if n := h.stats.sum("stepdown:"); n > 0 {
+		lines = append(lines, fmt.Sprintf("  step-downs refused: %s", h.stats.list("stepdown:")))
+	}
+	h.t.Log("\n" + strings.Join(lines, "\n"))
+}
+
+// around lists thread's last n events up to seq, for a report.
+func around(envs []events.Envelope, thread string, seq uint64, n int) []string {
+	var out []string
+	for _, e := range envs {
+		if e.Thread != thread || e.Seq > seq {
+			continue
+		}
+		line := fmt.Sprintf("    %d %s", e.Seq, e.Type)
+		if ev := e.Event; ev != nil {
+			line += fmt.Sprintf(" claim_seq=%d holder=%s", ev.GetClaimSeq(), ev.GetHolder())
+			switch b := ev.GetBody().(type) {
+			case *eventspb.Event_RunStarted:
+				line += " run=" + b.RunStarted.GetRunId()
+			case *eventspb.Event_RunCompleted:
+				line += " run=" + b.RunCompleted.GetRunId()
+			case *eventspb.Event_RunFailed:
+				line += " run=" + b.RunFailed.GetRunId()
+			case *eventspb.Event_RunAbandoned:
+				line += " run=" + b.RunAbandoned.GetRunId()
+			}
+		}
+		out = append(out, line)
+	}
+	return out[max(0, len(out)-n):]
+}

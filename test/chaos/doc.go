@@ -1,0 +1,30 @@
+// Package chaos holds the fault tests of artifactr ("Faults"): several
+// runners in one process, each with its own protoactor system, NATS
+// connection and natsstore handle, answer posts on many threads while one
+// seeded PRNG injects faults:
+//
+//   - stalls past the claim TTL just before a fenced write and just before a
+//     run's end (runner.Config.BeforeAppend), half of them with the holder
+//     paused too (its lease renewals and its thread tail held back until the
+//     stalled append returns), as in a process that stopped;
+//   - clocks skewed by a TTL or more, per runner, in the runner and in its
+//     store, so leases are stolen;
+//   - runners killed abruptly and restarted, with the same or a new id;
+//   - client connections dropped server-side;
+//   - duplicate and retried posts (the same message id);
+//   - on the 3-node cluster, stream-leader step-downs and a node restart.
+//
+// Then the faults stop, the runners drain every message, and the whole log is
+// audited: zero violations, every acknowledged post consumed exactly once,
+// no goroutine leaked. A mutation test switches the fence off
+// (eventstest.Unfenced) and checks that the audit does catch the stale
+// writes.
+//
+// # Usage
+//
+//	go test -race -count=1 -v ./test/chaos/
+//	CHAOS_SEED=12345 go test -race -count=1 -v -run TestChaos_soak ./test/chaos/
+//	SOAK=10m go test -race -count=1 -v -timeout 30m -run TestChaos_soak ./test/chaos/
+//
+// test/README.md describes the suites, their knobs and the latest figures.
+package chaos

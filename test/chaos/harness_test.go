@@ -1,0 +1,290 @@
+package chaos
+
+import (
+	"context"
+	"fmt"
+	"log/slog"
+	"sync"
+	"sync/atomic"
+	"testing"
+	"time"
+
+	"github.com/nats-io/nats.go"
+
+	"artifactr/actors/agent"
+	"artifactr/actors/runner"
+	"artifactr/events"
+	"artifactr/events/eventstest"
+	"artifactr/events/natsstore"
+	"artifactr/internal/natsembed"
+)
+
+// harness is one chaos run: the server(s), the runner slots, the posters
+// and the counters.
+type harness struct {
+	t   *testing.T
+	cfg config
+	rng *faultRand
+	log *slog.Logger
+	lc  *logCounter
+
+	single  *natsembed.Server  // the server, or nil on a cluster
+	cluster *natsembed.Cluster // the cluster, or nil
+
+	admin    *natsstore.Store // the test's own store: checks, step-downs
+	adminNC  *nats.Conn
+	poster   *natsstore.Store // the posters' store; its connection is kicked too
+	posterNC *nats.Conn
+	threads  []string
+	slots    []*slot
+
+	faultsOn atomic.Bool // stalls are injected only while set
+	faults   counters    // faults injected, by kind
+	stats    counters    // store outcomes (chaosStore) and post outcomes
+	runStats runner.Stats
+	statsMu  sync.Mutex // protects runStats
+
+	posts       postLog
+	stopPosters func() // set by startPosters
+	start       time.Time
+}
+
+func newHarness(t *testing.T, cfg config) *harness {
+	lc := &logCounter{}
+	h := &harness{t: t, cfg: cfg, rng: newFaultRand(cfg.seed), lc: lc, log: slog.New(lc), start: time.Now()}
+	for i := range cfg.threads {
+		h.threads = append(h.threads, fmt.Sprintf("t%02d", i))
+	}
+	h.posts.acked = map[string]map[string]uint64{}
+	return h
+}
+
+func (h *harness) replicas() int {
+	if h.cluster != nil {
+		return 3
+	}
+	return 1
+}
+
+// urls are the client URLs of the running servers.
+func (h *harness) urls() string {
+	if h.cluster != nil {
+		return h.cluster.ClientURLs()
+	}
+	return h.single.ClientURL()
+}
+
+// servers are the running servers.
+func (h *harness) servers() []*natsembed.Server {
+	if h.cluster == nil {
+		return []*natsembed.Server{h.single}
+	}
+	var out []*natsembed.Server
+	for _, n := range h.cluster.Nodes {
+		if n != nil {
+			out = append(out, n)
+		}
+	}
+	return out
+}
+
+// connect dials the servers. Reconnects are fast and endless: dropped
+// connections are a fault the stores must ride out.
+func (h *harness) connect(name string) (*nats.Conn, error) {
+	return nats.Connect(h.urls(),
+		nats.Name(name),
+		nats.MaxReconnects(-1),
+		nats.ReconnectWait(50*time.Millisecond),
+		nats.ReconnectJitter(50*time.Millisecond, 0),
+		nats.Timeout(5*time.Second),
+		nats.ErrorHandler(func(_ *nats.Conn, _ *nats.Subscription, err error) {
+			h.stats.add("nats_async_error", 1) // slow consumers, writes on a dropped socket
+		}),
+	)
+}
+
+// openStore connects and opens a store, retrying while a cluster settles.
+func (h *harness) openStore(name string, now func() time.Time) (*nats.Conn, *natsstore.Store, error) {
+	var err error
+	deadline := time.Now().Add(60 * time.Second)
+	for time.Now().Before(deadline) {
+		var nc *nats.Conn
+		if nc, err = h.connect(name); err == nil {
+			ctx, cancel := context.WithTimeout(context.Background(), 20*time.Second)
+			var s *natsstore.Store
+			s, err = natsstore.New(ctx, natsstore.Config{Conn: nc, Replicas: h.replicas(), Now: now, Timeout: 5 * time.Second, Logger: h.log})
+			cancel()
+			if err == nil {
+				return nc, s, nil
+			}
+			nc.Close()
+		}
+		time.Sleep(200 * time.Millisecond) // back off before the next dial
+	}
+	return nil, nil, fmt.Errorf("open store %s: %w", name, err)
+}
+
+// kick drops nc server-side, as a network fault would; nc reconnects.
+func (h *harness) kick(nc *nats.Conn) bool {
+	if nc == nil || !nc.IsConnected() {
+		return false
+	}
+	cid, err := nc.GetClientID()
+	if err != nil {
+		return false
+	}
+	sid := nc.ConnectedServerId()
+	for _, s := range h.servers() {
+		if s.NATS().ID() == sid {
+			return s.NATS().DisconnectClientByID(cid) == nil
+		}
+	}
+	return false
+}
+
+func (h *harness) addRunStats(s runner.Stats) {
+	h.statsMu.Lock()
+	defer h.statsMu.Unlock()
+	h.runStats.Claims += s.Claims
+	h.runStats.Abandoned += s.Abandoned
+	h.runStats.Fenced += s.Fenced
+	h.runStats.Completed += s.Completed
+	h.runStats.Failed += s.Failed
+}
+
+// slot is one runner position: a runner with its own connection, store and
+// clock, killed and restarted as the faults say.
+type slot struct {
+	h    *harness
+	idx  int
+	skew atomic.Int64 // the clock's offset, ns
+
+	mu  sync.Mutex // protects the fields below
+	gen int
+	id  string
+	nc  *nats.Conn
+	ns  *natsstore.Store
+	cs  *chaosStore
+	r   *runner.Runner
+}
+
+func (sl *slot) now() time.Time { return time.Now().Add(time.Duration(sl.skew.Load())) }
+
+func (sl *slot) up() bool {
+	sl.mu.Lock()
+	defer sl.mu.Unlock()
+	return sl.r != nil
+}
+
+func (sl *slot) conn() *nats.Conn {
+	sl.mu.Lock()
+	defer sl.mu.Unlock()
+	return sl.nc
+}
+
+// startRunner starts a runner in the slot with id (a new id when empty).
+// It runs on the test goroutine.
+func (sl *slot) startRunner(id string) {
+	h := sl.h
+	h.t.Helper()
+	sl.mu.Lock()
+	sl.gen++
+	if id == "" {
+		id = fmt.Sprintf("r%d.%d", sl.idx, sl.gen)
+	}
+	sl.mu.Unlock()
+	nc, ns, err := h.openStore("runner-"+id, sl.now)
+	if err != nil {
+		h.t.Fatal(err)
+	}
+	var base events.Store = ns
+	if h.cfg.unfenced {
+		base = eventstest.Unfenced(ns) // the mutation: no fence on consuming writes
+	}
+	cs := newChaosStore(base, &h.stats)
+	r, err := runner.New(runner.Config{
+		Store:         cs,
+		Agent:         agent.Echo{Delay: h.cfg.delay, Steer: true},
+		ID:            id,
+		ClaimTTL:      h.cfg.ttl,
+		IdleTimeout:   4 * h.cfg.ttl,
+		ShutdownGrace: 2 * time.Second,
+		Logger:        h.log,
+		Now:           sl.now,
+		BeforeAppend:  h.stallHook(cs),
+	})
+	if err == nil {
+		err = r.Start(context.Background())
+	}
+	if err != nil {
+		ns.Close()
+		nc.Close()
+		h.t.Fatalf("start runner %s: %v", id, err)
+	}
+	sl.mu.Lock()
+	sl.id, sl.nc, sl.ns, sl.cs, sl.r = id, nc, ns, cs, r
+	sl.mu.Unlock()
+}
+
+// kill crashes the slot's runner: no release, no run end; its connection
+// goes with it.
+func (sl *slot) kill() {
+	sl.mu.Lock()
+	r, ns, nc := sl.r, sl.ns, sl.nc
+	sl.r, sl.ns, sl.nc, sl.cs = nil, nil, nil, nil
+	sl.mu.Unlock()
+	if r == nil {
+		return
+	}
+	r.Kill()
+	sl.h.addRunStats(r.Stats())
+	ns.Close()
+	nc.Close()
+}
+
+// stop stops the slot's runner gracefully, killing it if ctx ends first.
+func (sl *slot) stop(ctx context.Context) error {
+	sl.mu.Lock()
+	r, ns, nc := sl.r, sl.ns, sl.nc
+	sl.r, sl.ns, sl.nc, sl.cs = nil, nil, nil, nil
+	sl.mu.Unlock()
+	if r == nil {
+		return nil
+	}
+	err := r.Stop(ctx)
+	if err != nil {
+		r.Kill() // Stop already shut the system down; Kill is a no-op then
+	}
+	sl.h.addRunStats(r.Stats())
+	ns.Close()
+	nc.Close()
+	return err
+}
+
+// stopAll stops every runner at once, then closes the test's own store.
+func (h *harness) stopAll(d time.Duration) []error {
+	ctx, cancel := context.WithTimeout(context.Background(), d)
+	defer cancel()
+	errs := make([]error, len(h.slots))
+	var wg sync.WaitGroup
+	for i, sl := range h.slots {
+		wg.Go(func() { errs[i] = sl.stop(ctx) })
+	}
+	wg.Wait()
+	return errs
+}
+
+// closeClients closes the test's own stores.
+func (h *harness) closeClients() {
+	for _, s := range []*natsstore.Store{h.admin, h.poster} {
+		if s != nil {
+			s.Close()
+		}
+	}
+	for _, nc := range []*nats.Conn{h.adminNC, h.posterNC} {
+		if nc != nil {
+			nc.Close()
+		}
+	}
+	h.admin, h.poster, h.adminNC, h.posterNC = nil, nil, nil, nil
+}

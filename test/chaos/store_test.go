@@ -1,0 +1,253 @@
+package chaos
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"log/slog"
+	"maps"
+	"slices"
+	"strings"
+	"sync"
+	"time"
+
+	"artifactr/events"
+	"artifactr/events/eventspb"
+)
+
+// counters counts by name; safe for concurrent use.
+type counters struct {
+	mu sync.Mutex // protects n
+	n  map[string]int64
+}
+
+func (c *counters) add(name string, d int64) {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	if c.n == nil {
+		c.n = map[string]int64{}
+	}
+	c.n[name] += d
+}
+
+func (c *counters) get(name string) int64 {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	return c.n[name]
+}
+
+// sum adds every counter whose name starts with prefix.
+func (c *counters) sum(prefix string) int64 {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	var s int64
+	for k, v := range c.n {
+		if strings.HasPrefix(k, prefix) {
+			s += v
+		}
+	}
+	return s
+}
+
+// String lists the counters whose names start with prefix, sorted, without
+// the prefix: "a=1 b=2".
+func (c *counters) list(prefix string) string {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	var parts []string
+	for _, k := range slices.Sorted(maps.Keys(c.n)) {
+		if name, ok := strings.CutPrefix(k, prefix); ok {
+			parts = append(parts, fmt.Sprintf("%s=%d", name, c.n[k]))
+		}
+	}
+	if len(parts) == 0 {
+		return "none"
+	}
+	return strings.Join(parts, " ")
+}
+
+// chaosStore is one runner's store. It counts what became of appends, and
+// it can pause a thread's holder: while a stall in BeforeAppend sleeps, the
+// thread's lease renewals and its thread actor's tail are held back, as in a
+// process that stopped (GC, SIGSTOP, a descheduled VM), and when the stall
+// ends the stalled append goes out before anything else is let through.
+//
+// Why: the thread actor keeps renewing its lease while an append waits, and
+// it stops (cancelling the append) as soon as its tail shows a newer claim.
+// So a stall in BeforeAppend alone never gets a stale write to the server;
+// a paused holder does, and that is the case the fence exists for.
+type chaosStore struct {
+	events.Store
+	stats *counters
+
+	mu     sync.Mutex               // protects the fields below
+	paused map[string]chan struct{} // thread -> closed when the pause ends
+	resume map[string]func()        // thread -> ends its pause after its append
+}
+
+func newChaosStore(s events.Store, stats *counters) *chaosStore {
+	return &chaosStore{Store: s, stats: stats, paused: map[string]chan struct{}{}, resume: map[string]func(){}}
+}
+
+// Append makes the append, ends the thread's pause if this append was the
+// stalled one, and counts the outcome: refusals of fenced writes (the fence
+// at work), refusals of compare-and-set writes (a stale run end after an
+// abandon), and outcomes left unknown after natsstore's retries.
+func (s *chaosStore) Append(ctx context.Context, ev *eventspb.Event, chk events.Check, opts ...events.AppendOption) (events.Ack, error) {
+	ack, err := s.Store.Append(ctx, ev, chk, opts...)
+	s.mu.Lock()
+	resume := s.resume[ev.GetThread()]
+	delete(s.resume, ev.GetThread())
+	s.mu.Unlock()
+	if resume != nil {
+		resume()
+	}
+	typ := events.TypeOf(ev)
+	switch {
+	case err == nil && ack.Duplicate:
+		s.stats.add("duplicate_ack:"+string(typ), 1)
+	case err == nil:
+	case errors.Is(err, events.ErrThreadBusy):
+		s.stats.add("refused_fenced:"+string(typ), 1)
+	case errors.Is(err, events.ErrConflict):
+		s.stats.add("refused_cas:"+string(typ), 1)
+	case ctx.Err() != nil:
+		s.stats.add("cancelled:"+string(typ), 1)
+	case errors.Is(err, events.ErrUnavailable):
+		s.stats.add("unknown_outcome:"+string(typ), 1)
+	default:
+		s.stats.add("error:"+string(typ), 1)
+	}
+	return ack, err
+}
+
+// RenewLease waits while the thread's holder is paused.
+func (s *chaosStore) RenewLease(ctx context.Context, l events.Lease) (events.Lease, error) {
+	if err := s.waitPause(ctx, l.Thread); err != nil {
+		return events.Lease{}, err
+	}
+	return s.Store.RenewLease(ctx, l)
+}
+
+// Tail holds back a thread tail's events while the thread's holder is
+// paused. Other tails (the runners' work sources) pass through.
+func (s *chaosStore) Tail(ctx context.Context, filter string, from uint64) (events.Tail, error) {
+	t, err := s.Store.Tail(ctx, filter, from)
+	if err != nil {
+		return nil, err
+	}
+	rest, ok := strings.CutPrefix(filter, events.DefaultPrefix+".")
+	if th, ok2 := strings.CutSuffix(rest, ".>"); ok && ok2 && events.ValidateThreadID(th) == nil {
+		return &pausableTail{Tail: t, s: s, thread: th}, nil
+	}
+	return t, nil
+}
+
+type pausableTail struct {
+	events.Tail
+	s      *chaosStore
+	thread string
+}
+
+func (t *pausableTail) Next(ctx context.Context) (events.Envelope, error) {
+	env, err := t.Tail.Next(ctx)
+	if werr := t.s.waitPause(ctx, t.thread); werr != nil && err == nil {
+		return events.Envelope{}, werr
+	}
+	return env, err
+}
+
+func (s *chaosStore) waitPause(ctx context.Context, thread string) error {
+	s.mu.Lock()
+	gate := s.paused[thread]
+	s.mu.Unlock()
+	if gate == nil {
+		return nil
+	}
+	select {
+	case <-gate:
+		return nil
+	case <-ctx.Done():
+		return ctx.Err()
+	}
+}
+
+// pauseUntilAppend pauses thread's holder until its next append returns.
+// One append per thread is in flight, so pauses of one thread do not
+// overlap; if one did, the second is a no-op.
+func (s *chaosStore) pauseUntilAppend(thread string) bool {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if s.paused[thread] != nil {
+		return false
+	}
+	gate := make(chan struct{})
+	s.paused[thread] = gate
+	s.resume[thread] = func() {
+		s.mu.Lock()
+		defer s.mu.Unlock()
+		delete(s.paused, thread)
+		close(gate)
+	}
+	return true
+}
+
+// sleepCtx sleeps d or until ctx ends; it is the stall itself, not a wait
+// for a condition.
+func sleepCtx(ctx context.Context, d time.Duration) bool {
+	t := time.NewTimer(d)
+	defer t.Stop()
+	select {
+	case <-t.C:
+		return true
+	case <-ctx.Done():
+		return false
+	}
+}
+
+// logCounter is the runners' and stores' slog handler: it counts warnings
+// and errors by message and keeps the first few of each for the report,
+// without flooding the test log.
+type logCounter struct {
+	mu      sync.Mutex // protects n and samples
+	n       map[string]int
+	samples []string
+}
+
+func (l *logCounter) Enabled(_ context.Context, lv slog.Level) bool { return lv >= slog.LevelWarn }
+
+func (l *logCounter) Handle(_ context.Context, r slog.Record) error {
+	key := r.Level.String() + " " + r.Message
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	if l.n == nil {
+		l.n = map[string]int{}
+	}
+	l.n[key]++
+	if l.n[key] <= 2 && len(l.samples) < 40 {
+		var b strings.Builder
+		b.WriteString(key)
+		r.Attrs(func(a slog.Attr) bool {
+			fmt.Fprintf(&b, " %s=%v", a.Key, a.Value)
+			return true
+		})
+		l.samples = append(l.samples, b.String())
+	}
+	return nil
+}
+
+func (l *logCounter) WithAttrs([]slog.Attr) slog.Handler { return l }
+func (l *logCounter) WithGroup(string) slog.Handler      { return l }
+
+func (l *logCounter) summary() string {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	var parts []string
+	for _, k := range slices.Sorted(maps.Keys(l.n)) {
+		parts = append(parts, fmt.Sprintf("%q=%d", k, l.n[k]))
+	}
+	if len(parts) == 0 {
+		return "none"
+	}
+	return strings.Join(parts, " ")
+}
