@@ -20,5 +20,10 @@ scripts/genproto.sh --check
 step "TLA+ syntax (tree-sitter)"
 bash spec/tlacheck/run.sh
 
-step "go test -race (unit, contract, spec, actors, e2e)"
+step "go test -race (unit, contract, spec, actors, e2e, sim, chaos)"
 go test -race -count=1 -timeout 20m ./...
+
+# -race makes the simulation run 100 seeds; without it, 2000 seeds run in
+# seconds.
+step "simulation, 2000 seeds"
+go test -count=1 -timeout 10m ./test/sim/
