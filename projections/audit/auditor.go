@@ -94,10 +94,10 @@ type thread struct {
 	abandoned map[short]uint64 // run id -> its run_abandoned
 
 	// 192-255: run events
-	activeID short
-	lastEnded short            // the last run that completed or failed
-	requests map[short]request // request id -> request
-	id       string            // the id, for reports
+	activeID  short
+	lastEnded short             // the last run that completed or failed
+	requests  map[short]request // request id -> request
+	id        string            // the id, for reports
 }
 
 type message struct {
