@@ -376,7 +376,13 @@ func (ra *runnerActor) Receive(ctx actor.Context) {
 			return
 		}
 		if ra.draining {
-			go events.ReleaseClaim(context.WithoutCancel(r.ctx), r.store, m.claim, "shutdown", r.now())
+			r.wg.Add(1)
+			go func() {
+				defer r.wg.Done()
+				rctx, cancel := context.WithTimeout(context.WithoutCancel(r.ctx), r.cfg.CallTimeout)
+				defer cancel()
+				_ = events.ReleaseClaim(rctx, r.store, m.claim, "shutdown", r.now())
+			}()
 			return
 		}
 		ta := newThreadActor(r, m.claim, m.history)

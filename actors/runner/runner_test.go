@@ -212,3 +212,37 @@ func TestRunner_killWhileClaiming(t *testing.T) {
 		r.Kill()
 	}
 }
+
+// brokenTails is a store whose thread tails fail: the holder must give the
+// thread up rather than hold it blind.
+type brokenTails struct{ events.Store }
+
+type failingTail struct{}
+
+func (failingTail) Next(context.Context) (events.Envelope, error) {
+	return events.Envelope{}, fmt.Errorf("%w: tail broke (injected)", events.ErrUnavailable)
+}
+func (failingTail) Stop() {}
+
+func (b brokenTails) Tail(ctx context.Context, filter string, from uint64) (events.Tail, error) {
+	if filter == "threads.*.posted" {
+		return b.Store.Tail(ctx, filter, from)
+	}
+	return failingTail{}, nil
+}
+
+func TestRunner_tailLostReleases(t *testing.T) {
+	s := memstore.New(memstore.Config{})
+	r := startRunner(t, runner.Config{Store: brokenTails{s}, Logger: slog.New(slog.DiscardHandler)})
+	defer r.Stop(context.Background())
+	post(t, s, "blind", "x")
+	waitFor(t, 10*time.Second, "the blind holder releases", func() (bool, string) {
+		envs, _ := s.Load(context.Background(), "blind", 1)
+		for _, e := range envs {
+			if rel := e.Event.GetThreadReleased(); rel != nil && rel.Reason == "tail lost" {
+				return true, ""
+			}
+		}
+		return false, fmt.Sprintf("%d events", len(envs))
+	})
+}

@@ -27,6 +27,7 @@ type (
 	}
 	tickDue      struct{}
 	releaseDone  struct{ err error }
+	tailEnded    struct{ err error }
 	graceExpired struct{}
 	drainReq     struct{}
 )
@@ -115,6 +116,11 @@ func (a *threadActor) Receive(ctx actor.Context) {
 		a.graceTimer = a.rearm(a.graceTimer, a.r.cfg.ShutdownGrace, graceExpired{})
 	case graceExpired:
 		a.decide(ctx, thread.Shutdown{})
+	case tailEnded:
+		// Without its tail the holder cannot see the log: give the thread
+		// up rather than hold it without progress.
+		a.log.Warn("thread tail ended; giving the thread up", "err", m.err)
+		a.exec(ctx, thread.Ready{Cancel: a.runIDs(), Release: true, ReleaseReason: "tail lost", Stop: true, StopErr: m.err})
 	case releaseDone:
 		if m.err != nil {
 			a.log.Warn("release failed; the lease will lapse", "err", m.err)
@@ -165,7 +171,7 @@ func (a *threadActor) follow(t events.Tail) {
 		env, err := t.Next(a.ctx)
 		if err != nil {
 			if a.ctx.Err() == nil {
-				a.log.Warn("thread tail ended", "err", err)
+				a.send(tailEnded{err: err})
 			}
 			return
 		}
@@ -271,6 +277,14 @@ func (a *threadActor) sync() {
 		case <-time.After(delay):
 		}
 	}
+}
+
+func (a *threadActor) runIDs() []string {
+	var ids []string
+	for id := range a.runs {
+		ids = append(ids, id)
+	}
+	return ids
 }
 
 func (a *threadActor) armRenew(d time.Duration) {
