@@ -9,7 +9,6 @@ import (
 	"os"
 	"time"
 
-	"github.com/nats-io/nats.go/jetstream"
 	"github.com/spf13/cobra"
 
 	"artifactr/events"
@@ -116,11 +115,12 @@ func auditThread(ctx context.Context, store events.Store, thread string, from ui
 	return au.Report(), nil
 }
 
-// auditStream replays every thread with one ordered consumer over the
-// stream, up to its last sequence when the audit began.
-func auditStream(ctx context.Context, store *natsstore.Store, stream string, from uint64, prog *progress) (audit.Report, error) {
-	au := audit.New()
-	last, err := streamLastSeq(ctx, store, stream)
+// auditStream replays every event of the store's stream from from up to
+// its last sequence when the audit began (natsstore Replay: one ordered
+// consumer, decoding ahead of the audit in a goroutine of its own).
+func auditStream(ctx context.Context, store *natsstore.Store, _ string, from uint64, prog *progress) (audit.Report, error) {
+	au := audit.NewWithOptions(audit.Options{Subjects: store.Subjects()})
+	last, err := store.LastStreamSeq(ctx)
 	if err != nil {
 		return audit.Report{}, err
 	}
@@ -128,44 +128,15 @@ func auditStream(ctx context.Context, store *natsstore.Store, stream string, fro
 		return au.Report(), nil
 	}
 	prog.total = last - from + 1
-	tail, err := store.Tail(ctx, events.Subjects{}.All(), from)
+	_, err = store.Replay(ctx, store.Subjects().All(), from, func(env events.Envelope) error {
+		au.Add(env)
+		prog.tick()
+		return nil
+	})
 	if err != nil {
 		return audit.Report{}, err
 	}
-	defer tail.Stop()
-	for {
-		env, err := tail.Next(ctx)
-		if err != nil {
-			return audit.Report{}, err
-		}
-		au.Add(env)
-		prog.tick()
-		if env.Seq >= last {
-			return au.Report(), nil
-		}
-	}
-}
-
-// streamLastSeq reads the stream's last sequence.
-//
-// natsstore has no whole-stream reader with an end; this asks the server
-// on the store's own connection.
-func streamLastSeq(ctx context.Context, store *natsstore.Store, stream string) (uint64, error) {
-	js, err := jetstream.New(store.Conn())
-	if err != nil {
-		return 0, err
-	}
-	ctx, cancel := context.WithTimeout(ctx, natsstore.DefaultTimeout)
-	defer cancel()
-	st, err := js.Stream(ctx, stream)
-	if err != nil {
-		return 0, fmt.Errorf("stream %s: %w: %w", stream, events.ErrUnavailable, err)
-	}
-	info, err := st.Info(ctx)
-	if err != nil {
-		return 0, fmt.Errorf("stream %s info: %w: %w", stream, events.ErrUnavailable, err)
-	}
-	return info.State.LastSeq, nil
+	return au.Report(), nil
 }
 
 // progress draws a progress bar with events/s on a terminal, at most ten

@@ -33,7 +33,7 @@ func (a *app) benchCommand() *cobra.Command {
 			return silent(exitUsage, fmt.Errorf("bench needs a subcommand"))
 		},
 	}
-	cmd.AddCommand(a.benchTurnsCommand())
+	cmd.AddCommand(a.benchTurnsCommand(), a.benchAuditCommand())
 	return cmd
 }
 

@@ -14,7 +14,9 @@ import (
 
 	"artifactr/actors/agent"
 	"artifactr/actors/runner"
+	"artifactr/events/natsstore"
 	"artifactr/internal/natsembed"
+	"artifactr/projections/summaries"
 )
 
 // serveFlags are serve's options.
@@ -32,6 +34,9 @@ type serveFlags struct {
 	idleTimeout   time.Duration
 	shutdownGrace time.Duration
 	runnerID      string
+	workQueue     string
+	projector     bool
+	summaries     string
 }
 
 func (a *app) serveCommand() *cobra.Command {
@@ -94,6 +99,9 @@ unfinished runs.`,
 	fl.DurationVar(&f.idleTimeout, "idle-timeout", 30*time.Second, "release a claim after this long with nothing to do")
 	fl.DurationVar(&f.shutdownGrace, "shutdown-grace", 5*time.Second, "on shutdown, how long active runs may take to finish")
 	fl.StringVar(&f.runnerID, "runner-id", "", "runner id, the first part of claim holders (default host-pid-random)")
+	fl.StringVar(&f.workQueue, "work-queue", natsstore.DefaultWorkQueue, "durable consumer the runners share: each post wakes one of them")
+	fl.BoolVar(&f.projector, "projector", true, "keep the thread-summaries read model up to date (one serve at a time does; the others stand by)")
+	fl.StringVar(&f.summaries, "summaries-bucket", summaries.DefaultBucket, "KV bucket of the thread-summaries read model")
 	return cmd
 }
 
@@ -164,9 +172,16 @@ func (a *app) serve(ctx context.Context, f *serveFlags, ag agent.Agent, external
 		return err
 	}
 	defer store.Close()
+	// Posts wake runners through a shared durable consumer: one runner per
+	// post, rather than every runner through a tail of every post.
+	work, err := store.WorkQueue(ctx, f.workQueue)
+	if err != nil {
+		return storeError(f.conn.url, err)
+	}
 	r, err := runner.New(runner.Config{
 		Store:         store,
 		Agent:         ag,
+		Work:          work,
 		ID:            f.runnerID,
 		ClaimTTL:      f.claimTTL,
 		IdleTimeout:   f.idleTimeout,
@@ -177,11 +192,37 @@ func (a *app) serve(ctx context.Context, f *serveFlags, ag agent.Agent, external
 		return usage(err)
 	}
 	if err := r.Start(ctx); err != nil {
+		work.Stop()
 		return storeError(f.conn.url, err)
+	}
+	if f.projector {
+		stop, err := a.startProjector(ctx, store, f.summaries, r.ID()+"/summaries")
+		if err != nil {
+			r.Kill()
+			return usage(err)
+		}
+		defer stop()
 	}
 	fmt.Fprintf(a.stdout, "artifactr serve: runner %s ready on stream %s (agent %s, claim TTL %s)\n",
 		r.ID(), f.conn.stream, ag.Name(), f.claimTTL)
 	return a.awaitStop(ctx, sigs, r, f)
+}
+
+// startProjector runs the thread-summaries projector until the returned
+// stop is called; stop waits for it to release the read model.
+func (a *app) startProjector(ctx context.Context, store *natsstore.Store, bucket, owner string) (stop func(), err error) {
+	p, err := summaries.NewProjector(summaries.Config{Store: store, Bucket: bucket, Owner: owner, Logger: a.log})
+	if err != nil {
+		return nil, err
+	}
+	pctx, cancel := context.WithCancel(context.WithoutCancel(ctx))
+	done := make(chan struct{})
+	go func() {
+		defer close(done)
+		a.runProjector(pctx, p)
+	}()
+	fmt.Fprintf(a.stdout, "artifactr serve: thread summaries in KV bucket %s (projector %s)\n", bucket, owner)
+	return func() { cancel(); <-done }, nil
 }
 
 // embed starts the embedded server and points f.conn at it.

@@ -3,8 +3,10 @@ package main
 import (
 	"context"
 	"encoding/json"
+	"errors"
 	"fmt"
 	"io"
+	"log/slog"
 	"slices"
 	"strings"
 	"text/tabwriter"
@@ -13,35 +15,39 @@ import (
 	"github.com/spf13/cobra"
 
 	"artifactr/events"
+	"artifactr/events/natsstore"
 	"artifactr/projections"
+	"artifactr/projections/summaries"
 )
 
 // Thread statuses, as `threads` shows them.
 const (
-	statusIdle    = "idle"    // no run active
-	statusActive  = "active"  // a run is active
-	statusWaiting = "waiting" // the active run waits for an answer to a request
+	statusIdle    = string(summaries.StatusIdle)    // no run active
+	statusActive  = string(summaries.StatusActive)  // a run is active
+	statusWaiting = string(summaries.StatusWaiting) // the active run waits for an answer to a request
 )
 
 // threadSummary is one row of `threads`, and its JSON shape.
 type threadSummary struct {
-	Thread       string     `json:"thread"`
-	Status       string     `json:"status"`
-	Holder       string     `json:"holder"`     // "" when no claim is held
-	LeaseLive    bool       `json:"lease_live"` // the holder's lease has not lapsed
-	ClaimSeq     uint64     `json:"claim_seq"`
-	ActiveRun    string     `json:"active_run"` // "" when none
-	Pending      int        `json:"pending"`
-	Messages     int        `json:"messages"`
-	Runs         int        `json:"runs"`
-	LastSeq      uint64     `json:"last_seq"`
-	LastActivity *time.Time `json:"last_activity"`
-	Anomalies    int        `json:"anomalies"`
+	Thread       string              `json:"thread"`
+	Status       string              `json:"status"`
+	Holder       string              `json:"holder"`     // "" when no claim is held
+	LeaseLive    bool                `json:"lease_live"` // the holder's lease has not lapsed
+	ClaimSeq     uint64              `json:"claim_seq"`
+	ActiveRun    string              `json:"active_run"` // "" when none
+	OpenRequests []summaries.Request `json:"open_requests"`
+	Pending      int                 `json:"pending"`
+	Messages     int                 `json:"messages"`
+	Runs         int                 `json:"runs"`
+	LastSeq      uint64              `json:"last_seq"`
+	LastActivity *time.Time          `json:"last_activity"`
+	Anomalies    int                 `json:"anomalies"`
 }
 
 func (a *app) threadsCommand() *cobra.Command {
 	var (
 		conn   connFlags
+		bucket string
 		asJSON bool
 	)
 	cmd := &cobra.Command{
@@ -56,9 +62,15 @@ newest claim's holder, "-" once released, marked "(lapsed)" when its lease
 has run out: its runner is gone or stalled, and the next runner to claim
 the thread abandons its active run.
 
+The summaries come from the thread-summaries read model (the KV bucket
+--bucket, kept by the projector in 'artifactr serve'), caught up with the
+events the projector has not applied yet, so the list is exact as of the
+stream's last event. Before any projector has run, threads folds every
+thread's events instead.
+
 --json prints an array of objects:
-  [{"thread","status","holder","lease_live","claim_seq","active_run","pending","messages",
-    "runs","last_seq","last_activity","anomalies"}]`,
+  [{"thread","status","holder","lease_live","claim_seq","active_run","open_requests",
+    "pending","messages","runs","last_seq","last_activity","anomalies"}]`,
 		Args: cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error {
 			store, err := a.open(cmd.Context(), &conn, 0)
@@ -66,7 +78,7 @@ the thread abandons its active run.
 				return err
 			}
 			defer store.Close()
-			sums, err := listSummaries(cmd.Context(), store)
+			sums, err := a.listSummariesFrom(cmd.Context(), store, bucket)
 			if err != nil {
 				return storeError(conn.url, err)
 			}
@@ -79,14 +91,48 @@ the thread abandons its active run.
 		},
 	}
 	addConnFlags(cmd, &conn)
+	cmd.Flags().StringVar(&bucket, "bucket", summaries.DefaultBucket, "KV bucket of the thread-summaries read model")
 	cmd.Flags().BoolVar(&asJSON, "json", false, "print a JSON array")
 	return cmd
 }
 
-// listSummaries summarises every thread, sorted by id. It folds each
-// thread's log; a read model fed by a durable consumer can replace it
-// without changing its callers.
+// listSummaries summarises every thread, sorted by id, from the default
+// read model when the store is a JetStream one.
 func listSummaries(ctx context.Context, store events.Store) ([]threadSummary, error) {
+	if ns, ok := store.(*natsstore.Store); ok {
+		return (&app{log: slog.New(slog.DiscardHandler)}).listSummariesFrom(ctx, ns, summaries.DefaultBucket)
+	}
+	return foldSummaries(ctx, store)
+}
+
+// foldLagWarning is how far behind the read model may be before threads
+// says that it folded the difference itself.
+const foldLagWarning = 100_000
+
+// listSummariesFrom reads the summaries in bucket, exact as of the
+// stream's last event; without the bucket it folds every thread.
+func (a *app) listSummariesFrom(ctx context.Context, store *natsstore.Store, bucket string) ([]threadSummary, error) {
+	snap, err := summaries.Read(ctx, store, bucket)
+	if errors.Is(err, summaries.ErrNoReadModel) {
+		a.log.Debug("no thread-summaries read model yet; folding every thread", "bucket", bucket)
+		return foldSummaries(ctx, store)
+	}
+	if err != nil {
+		return nil, err
+	}
+	if snap.Folded > foldLagWarning {
+		a.log.Warn("the thread-summaries read model is far behind; folded the difference here (is a projector running? see 'artifactr projections status')",
+			"bucket", bucket, "folded", snap.Folded, "checkpoint", snap.Checkpoint.Seq)
+	}
+	out := make([]threadSummary, 0, len(snap.Summaries))
+	for _, s := range snap.Summaries {
+		out = append(out, fromSummary(s))
+	}
+	return out, withLeases(ctx, store, out)
+}
+
+// foldSummaries summarises every thread by folding its log.
+func foldSummaries(ctx context.Context, store events.Store) ([]threadSummary, error) {
 	ids, err := store.Threads(ctx)
 	if err != nil {
 		return nil, err
@@ -98,38 +144,49 @@ func listSummaries(ctx context.Context, store events.Store) ([]threadSummary, er
 		if err != nil {
 			return nil, err
 		}
-		s := summarize(projections.Fold(id, envs))
-		if s.Holder != "" {
-			l, live, err := store.GetLease(ctx, id)
-			if err != nil {
-				return nil, err
-			}
-			s.LeaseLive = live && l.Holder == s.Holder
-		}
-		sums = append(sums, s)
+		sums = append(sums, summarize(projections.Fold(id, envs)))
 	}
-	return sums, nil
+	return sums, withLeases(ctx, store, sums)
+}
+
+// withLeases marks the held claims whose lease is live.
+func withLeases(ctx context.Context, store events.Store, sums []threadSummary) error {
+	for i := range sums {
+		s := &sums[i]
+		if s.Holder == "" {
+			continue
+		}
+		l, live, err := store.GetLease(ctx, s.Thread)
+		if err != nil {
+			return err
+		}
+		s.LeaseLive = live && l.Holder == s.Holder
+	}
+	return nil
 }
 
 func summarize(t *projections.Thread) threadSummary {
-	s := threadSummary{
-		Thread: t.ID, Status: statusIdle, ClaimSeq: t.Claim.Seq, Pending: len(t.Pending()),
-		Messages: len(t.Messages), Runs: len(t.Runs), LastSeq: t.LastSeq, Anomalies: len(t.Anomalies),
+	return fromSummary(summaries.FromThread(t))
+}
+
+// fromSummary is the row of a read-model summary.
+func fromSummary(s summaries.Summary) threadSummary {
+	row := threadSummary{
+		Thread: s.Thread, Status: string(s.Status), ClaimSeq: s.ClaimSeq, ActiveRun: s.ActiveRun,
+		OpenRequests: s.OpenRequests, Pending: s.Pending, Messages: s.Messages, Runs: s.Runs,
+		LastSeq: s.LastSeq, Anomalies: s.Anomalies,
 	}
-	if t.Claim.Seq != 0 && !t.Claim.Released {
-		s.Holder = t.Claim.Holder
+	if s.ClaimSeq != 0 && !s.Released {
+		row.Holder = s.Holder
 	}
-	if r := t.ActiveRun; r != nil {
-		s.ActiveRun, s.Status = r.ID, statusActive
-		if len(t.OpenRequests()) > 0 {
-			s.Status = statusWaiting
-		}
+	if row.OpenRequests == nil {
+		row.OpenRequests = []summaries.Request{}
 	}
-	if !t.LastActivity.IsZero() {
-		la := t.LastActivity.UTC()
-		s.LastActivity = &la
+	if !s.LastActivity.IsZero() {
+		la := s.LastActivity.UTC()
+		row.LastActivity = &la
 	}
-	return s
+	return row
 }
 
 func writeSummaries(w io.Writer, sums []threadSummary) error {

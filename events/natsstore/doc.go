@@ -22,6 +22,20 @@
 // never a direct get that a lagging follower could answer); replays and
 // tails use ordered consumers.
 //
+// Beyond [events.Store], for runners and read models:
+//   - [Store.WorkQueue]: a durable consumer on <prefix>.*.posted shared by
+//     runners, so that each post wakes one of them (runner.WorkSource);
+//   - [Store.Replay] and [Store.LastStreamSeq]: the whole stream, or a
+//     filter of it, read up to its last sequence at the call, with large
+//     pulls and decoding in a goroutine of its own (the audit's reader);
+//   - [Store.Durable]: a durable pull consumer that a read model resumes
+//     from, with ack-all, nak and reset to a sequence;
+//   - [Store.Bucket]: a read model's KV bucket, written by compare-and-set
+//     on each key's revision.
+//
+// Every reader decodes with a hand-written fast path for well-formed events
+// and falls back to events.Decode for anything else (decode.go).
+//
 // # Usage
 //
 //	srv, _ := natsembed.Start(natsembed.Config{DataDir: dir})

@@ -100,16 +100,16 @@ func (s *Store) decodeMsg(m jetstream.Msg) (events.Envelope, *jetstream.MsgMetad
 	md, err := m.Metadata()
 	if err != nil {
 		// Only a broken server sends a delivery without its reply subject.
-		env := events.Decode(s.subj, m.Subject(), 0, time.Time{}, events.Header(m.Headers()), m.Data())
+		env := s.decode(m.Subject(), 0, time.Time{}, events.Header(m.Headers()), m.Data())
 		env.Err = errors.Join(env.Err, fmt.Errorf("no JetStream metadata: %w", err))
 		return env, &jetstream.MsgMetadata{}
 	}
-	env := events.Decode(s.subj, m.Subject(), md.Sequence.Stream, md.Timestamp, events.Header(m.Headers()), m.Data())
+	env := s.decode(m.Subject(), md.Sequence.Stream, md.Timestamp, events.Header(m.Headers()), m.Data())
 	return env, md
 }
 
 func (s *Store) decodeRaw(m *jetstream.RawStreamMsg) events.Envelope {
-	return events.Decode(s.subj, m.Subject, m.Sequence, m.Time, events.Header(m.Header), m.Data)
+	return s.decode(m.Subject, m.Sequence, m.Time, events.Header(m.Header), m.Data)
 }
 
 // LastSeq implements [events.Reader].

@@ -1,0 +1,202 @@
+package main
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"io"
+	"text/tabwriter"
+	"time"
+
+	"github.com/spf13/cobra"
+
+	"artifactr/projections/summaries"
+)
+
+// projFlags are the options shared by the projections commands.
+type projFlags struct {
+	conn    connFlags
+	bucket  string
+	durable string
+}
+
+func addProjFlags(cmd *cobra.Command, f *projFlags) {
+	addConnFlags(cmd, &f.conn)
+	cmd.Flags().StringVar(&f.bucket, "bucket", summaries.DefaultBucket, "KV bucket of the thread-summaries read model")
+	cmd.Flags().StringVar(&f.durable, "durable", summaries.DefaultDurable, "durable consumer feeding it")
+}
+
+func (a *app) projectionsCommand() *cobra.Command {
+	cmd := &cobra.Command{
+		Use:   "projections",
+		Short: "Inspect and rebuild the thread-summaries read model",
+		Long: `The thread-summaries read model keeps one JSON summary per thread in a KV
+bucket (thread_summaries), fed by a durable JetStream consumer; 'artifactr
+serve' runs its projector. Read it with 'artifactr threads', or with any NATS
+client: nats kv get thread_summaries THREAD.`,
+		Args: cobra.NoArgs,
+		RunE: func(cmd *cobra.Command, _ []string) error {
+			cmd.SetOut(a.stderr)
+			_ = cmd.Help()
+			return silent(exitUsage, errors.New("projections needs a subcommand"))
+		},
+	}
+	cmd.AddCommand(a.projectionsStatusCommand(), a.projectionsRebuildCommand())
+	return cmd
+}
+
+func (a *app) projectionsStatusCommand() *cobra.Command {
+	var (
+		f      projFlags
+		asJSON bool
+	)
+	cmd := &cobra.Command{
+		Use:   "status",
+		Short: "Show the read model's lag behind the stream, its checkpoint and its owner",
+		Long: `Show how far the thread-summaries read model is behind the stream: the
+stream's last sequence, the checkpoint (every event up to it is applied),
+their difference, and the durable consumer's pending counts; and which
+projector owns the read model.
+
+--json prints one object:
+  {"bucket","stream_last_seq","checkpoint","behind","epoch","durable","durable_exists",
+   "num_pending","num_ack_pending","owner","owner_live","updated"}
+
+Exit code 1 when the read model does not exist yet.`,
+		Args: cobra.NoArgs,
+		RunE: func(cmd *cobra.Command, _ []string) error {
+			store, err := a.open(cmd.Context(), &f.conn, 0)
+			if err != nil {
+				return err
+			}
+			defer store.Close()
+			l, err := summaries.ReadLag(cmd.Context(), store, f.bucket, f.durable)
+			if errors.Is(err, summaries.ErrNoReadModel) {
+				return failf("no read model in bucket %s yet: run 'artifactr serve' or 'artifactr projections rebuild'", f.bucket)
+			}
+			if err != nil {
+				return storeError(f.conn.url, err)
+			}
+			if asJSON {
+				enc := json.NewEncoder(a.stdout)
+				enc.SetIndent("", "  ")
+				return errOrNil(enc.Encode(l))
+			}
+			return errOrNil(writeLag(a.stdout, l))
+		},
+	}
+	addProjFlags(cmd, &f)
+	cmd.Flags().BoolVar(&asJSON, "json", false, "print a JSON object")
+	return cmd
+}
+
+func writeLag(w io.Writer, l summaries.Lag) error {
+	tw := tabwriter.NewWriter(w, 2, 4, 2, ' ', 0)
+	owner := "none"
+	switch {
+	case l.Owner != "" && l.OwnerLive:
+		owner = l.Owner
+	case l.Owner != "":
+		owner = l.Owner + " (lapsed)"
+	}
+	updated := "never"
+	if !l.Updated.IsZero() {
+		updated = l.Updated.Local().Format(time.RFC3339)
+	}
+	consumer := "not created"
+	if l.DurableExists {
+		consumer = fmt.Sprintf("%d pending, %d awaiting ack", l.NumPending, l.NumAckPending)
+	}
+	fmt.Fprintf(tw, "bucket:\t%s (epoch %d)\n", l.Bucket, l.Epoch)
+	fmt.Fprintf(tw, "stream last seq:\t%d\n", l.StreamLastSeq)
+	fmt.Fprintf(tw, "checkpoint:\t%d (written %s)\n", l.Checkpoint, updated)
+	fmt.Fprintf(tw, "lag:\t%d events\n", l.Behind)
+	fmt.Fprintf(tw, "consumer %s:\t%s\n", l.Durable, consumer)
+	fmt.Fprintf(tw, "owner:\t%s\n", owner)
+	return tw.Flush()
+}
+
+func (a *app) projectionsRebuildCommand() *cobra.Command {
+	var (
+		f     projFlags
+		force bool
+		batch int
+	)
+	cmd := &cobra.Command{
+		Use:   "rebuild",
+		Short: "Rebuild the read model from the first event of the stream",
+		Long: `Rebuild the thread-summaries read model from zero: start a new epoch at
+checkpoint 0, delete the durable consumer and the stored summaries, and
+replay every event up to the stream's last, with progress on stderr. A
+projector that runs afterwards ('artifactr serve') resumes from the new
+checkpoint.
+
+While a projector owns the read model (a serve is running) rebuild refuses,
+naming it, unless --force: the owner is then fenced out, stands by, and
+takes the read model back once the rebuild is done.`,
+		Args: cobra.NoArgs,
+		RunE: func(cmd *cobra.Command, _ []string) error {
+			if batch < 1 || batch > 50_000 {
+				return usagef("--batch %d: want 1 to 50000", batch)
+			}
+			store, err := a.open(cmd.Context(), &f.conn, 0)
+			if err != nil {
+				return err
+			}
+			defer store.Close()
+			target, err := store.LastStreamSeq(cmd.Context())
+			if err != nil {
+				return storeError(f.conn.url, err)
+			}
+			rep := &rebuildProgress{w: a.stderr, target: target, start: time.Now()}
+			st, err := summaries.Rebuild(cmd.Context(), summaries.Config{
+				Store: store, Bucket: f.bucket, Durable: f.durable, Batch: batch, Logger: a.log, Progress: rep.report,
+			}, force)
+			if errors.Is(err, summaries.ErrOwned) {
+				return failf("%v\nhint: stop 'artifactr serve', or pass --force", err)
+			}
+			if err != nil {
+				return storeError(f.conn.url, err)
+			}
+			el := time.Since(rep.start)
+			fmt.Fprintf(a.stdout, "rebuilt %s: %d events in %s (%.0f events/s), %d summary writes, checkpoint %d\n",
+				f.bucket, st.Events, el.Round(time.Millisecond), float64(st.Events)/max(el.Seconds(), 1e-9), st.Writes, target)
+			return nil
+		},
+	}
+	addProjFlags(cmd, &f)
+	cmd.Flags().BoolVar(&force, "force", false, "take the read model over from a live projector")
+	cmd.Flags().IntVar(&batch, "batch", 5000, "events per batch: each writes every summary it touched once")
+	return cmd
+}
+
+// rebuildProgress prints a line on stderr at most once a second.
+type rebuildProgress struct {
+	w      io.Writer
+	target uint64
+	start  time.Time
+	last   time.Time
+}
+
+func (r *rebuildProgress) report(p summaries.Progress) {
+	now := time.Now()
+	if now.Sub(r.last) < time.Second && p.Checkpoint < r.target {
+		return
+	}
+	r.last = now
+	pct := 100.0
+	if r.target > 0 {
+		pct = 100 * float64(min(p.Checkpoint, r.target)) / float64(r.target)
+	}
+	rate := float64(p.Events) / max(now.Sub(r.start).Seconds(), 1e-9)
+	fmt.Fprintf(r.w, "rebuild: %d/%d (%.0f%%), %.0f events/s\n", p.Checkpoint, r.target, pct, rate)
+}
+
+// runProjector runs the summaries projector until ctx ends, logging why it
+// stopped if not for that.
+func (a *app) runProjector(ctx context.Context, p *summaries.Projector) {
+	if err := p.Run(ctx); err != nil {
+		a.log.Error("thread-summaries projector stopped", "err", err)
+	}
+}

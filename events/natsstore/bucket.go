@@ -1,0 +1,310 @@
+package natsstore
+
+import (
+	"context"
+	"errors"
+	"fmt"
+
+	"github.com/nats-io/nats.go"
+	"github.com/nats-io/nats.go/jetstream"
+
+	"artifactr/events"
+)
+
+// putWindow bounds the writes [Bucket.PutMany] keeps in flight.
+const putWindow = 256
+
+// Bucket is a KV bucket holding a read model, such as the thread
+// summaries: one value per key, written by compare-and-set on the key's
+// revision so that two writers never overwrite each other unseen. Any NATS
+// client reads it (`nats kv get <bucket> <key>`). It is safe for concurrent
+// use.
+type Bucket struct {
+	s      *Store
+	name   string
+	stream jetstream.Stream // KV_<name>
+	prefix string           // $KV.<name>.
+}
+
+// Entry is a key's last value and its revision. Revision is the
+// compare-and-set token of the next write: the key's last revision, which
+// may be a delete marker's. A key that was never written has Revision 0.
+type Entry struct {
+	Key      string
+	Value    []byte // nil when the key has no value
+	Revision uint64
+}
+
+// Put is one compare-and-set write: Value lands only if Revision is still
+// the key's last revision (0: the key was never written, or was purged).
+type Put struct {
+	Key      string
+	Value    []byte
+	Revision uint64
+}
+
+// Bucket opens the read-model bucket name. With create it creates it when
+// missing (history 1, file storage, the store's replicas); without, a
+// missing bucket returns an error wrapping [ErrNotFound].
+func (s *Store) Bucket(ctx context.Context, name string, create bool) (*Bucket, error) {
+	if !isToken(name) {
+		return nil, fmt.Errorf("natsstore: bucket name %q is not [A-Za-z0-9_-]+", name)
+	}
+	if name == s.cfg.Bucket {
+		return nil, fmt.Errorf("natsstore: bucket %s holds the leases; a read model needs its own", name)
+	}
+	if err := s.checkOpen(); err != nil {
+		return nil, err
+	}
+	ctx, cancel := s.bound(ctx)
+	defer cancel()
+	_, err := s.js.KeyValue(ctx, name)
+	if errors.Is(err, jetstream.ErrBucketNotFound) {
+		if !create {
+			return nil, fmt.Errorf("natsstore: bucket %s: %w", name, ErrNotFound)
+		}
+		_, err = s.js.CreateKeyValue(ctx, jetstream.KeyValueConfig{
+			Bucket:      name,
+			Description: "artifactr read model (rebuildable from the thread stream)",
+			History:     1,
+			Storage:     jetstream.FileStorage,
+			Replicas:    s.cfg.Replicas,
+		})
+		if errors.Is(err, jetstream.ErrBucketExists) {
+			err = nil // created meanwhile
+		}
+	}
+	if err != nil {
+		return nil, unavailable("open bucket "+name, err)
+	}
+	st, err := s.js.Stream(ctx, "KV_"+name)
+	if err != nil {
+		return nil, unavailable("open bucket "+name, err)
+	}
+	return &Bucket{s: s, name: name, stream: st, prefix: "$KV." + name + "."}, nil
+}
+
+// DeleteBucket deletes the read-model bucket name and everything in it.
+// Deleting one that does not exist is not an error.
+func (s *Store) DeleteBucket(ctx context.Context, name string) error {
+	if name == s.cfg.Bucket {
+		return fmt.Errorf("natsstore: bucket %s holds the leases; refusing to delete it", name)
+	}
+	if err := s.checkOpen(); err != nil {
+		return err
+	}
+	ctx, cancel := s.bound(ctx)
+	defer cancel()
+	err := s.js.DeleteKeyValue(ctx, name)
+	if err != nil && !errors.Is(err, jetstream.ErrBucketNotFound) && !errors.Is(err, jetstream.ErrStreamNotFound) {
+		return unavailable("delete bucket "+name, err)
+	}
+	return nil
+}
+
+// Name returns the bucket's name.
+func (b *Bucket) Name() string { return b.name }
+
+// validKey reports whether k is a KV key: [-/_=.A-Za-z0-9]+, not starting
+// or ending with a dot.
+func validKey(k string) bool {
+	if k == "" || k[0] == '.' || k[len(k)-1] == '.' {
+		return false
+	}
+	for i := 0; i < len(k); i++ {
+		c := k[i]
+		ok := c >= 'a' && c <= 'z' || c >= 'A' && c <= 'Z' || c >= '0' && c <= '9' ||
+			c == '-' || c == '/' || c == '_' || c == '=' || c == '.'
+		if !ok {
+			return false
+		}
+	}
+	return true
+}
+
+// Get returns key's last value. found is false when the key has none
+// (never written, deleted or purged); Entry.Revision is then still the
+// token a Put must expect. It reads from the stream leader, so it sees every
+// acknowledged write.
+func (b *Bucket) Get(ctx context.Context, key string) (e Entry, found bool, err error) {
+	if !validKey(key) {
+		return Entry{}, false, fmt.Errorf("natsstore: bucket %s: invalid key %q", b.name, key)
+	}
+	if err := b.s.checkOpen(); err != nil {
+		return Entry{}, false, err
+	}
+	ctx, cancel := b.s.bound(ctx)
+	defer cancel()
+	m, err := b.s.getMsg(ctx, b.stream.CachedInfo().Config.Name, msgGetRequest{LastFor: b.prefix + key})
+	if errors.Is(err, jetstream.ErrMsgNotFound) {
+		return Entry{Key: key}, false, nil
+	}
+	if err != nil {
+		return Entry{}, false, unavailable(fmt.Sprintf("get %s from %s", key, b.name), err)
+	}
+	e = Entry{Key: key, Revision: m.Sequence}
+	if m.Header.Get(headerKVOperation) != "" {
+		return e, false, nil // a delete or purge marker
+	}
+	e.Value = m.Data
+	return e, true, nil
+}
+
+// GetMany gets keys concurrently, at most 32 at a time, and returns their
+// entries in the order of keys, and whether each has a value.
+func (b *Bucket) GetMany(ctx context.Context, keys []string) ([]Entry, []bool, error) {
+	out := make([]Entry, len(keys))
+	found := make([]bool, len(keys))
+	errs := make([]error, len(keys))
+	sem := make(chan struct{}, 32)
+	done := make(chan struct{})
+	for i, k := range keys {
+		sem <- struct{}{}
+		go func() {
+			defer func() { <-sem; done <- struct{}{} }()
+			out[i], found[i], errs[i] = b.Get(ctx, k)
+		}()
+	}
+	for range keys {
+		<-done
+	}
+	return out, found, errors.Join(errs...)
+}
+
+// Put writes value to key if rev is still the key's last revision, and
+// returns the new revision. A refusal returns an error wrapping
+// [events.ErrConflict]: nothing was written; read the key again.
+func (b *Bucket) Put(ctx context.Context, key string, value []byte, rev uint64) (uint64, error) {
+	revs, errs := b.PutMany(ctx, []Put{{Key: key, Value: value, Revision: rev}})
+	return revs[0], errs[0]
+}
+
+// PutMany makes every put, pipelined, each with its own compare-and-set,
+// and returns each one's new revision or error, in the order of puts. A
+// refused put's error wraps [events.ErrConflict]; any other error means its
+// outcome is unknown (read the key again: CAS keeps a retry safe).
+func (b *Bucket) PutMany(ctx context.Context, puts []Put) ([]uint64, []error) {
+	revs := make([]uint64, len(puts))
+	errs := make([]error, len(puts))
+	if err := b.s.checkOpen(); err != nil {
+		for i := range errs {
+			errs[i] = err
+		}
+		return revs, errs
+	}
+	ctx, cancel := b.s.bound(ctx)
+	defer cancel()
+	for start := 0; start < len(puts); start += putWindow {
+		end := min(start+putWindow, len(puts))
+		futures := make([]jetstream.PubAckFuture, end-start)
+		for i := start; i < end; i++ {
+			p := puts[i]
+			if !validKey(p.Key) {
+				errs[i] = fmt.Errorf("natsstore: bucket %s: invalid key %q", b.name, p.Key)
+				continue
+			}
+			m := &nats.Msg{Subject: b.prefix + p.Key, Data: p.Value}
+			f, err := b.s.js.PublishMsgAsync(m, jetstream.WithExpectLastSequencePerSubject(p.Revision))
+			if err != nil {
+				errs[i] = unavailable(fmt.Sprintf("put %s to %s", p.Key, b.name), err)
+				continue
+			}
+			futures[i-start] = f
+		}
+		for i := start; i < end; i++ {
+			f := futures[i-start]
+			if f == nil {
+				continue
+			}
+			select {
+			case ack := <-f.Ok():
+				revs[i] = ack.Sequence
+			case err := <-f.Err():
+				errs[i] = b.putError(puts[i], err)
+			case <-ctx.Done():
+				errs[i] = unavailable(fmt.Sprintf("put %s to %s", puts[i].Key, b.name), ctx.Err())
+			}
+		}
+	}
+	return revs, errs
+}
+
+// putError translates a refused compare-and-set (10071, or 10164 on a
+// replicated stream) into events.ErrConflict, keeping the server's error.
+func (b *Bucket) putError(p Put, err error) error {
+	var apiErr *jetstream.APIError
+	if errors.As(err, &apiErr) && (apiErr.ErrorCode == jetstream.JSErrCodeStreamWrongLastSequence ||
+		apiErr.ErrorCode == jetstream.JSErrCodeStreamWrongLastSequenceConstant) {
+		return fmt.Errorf("%w: %s in %s moved past revision %d: %w", events.ErrConflict, p.Key, b.name, p.Revision, err)
+	}
+	return unavailable(fmt.Sprintf("put %s to %s", p.Key, b.name), err)
+}
+
+// Scan calls fn with the last value of every key matching filter (a subject
+// pattern over keys: "*" is every key of one token, ">" every key), in no
+// set order, skipping deleted keys. It reads with one ordered consumer, so
+// it costs one round trip per few thousand keys, not one per key.
+func (b *Bucket) Scan(ctx context.Context, filter string, fn func(Entry) error) error {
+	if err := b.s.checkOpen(); err != nil {
+		return err
+	}
+	cctx, cancel := b.s.bound(ctx)
+	cons, err := b.stream.OrderedConsumer(cctx, jetstream.OrderedConsumerConfig{
+		FilterSubjects:    []string{b.prefix + filter},
+		DeliverPolicy:     jetstream.DeliverLastPerSubjectPolicy,
+		InactiveThreshold: loadInactive,
+	})
+	cancel()
+	if err != nil {
+		return unavailable("scan "+b.name, err)
+	}
+	defer func() {
+		if info := cons.CachedInfo(); info != nil && !b.s.nc.IsClosed() {
+			_ = b.s.nc.Publish("$JS.API.CONSUMER.DELETE."+info.Stream+"."+info.Name, nil)
+		}
+	}()
+	if cons.CachedInfo().NumPending == 0 {
+		return nil
+	}
+	it, err := cons.Messages(jetstream.PullMaxMessages(loadBatch), jetstream.PullExpiry(2*loadHeartbeat), jetstream.PullHeartbeat(loadHeartbeat))
+	if err != nil {
+		return unavailable("scan "+b.name, err)
+	}
+	defer it.Stop()
+	for {
+		m, err := it.Next(jetstream.NextContext(ctx))
+		if err != nil {
+			if ctx.Err() != nil {
+				return ctx.Err()
+			}
+			return unavailable("scan "+b.name, err)
+		}
+		md, err := m.Metadata()
+		if err != nil {
+			return fmt.Errorf("natsstore: scan %s: no JetStream metadata: %w", b.name, err)
+		}
+		if m.Headers().Get(headerKVOperation) == "" {
+			if err := fn(Entry{Key: m.Subject()[len(b.prefix):], Value: m.Data(), Revision: md.Sequence.Stream}); err != nil {
+				return err
+			}
+		}
+		if md.NumPending == 0 {
+			return nil
+		}
+	}
+}
+
+// Purge removes every value of the keys matching filter ("*" is every key
+// of one token), leaving no marker: a purged key reads as never written, so
+// the next Put expects revision 0.
+func (b *Bucket) Purge(ctx context.Context, filter string) error {
+	if err := b.s.checkOpen(); err != nil {
+		return err
+	}
+	ctx, cancel := b.s.bound(ctx)
+	defer cancel()
+	if err := b.stream.Purge(ctx, jetstream.WithPurgeSubject(b.prefix+filter)); err != nil {
+		return unavailable("purge "+filter+" in "+b.name, err)
+	}
+	return nil
+}

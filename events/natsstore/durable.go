@@ -1,0 +1,257 @@
+package natsstore
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"time"
+
+	"github.com/nats-io/nats.go"
+	"github.com/nats-io/nats.go/jetstream"
+
+	"artifactr/events"
+)
+
+// Defaults of [DurableConfig].
+const (
+	DefaultDurableAckWait       = 30 * time.Second
+	DefaultDurableMaxAckPending = 20_000
+)
+
+// DurableConfig configures a durable consumer opened by [Store.Durable].
+type DurableConfig struct {
+	// Name is the durable name. Required: [A-Za-z0-9_-]+.
+	Name string
+	// Filter is the subject filter. Default every event: <prefix>.>.
+	Filter string
+	// AckWait is how long a delivery waits for its ack before the server
+	// delivers it again. Default DefaultDurableAckWait.
+	AckWait time.Duration
+	// MaxAckPending bounds the deliveries awaiting an ack; a fetch gets no
+	// more than this many. Default DefaultDurableMaxAckPending.
+	MaxAckPending int
+}
+
+// Durable is a durable pull consumer whose position the server keeps across
+// restarts of its readers: a read model resumes where it stopped. It is
+// created with DeliverAllPolicy (a new read model starts from the first
+// event) and AckAllPolicy: acking a delivery acks every delivery before it,
+// which is what a reader that applies events in order means by an ack.
+//
+// Deliveries come in stream order, but after a lost delivery or a crash the
+// server redelivers unacked messages after AckWait, behind newer ones. A
+// reader that needs every event in order checks each sequence against the
+// last it applied, and on a gap calls [Durable.Reset] to be served again
+// from there. Durable is safe for concurrent use, but a reader that wants
+// order should fetch from one goroutine.
+type Durable struct {
+	s    *Store
+	cfg  DurableConfig
+	cons jetstream.Consumer
+}
+
+// Delivery is one event delivered by a [Durable].
+type Delivery struct {
+	Env events.Envelope
+	// Delivered is how many times the server has delivered it: above 1 for
+	// a redelivery.
+	Delivered uint64
+	msg       jetstream.Msg
+}
+
+// DurableInfo is a durable consumer's state on the server.
+type DurableInfo struct {
+	Name string
+	// NumPending is the number of events not yet delivered.
+	NumPending uint64
+	// NumAckPending is the number of events delivered and not yet acked.
+	NumAckPending int
+	// AckFloor is the stream sequence up to which every event is acked.
+	AckFloor uint64
+	// Delivered is the stream sequence of the last event delivered.
+	Delivered uint64
+}
+
+// Durable opens the durable consumer cfg.Name, creating it if need be; an
+// existing one keeps its position. It returns an error wrapping
+// [ErrUnsafeConfig] when a consumer of that name exists with another filter
+// or ack policy, and one wrapping [events.ErrUnavailable] when the server
+// cannot be reached.
+func (s *Store) Durable(ctx context.Context, cfg DurableConfig) (*Durable, error) {
+	if !isToken(cfg.Name) {
+		return nil, fmt.Errorf("natsstore: durable name %q is not [A-Za-z0-9_-]+", cfg.Name)
+	}
+	if cfg.Filter == "" {
+		cfg.Filter = s.subj.All()
+	}
+	if cfg.AckWait == 0 {
+		cfg.AckWait = DefaultDurableAckWait
+	}
+	if cfg.MaxAckPending == 0 {
+		cfg.MaxAckPending = DefaultDurableMaxAckPending
+	}
+	if cfg.AckWait < 0 || cfg.MaxAckPending < 0 {
+		return nil, fmt.Errorf("natsstore: durable %s: negative AckWait or MaxAckPending", cfg.Name)
+	}
+	if err := s.checkOpen(); err != nil {
+		return nil, err
+	}
+	ctx, cancel := s.bound(ctx)
+	defer cancel()
+	cons, err := openDurable(ctx, s.stream, jetstream.ConsumerConfig{
+		Durable:       cfg.Name,
+		Description:   "artifactr read model",
+		FilterSubject: cfg.Filter,
+		DeliverPolicy: jetstream.DeliverAllPolicy,
+		AckPolicy:     jetstream.AckAllPolicy,
+		AckWait:       cfg.AckWait,
+		MaxDeliver:    -1,
+		MaxAckPending: cfg.MaxAckPending,
+	})
+	if err != nil {
+		return nil, unavailable("open durable "+cfg.Name, err)
+	}
+	return &Durable{s: s, cfg: cfg, cons: cons}, nil
+}
+
+// Name returns the durable's name.
+func (d *Durable) Name() string { return d.cfg.Name }
+
+// Fetch waits up to wait for a first event, then returns it with whatever
+// else is ready, at most max in all, in delivery order. It returns no
+// deliveries and no error when wait passes with nothing to deliver. An
+// error wrapping [events.ErrUnavailable] means the fetch failed; its
+// deliveries, if any, are lost to this reader and will be redelivered.
+func (d *Durable) Fetch(ctx context.Context, max int, wait time.Duration) ([]Delivery, error) {
+	if err := d.s.checkOpen(); err != nil {
+		return nil, err
+	}
+	max = min(max, d.cfg.MaxAckPending)
+	if max < 1 {
+		return nil, fmt.Errorf("natsstore: durable %s: fetch of %d", d.cfg.Name, max)
+	}
+	// First whatever is ready at once, which is all of it when catching up.
+	out, err := d.collect(d.cons.FetchNoWait(max))
+	if err != nil || len(out) > 0 || wait <= 0 {
+		return out, err
+	}
+	// Then wait for one, and take what came with it.
+	wctx, cancel := context.WithTimeout(ctx, wait)
+	defer cancel()
+	first, err := d.collect(d.cons.Fetch(1, jetstream.FetchContext(wctx)))
+	if err != nil || len(first) == 0 {
+		if ctx.Err() != nil {
+			return nil, ctx.Err()
+		}
+		return nil, err
+	}
+	if max == 1 {
+		return first, nil
+	}
+	rest, err := d.collect(d.cons.FetchNoWait(max - 1))
+	return append(first, rest...), err
+}
+
+// collect drains a fetch into deliveries.
+func (d *Durable) collect(b jetstream.MessageBatch, err error) ([]Delivery, error) {
+	if err != nil {
+		return nil, unavailable("fetch from "+d.cfg.Name, err)
+	}
+	var out []Delivery
+	for m := range b.Messages() {
+		env, md := d.s.decodeMsg(m)
+		out = append(out, Delivery{Env: env, Delivered: md.NumDelivered, msg: m})
+	}
+	if err := b.Error(); err != nil && !errors.Is(err, nats.ErrTimeout) && !errors.Is(err, jetstream.ErrNoMessages) &&
+		!errors.Is(err, context.DeadlineExceeded) {
+		return out, unavailable("fetch from "+d.cfg.Name, err)
+	}
+	return out, nil
+}
+
+// Ack acknowledges dl and, by the durable's ack-all policy, every delivery
+// before it, and waits for the server to confirm.
+func (d *Durable) Ack(ctx context.Context, dl Delivery) error {
+	if dl.msg == nil {
+		return fmt.Errorf("natsstore: durable %s: ack of a delivery it did not make", d.cfg.Name)
+	}
+	ctx, cancel := d.s.bound(ctx)
+	defer cancel()
+	if err := dl.msg.DoubleAck(ctx); err != nil {
+		return unavailable(fmt.Sprintf("ack %d on %s", dl.Env.Seq, d.cfg.Name), err)
+	}
+	return nil
+}
+
+// Nak asks the server to deliver dl again at once.
+func (d *Durable) Nak(dl Delivery) error {
+	if dl.msg == nil {
+		return fmt.Errorf("natsstore: durable %s: nak of a delivery it did not make", d.cfg.Name)
+	}
+	if err := dl.msg.Nak(); err != nil {
+		return unavailable(fmt.Sprintf("nak %d on %s", dl.Env.Seq, d.cfg.Name), err)
+	}
+	return nil
+}
+
+// Reset makes the server deliver again from stream sequence seq (at least
+// 1), dropping its record of deliveries awaiting an ack: the next fetch
+// starts at seq, in order. Readers call it on a gap, and when they resume
+// from a checkpoint of their own.
+func (d *Durable) Reset(ctx context.Context, seq uint64) error {
+	ctx, cancel := d.s.bound(ctx)
+	defer cancel()
+	if _, err := d.s.stream.ResetConsumerToSequence(ctx, d.cfg.Name, max(seq, 1)); err != nil {
+		return unavailable(fmt.Sprintf("reset %s to %d", d.cfg.Name, seq), err)
+	}
+	return nil
+}
+
+// Info returns the durable's state on the server.
+func (d *Durable) Info(ctx context.Context) (DurableInfo, error) {
+	return d.s.DurableInfo(ctx, d.cfg.Name)
+}
+
+// DurableInfo returns the state of the durable consumer name. It returns an
+// error wrapping [ErrNotFound] when there is none.
+func (s *Store) DurableInfo(ctx context.Context, name string) (DurableInfo, error) {
+	if err := s.checkOpen(); err != nil {
+		return DurableInfo{}, err
+	}
+	ctx, cancel := s.bound(ctx)
+	defer cancel()
+	c, err := s.stream.Consumer(ctx, name)
+	if errors.Is(err, jetstream.ErrConsumerNotFound) {
+		return DurableInfo{}, fmt.Errorf("natsstore: durable %s: %w", name, ErrNotFound)
+	}
+	if err != nil {
+		return DurableInfo{}, unavailable("durable "+name, err)
+	}
+	info := c.CachedInfo()
+	return DurableInfo{
+		Name:          name,
+		NumPending:    info.NumPending,
+		NumAckPending: info.NumAckPending,
+		AckFloor:      info.AckFloor.Stream,
+		Delivered:     info.Delivered.Stream,
+	}, nil
+}
+
+// DeleteDurable deletes the durable consumer name. Deleting one that does
+// not exist is not an error.
+func (s *Store) DeleteDurable(ctx context.Context, name string) error {
+	if err := s.checkOpen(); err != nil {
+		return err
+	}
+	ctx, cancel := s.bound(ctx)
+	defer cancel()
+	err := s.stream.DeleteConsumer(ctx, name)
+	if err != nil && !errors.Is(err, jetstream.ErrConsumerNotFound) {
+		return unavailable("delete durable "+name, err)
+	}
+	return nil
+}
+
+// ErrNotFound is returned when a durable consumer, a read-model bucket or a
+// key does not exist.
+var ErrNotFound = errors.New("natsstore: not found")

@@ -1,0 +1,223 @@
+package natsstore
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"sync"
+	"time"
+
+	"github.com/nats-io/nats.go"
+	"github.com/nats-io/nats.go/jetstream"
+
+	"artifactr/events"
+)
+
+// DefaultWorkQueue is the durable name runners share by default.
+const DefaultWorkQueue = "artifactr-runners"
+
+// Bounds of a work queue's pulls.
+const (
+	// workWait is how long one pull waits for a post before it is renewed;
+	// Next loops over pulls until its ctx ends.
+	workWait = 5 * time.Second
+	// workAckWait is how long a delivered post waits for its ack before the
+	// server hands it to another runner. Next acks at once, so only a runner
+	// that died between delivery and ack leaves a post to be redelivered.
+	workAckWait = 30 * time.Second
+	// workRetryMax bounds the pause between pulls that fail.
+	workRetryMax = 2 * time.Second
+)
+
+// WorkQueue is a durable pull consumer on <prefix>.*.posted shared by every
+// runner that opens it by the same name: each post is delivered to one of
+// them, so a post wakes one runner rather than all. It has the method set of
+// runner.WorkSource.
+//
+// Delivery is at least once: a runner that dies between the delivery of a
+// post and its ack gets it redelivered to another runner after 30s. A runner
+// that is handed a thread another runner holds simply ignores it, because the
+// holder follows its own thread; threads whose holder died are found by the
+// runners' sweep of lapsed leases.
+//
+// The consumer is created with DeliverNewPolicy the first time a name is
+// used; after that it keeps its position, so posts made while no runner runs
+// are delivered when one starts. It is safe for concurrent use.
+type WorkQueue struct {
+	s    *Store
+	name string
+
+	mu   sync.Mutex // protects cons
+	cons jetstream.Consumer
+
+	stop     chan struct{}
+	stopOnce sync.Once
+}
+
+// WorkQueue opens, creating it if need be, the shared work queue called name
+// ([DefaultWorkQueue] when empty). It returns an error wrapping
+// [events.ErrUnavailable] when the server cannot be reached, and one naming
+// the conflict when a consumer of that name exists with another filter.
+func (s *Store) WorkQueue(ctx context.Context, name string) (*WorkQueue, error) {
+	if name == "" {
+		name = DefaultWorkQueue
+	}
+	if !isToken(name) {
+		return nil, fmt.Errorf("natsstore: work queue name %q is not [A-Za-z0-9_-]+", name)
+	}
+	if err := s.checkOpen(); err != nil {
+		return nil, err
+	}
+	q := &WorkQueue{s: s, name: name, stop: make(chan struct{})}
+	ctx, cancel := s.bound(ctx)
+	defer cancel()
+	if err := q.open(ctx); err != nil {
+		return nil, err
+	}
+	return q, nil
+}
+
+func (q *WorkQueue) config() jetstream.ConsumerConfig {
+	return jetstream.ConsumerConfig{
+		Durable:       q.name,
+		Description:   "artifactr runners' shared work queue: each post wakes one runner",
+		FilterSubject: q.s.subj.AllOf(events.KindPosted),
+		DeliverPolicy: jetstream.DeliverNewPolicy,
+		AckPolicy:     jetstream.AckExplicitPolicy,
+		AckWait:       workAckWait,
+		MaxDeliver:    -1,
+		MaxAckPending: 10_000,
+		// Many runners each keep one pull waiting.
+		MaxWaiting: 512,
+	}
+}
+
+// open creates the consumer, or opens the existing one as it stands.
+func (q *WorkQueue) open(ctx context.Context) error {
+	cons, err := openDurable(ctx, q.s.stream, q.config())
+	if err != nil {
+		return unavailable("open work queue "+q.name, err)
+	}
+	q.mu.Lock()
+	q.cons = cons
+	q.mu.Unlock()
+	return nil
+}
+
+// openDurable creates the durable consumer cfg, or opens an existing one of
+// that name without changing its position. An existing consumer with another
+// filter is an error: it would deliver other events.
+func openDurable(ctx context.Context, st jetstream.Stream, cfg jetstream.ConsumerConfig) (jetstream.Consumer, error) {
+	cons, err := st.Consumer(ctx, cfg.Durable)
+	if errors.Is(err, jetstream.ErrConsumerNotFound) {
+		cons, err = st.CreateConsumer(ctx, cfg)
+		if errors.Is(err, jetstream.ErrConsumerExists) {
+			cons, err = st.Consumer(ctx, cfg.Durable) // created meanwhile
+		}
+	}
+	if err != nil {
+		return nil, err
+	}
+	got := cons.CachedInfo().Config
+	if got.FilterSubject != cfg.FilterSubject || got.AckPolicy != cfg.AckPolicy {
+		return nil, fmt.Errorf("%w: consumer %s exists with filter %q and ack policy %s, want %q and %s; delete it to recreate it",
+			ErrUnsafeConfig, cfg.Durable, got.FilterSubject, got.AckPolicy, cfg.FilterSubject, cfg.AckPolicy)
+	}
+	return cons, nil
+}
+
+// Next blocks until a post is delivered to this runner, acks it and returns
+// its thread. It retries failed pulls (a restarting server, a consumer
+// deleted by hand, which it recreates) until ctx ends, when it returns
+// ctx's error, or the queue is stopped or the store closed, when it returns
+// an error wrapping [events.ErrClosed].
+func (q *WorkQueue) Next(ctx context.Context) (string, error) {
+	ctx, cancel := context.WithCancel(ctx)
+	defer cancel()
+	go func() {
+		select {
+		case <-q.stop:
+			cancel()
+		case <-ctx.Done():
+		}
+	}()
+	failures := 0
+	for {
+		if err := q.ended(ctx); err != nil {
+			return "", err
+		}
+		thread, err := q.pull(ctx)
+		switch {
+		case err == nil && thread != "":
+			return thread, nil
+		case err == nil:
+			failures = 0 // the pull expired empty, or held garbage
+			continue
+		}
+		if e := q.ended(ctx); e != nil {
+			return "", e
+		}
+		failures++
+		q.s.cfg.Logger.Warn("natsstore: work queue pull failed; retrying", "queue", q.name, "err", err)
+		if errors.Is(err, jetstream.ErrConsumerNotFound) || errors.Is(err, jetstream.ErrConsumerDeleted) {
+			octx, ocancel := q.s.bound(ctx)
+			_ = q.open(octx)
+			ocancel()
+		}
+		sleep(ctx, min(backoffBase<<min(failures, 8), workRetryMax)) // an end is reported at the top
+	}
+}
+
+// ended returns why Next must stop, or nil.
+func (q *WorkQueue) ended(ctx context.Context) error {
+	select {
+	case <-q.stop:
+		return fmt.Errorf("natsstore: work queue %s: %w", q.name, events.ErrClosed)
+	default:
+	}
+	if q.s.closed.Load() {
+		return fmt.Errorf("natsstore: work queue %s: %w", q.name, events.ErrClosed)
+	}
+	return ctx.Err()
+}
+
+// pull fetches one post and acks it. It returns "" and no error when the
+// pull expired empty, or the message was not a post of a valid thread.
+func (q *WorkQueue) pull(ctx context.Context) (string, error) {
+	q.mu.Lock()
+	cons := q.cons
+	q.mu.Unlock()
+	pctx, cancel := context.WithTimeout(ctx, workWait)
+	defer cancel()
+	res, err := cons.Fetch(1, jetstream.FetchContext(pctx))
+	if err != nil {
+		return "", err
+	}
+	m, ok := <-res.Messages()
+	if !ok || m == nil {
+		if err := res.Error(); err != nil && !errors.Is(err, context.DeadlineExceeded) && !errors.Is(err, nats.ErrTimeout) {
+			return "", err
+		}
+		return "", nil
+	}
+	// Ack before handing the thread over: the runner's claim decides who
+	// works on it, and the sweep catches a wake-up lost to a crash here.
+	if err := m.Ack(); err != nil {
+		q.s.cfg.Logger.Debug("natsstore: work queue ack failed; the post will be redelivered", "queue", q.name, "err", err)
+	}
+	thread, kind, ok := q.s.subj.Parse(m.Subject())
+	if !ok || kind != events.KindPosted {
+		return "", nil
+	}
+	return thread, nil
+}
+
+// Stop ends the queue for this runner: a blocked Next returns. The durable
+// consumer stays on the server for the other runners and for restarts.
+// Stop is safe to call more than once.
+func (q *WorkQueue) Stop() {
+	q.stopOnce.Do(func() { close(q.stop) })
+}
+
+// Name returns the durable consumer's name.
+func (q *WorkQueue) Name() string { return q.name }

@@ -1,0 +1,139 @@
+package natsstore
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"sync"
+	"testing"
+	"time"
+
+	"artifactr/events"
+	"artifactr/internal/natsembed"
+)
+
+// Two runners share one work queue: every post wakes exactly one of them.
+func TestWorkQueue_Next_eachPostToOneRunner(t *testing.T) {
+	srv := natsembed.RunForTest(t)
+	s := open(t, srv)
+	post(t, s, "before", "m0") // before the queue exists: DeliverNew skips it
+	qs := make([]*WorkQueue, 2)
+	for i := range qs {
+		q, err := s.WorkQueue(ctxT(t), "runners")
+		if err != nil {
+			t.Fatal(err)
+		}
+		t.Cleanup(q.Stop)
+		qs[i] = q
+	}
+	const n = 200
+	ctx, cancel := context.WithCancel(ctxT(t))
+	defer cancel()
+	var mu sync.Mutex // protects got and total
+	got := []map[string]int{{}, {}}
+	total := 0
+	done := make(chan struct{})
+	var wg sync.WaitGroup
+	for i, q := range qs {
+		wg.Go(func() {
+			for {
+				th, err := q.Next(ctx)
+				if err != nil {
+					return
+				}
+				mu.Lock()
+				got[i][th]++
+				if total++; total == n {
+					close(done)
+				}
+				mu.Unlock()
+			}
+		})
+	}
+	for i := range n {
+		post(t, s, fmt.Sprintf("t%03d", i), "m")
+	}
+	select {
+	case <-done:
+	case <-time.After(20 * time.Second):
+		t.Fatalf("only %d of %d posts delivered", total, n)
+	}
+	cancel()
+	wg.Wait()
+	for i := range n {
+		th := fmt.Sprintf("t%03d", i)
+		if c := got[0][th] + got[1][th]; c != 1 {
+			t.Errorf("thread %s delivered %d times (%d and %d)", th, c, got[0][th], got[1][th])
+		}
+	}
+	if got[0]["before"]+got[1]["before"] != 0 {
+		t.Error("a post from before the queue existed was delivered")
+	}
+	if len(got[0]) == 0 || len(got[1]) == 0 {
+		t.Errorf("one runner got every post: %d and %d", len(got[0]), len(got[1]))
+	}
+	t.Logf("runner 0 woke for %d threads, runner 1 for %d", len(got[0]), len(got[1]))
+}
+
+// The queue keeps its position: posts made while no runner runs are
+// delivered when one starts again.
+func TestWorkQueue_Next_resumes(t *testing.T) {
+	srv := natsembed.RunForTest(t)
+	s := open(t, srv)
+	q, err := s.WorkQueue(ctxT(t), "")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if q.Name() != DefaultWorkQueue {
+		t.Fatalf("name %q", q.Name())
+	}
+	q.Stop()
+	post(t, s, "while-down", "m1")
+	q2, err := s.WorkQueue(ctxT(t), "")
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer q2.Stop()
+	th, err := q2.Next(ctxT(t))
+	if err != nil || th != "while-down" {
+		t.Fatalf("Next = %q, %v", th, err)
+	}
+}
+
+// Stop and a cancelled ctx end a blocked Next; a closed store ends it with
+// ErrClosed.
+func TestWorkQueue_Next_stops(t *testing.T) {
+	srv := natsembed.RunForTest(t)
+	s := open(t, srv)
+	q, err := s.WorkQueue(ctxT(t), "stops")
+	if err != nil {
+		t.Fatal(err)
+	}
+	errc := make(chan error, 1)
+	go func() { _, err := q.Next(ctxT(t)); errc <- err }()
+	q.Stop()
+	if err := <-errc; !errors.Is(err, events.ErrClosed) {
+		t.Fatalf("Next after Stop: %v", err)
+	}
+	q2, err := s.WorkQueue(ctxT(t), "stops")
+	if err != nil {
+		t.Fatal(err)
+	}
+	ctx, cancel := context.WithTimeout(ctxT(t), 200*time.Millisecond)
+	defer cancel()
+	if _, err := q2.Next(ctx); !errors.Is(err, context.DeadlineExceeded) {
+		t.Fatalf("Next past its deadline: %v", err)
+	}
+}
+
+// A consumer of the queue's name with another filter is refused, not used.
+func TestWorkQueue_refusesOtherConsumer(t *testing.T) {
+	srv := natsembed.RunForTest(t)
+	s := open(t, srv)
+	if _, err := s.Durable(ctxT(t), DurableConfig{Name: "taken"}); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := s.WorkQueue(ctxT(t), "taken"); !errors.Is(err, ErrUnsafeConfig) {
+		t.Fatalf("WorkQueue over a read model's durable: %v", err)
+	}
+}
