@@ -7,8 +7,11 @@
 //	artifactr threads                    # every thread's status
 //	artifactr show t1                    # one thread's state
 //	artifactr audit                      # replay the log, check the invariants
+//	artifactr projections status         # the thread-summaries read model's lag
+//	artifactr projections rebuild        # rebuild the read model from zero
 //	artifactr demo                       # a guided tour, no setup
 //	artifactr bench turns                # throughput and latency figures
+//	artifactr bench audit                # audit rate against the raw read rate
 //
 // Exit codes: 0 success, 1 the work failed, 2 usage error (audit: 1 means
 // violations found, 2 means the audit could not run).
