@@ -4,7 +4,6 @@ import (
 	"context"
 	"fmt"
 	"log/slog"
-	"os"
 	"slices"
 	"strings"
 	"sync"
@@ -19,7 +18,6 @@ import (
 	"artifactr/events"
 	"artifactr/events/eventspb"
 	"artifactr/events/natsstore"
-	"artifactr/internal/natsembed"
 )
 
 func (a *app) benchCommand() *cobra.Command {
@@ -155,22 +153,13 @@ func (c *turnCollector) add(env events.Envelope) {
 }
 
 func (a *app) benchTurns(ctx context.Context, f *benchFlags) error {
-	dir, err := os.MkdirTemp("", "artifactr-bench-")
+	ts, err := a.startTempServer(ctx, "artifactr-bench-", !f.sync, nil)
 	if err != nil {
 		return err
 	}
-	defer os.RemoveAll(dir)
+	defer ts.Close()
+	store := ts.store
 	quiet := slog.New(slog.NewTextHandler(a.stderr, &slog.HandlerOptions{Level: slog.LevelError}))
-	srv, err := natsembed.Start(natsembed.Config{DataDir: dir, Listen: "127.0.0.1:-1", NoSync: !f.sync, Logger: quiet})
-	if err != nil {
-		return err
-	}
-	defer srv.Shutdown()
-	store, err := natsstore.New(ctx, natsstore.Config{URL: srv.ClientURL(), Logger: quiet})
-	if err != nil {
-		return err
-	}
-	defer store.Close()
 	syncNote := "not fsynced"
 	if f.sync {
 		syncNote = "fsync on every write"

@@ -4,7 +4,6 @@ import (
 	"context"
 	"errors"
 	"fmt"
-	"log/slog"
 	"os"
 	"runtime"
 	"runtime/pprof"
@@ -19,7 +18,6 @@ import (
 
 	"artifactr/events"
 	"artifactr/events/natsstore"
-	"artifactr/internal/natsembed"
 	"artifactr/projections/audit"
 )
 
@@ -82,22 +80,12 @@ only: nothing is asserted but the audit's verdict.`,
 }
 
 func (a *app) benchAudit(ctx context.Context, f *benchAuditFlags) error {
-	dir, err := os.MkdirTemp("", "artifactr-bench-audit-")
+	ts, err := a.startTempServer(ctx, "artifactr-bench-audit-", true, nil)
 	if err != nil {
 		return err
 	}
-	defer os.RemoveAll(dir)
-	quiet := slog.New(slog.NewTextHandler(a.stderr, &slog.HandlerOptions{Level: slog.LevelError}))
-	srv, err := natsembed.Start(natsembed.Config{DataDir: dir, Listen: "127.0.0.1:-1", NoSync: true, Logger: quiet})
-	if err != nil {
-		return err
-	}
-	defer srv.Shutdown()
-	store, err := natsstore.New(ctx, natsstore.Config{URL: srv.ClientURL(), Logger: quiet})
-	if err != nil {
-		return err
-	}
-	defer store.Close()
+	defer ts.Close()
+	srv, store := ts.srv, ts.store
 	fmt.Fprintf(a.stdout, "bench audit: %d events across %d threads, embedded server (not fsynced), %d CPUs, GOMAXPROCS %d\n",
 		f.events, f.threads, runtime.NumCPU(), runtime.GOMAXPROCS(0))
 

@@ -5,7 +5,6 @@ import (
 	"errors"
 	"fmt"
 	"log/slog"
-	"os"
 	"time"
 
 	"github.com/spf13/cobra"
@@ -15,7 +14,6 @@ import (
 	"artifactr/events"
 	"artifactr/events/eventspb"
 	"artifactr/events/natsstore"
-	"artifactr/internal/natsembed"
 	"artifactr/projections"
 )
 
@@ -59,24 +57,14 @@ survive). Exit 0 when every step went as told.`,
 
 // demo runs the tour.
 func (a *app) demo(ctx context.Context, ttl time.Duration) error {
-	dir, err := os.MkdirTemp("", "artifactr-demo-")
-	if err != nil {
-		return err
-	}
-	defer os.RemoveAll(dir)
 	quiet := a.serverLogger()
-	// The tour says itself that its data is not fsynced; spare the warning.
-	srvLog := slog.New(slog.NewTextHandler(a.stderr, &slog.HandlerOptions{Level: slog.LevelError}))
-	srv, err := natsembed.Start(natsembed.Config{DataDir: dir, Listen: "127.0.0.1:-1", NoSync: true, Logger: srvLog})
+	// The tour says itself that its data is not fsynced.
+	ts, err := a.startTempServer(ctx, "artifactr-demo-", true, quiet)
 	if err != nil {
 		return err
 	}
-	defer srv.Shutdown()
-	store, err := natsstore.New(ctx, natsstore.Config{URL: srv.ClientURL(), Logger: quiet})
-	if err != nil {
-		return err
-	}
-	defer store.Close()
+	defer ts.Close()
+	srv, store, dir := ts.srv, ts.store, ts.dir
 
 	p := newLivePrinter(a.stdout, "    | ")
 	p.say("== artifactr demo: embedded NATS at %s, data in %s (thrown away)", srv.ClientURL(), dir)

@@ -2,7 +2,6 @@ package natsstore
 
 import (
 	"context"
-	"errors"
 	"testing"
 	"time"
 
@@ -108,14 +107,6 @@ func streamMsgs(t testing.TB, js jetstream.JetStream, stream string) uint64 {
 		t.Fatal(err)
 	}
 	return info.State.Msgs
-}
-
-func apiCode(err error) jetstream.ErrorCode {
-	var apiErr *jetstream.APIError
-	if errors.As(err, &apiErr) {
-		return apiErr.ErrorCode
-	}
-	return 0
 }
 
 // checkFor polls f until it returns nil or d passes, then fails t with f's
