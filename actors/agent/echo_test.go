@@ -92,10 +92,11 @@ func TestEcho_Run_steer(t *testing.T) {
 }
 
 // Steering sent while the run waits is taken, not only steering queued
-// before it. Delay only has to outlast the Steer call right after the emit.
+// before it. Delay only has to outlast the Steer call right after the emit;
+// 3s leaves a wide margin on a loaded machine.
 func TestEcho_Run_steerWhileActive(t *testing.T) {
 	turn := agenttest.NewTurn("hi")
-	e := agent.Echo{Steer: true, Delay: 500 * time.Millisecond}
+	e := agent.Echo{Steer: true, Delay: 3 * time.Second}
 	type result struct {
 		out string
 		err error

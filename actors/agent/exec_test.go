@@ -117,7 +117,7 @@ func TestExec_Run_doneThenLinger(t *testing.T) {
 func TestExec_Run_timeout(t *testing.T) {
 	turn := agenttest.NewTurn("hi")
 	e := sh(`read -r turn; ` + emitPID + `sleep 30`)
-	e.Timeout = 300 * time.Millisecond
+	e.Timeout = time.Second
 	r := run(t.Context(), e, turn)
 	if r.err == nil || r.err.Error() != "exec: timed out after 300ms" {
 		t.Fatalf("err %v, want timeout", r.err)
@@ -240,14 +240,14 @@ func TestExec_Run_askPausesTimeout(t *testing.T) {
 	turn := agenttest.NewTurn("hi")
 	turn.AnswerFunc = func(ctx context.Context, q string) (agent.Message, error) {
 		select {
-		case <-time.After(600 * time.Millisecond):
+		case <-time.After(2 * time.Second):
 			return agent.Message{Seq: 2, ID: "a", Text: "late"}, nil
 		case <-ctx.Done():
 			return agent.Message{}, ctx.Err()
 		}
 	}
 	e := sh(`read -r turn; echo '{"type":"ask","question":"q"}'; read -r a; echo '{"type":"done","output":"ok"}'`)
-	e.Timeout = 300 * time.Millisecond
+	e.Timeout = time.Second
 	r := run(t.Context(), e, turn)
 	if r.err != nil || r.out != "ok" {
 		t.Fatalf("output %q err %v", r.out, r.err)
