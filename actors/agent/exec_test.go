@@ -117,7 +117,7 @@ func TestExec_Run_doneThenLinger(t *testing.T) {
 func TestExec_Run_timeout(t *testing.T) {
 	turn := agenttest.NewTurn("hi")
 	e := sh(`read -r turn; ` + emitPID + `sleep 30`)
-	e.Timeout = time.Second
+	e.Timeout = 300 * time.Millisecond
 	r := run(t.Context(), e, turn)
 	if r.err == nil || r.err.Error() != "exec: timed out after 300ms" {
 		t.Fatalf("err %v, want timeout", r.err)
