@@ -259,7 +259,7 @@ func (r *Runner) shutdown() {
 }
 
 func (r *Runner) sweepLoop() {
-	settled := map[string]uint64{} // thread -> last posted seq seen with nothing to do
+	settled := map[string]lastSeqs{} // threads seen with nothing to do, at these seqs
 	delay := time.Duration(0)
 	for {
 		select {
@@ -274,7 +274,11 @@ func (r *Runner) sweepLoop() {
 
 // sweep finds threads whose lease is not live and that have work: a pending
 // message, or a run an older claim left active.
-func (r *Runner) sweep(settled map[string]uint64) {
+// lastSeqs are a thread's last posted and run sequences; while they stand
+// still, a thread found settled stays settled.
+type lastSeqs struct{ posted, run uint64 }
+
+func (r *Runner) sweep(settled map[string]lastSeqs) {
 	ctx, cancel := context.WithTimeout(r.ctx, r.cfg.CallTimeout)
 	defer cancel()
 	threads, err := r.store.Threads(ctx)
@@ -296,7 +300,7 @@ func (r *Runner) sweep(settled map[string]uint64) {
 			continue
 		}
 		lastRun, _ := r.store.LastSeq(ctx, th, events.KindRun)
-		key := last<<32 ^ lastRun
+		key := lastSeqs{posted: last, run: lastRun}
 		if settled[th] == key {
 			continue
 		}

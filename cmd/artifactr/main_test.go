@@ -1,37 +1,18 @@
 package main
 
 import (
-	"bytes"
+	"artifactr/internal/testkit"
 	"context"
 	"net"
 	"strings"
-	"sync"
 	"testing"
 	"time"
 )
 
-// syncBuffer is a bytes.Buffer safe for a command writing while a test reads.
-type syncBuffer struct {
-	mu sync.Mutex // protects b
-	b  bytes.Buffer
-}
-
-func (s *syncBuffer) Write(p []byte) (int, error) {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	return s.b.Write(p)
-}
-
-func (s *syncBuffer) String() string {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	return s.b.String()
-}
-
 // runCLI runs the CLI in-process and returns its exit code and outputs.
 func runCLI(t *testing.T, ctx context.Context, args ...string) (int, string, string) {
 	t.Helper()
-	var out, errOut syncBuffer
+	var out, errOut testkit.SyncBuffer
 	code := run(ctx, args, &out, &errOut)
 	return code, out.String(), errOut.String()
 }
@@ -46,23 +27,6 @@ func closedURL(t *testing.T) string {
 	addr := l.Addr().String()
 	l.Close()
 	return "nats://" + addr
-}
-
-// checkFor polls f until it returns nil or d passes, then fails t with f's
-// last error.
-func checkFor(t *testing.T, d time.Duration, f func() error) {
-	t.Helper()
-	deadline := time.Now().Add(d)
-	for {
-		err := f()
-		if err == nil {
-			return
-		}
-		if time.Now().After(deadline) {
-			t.Fatalf("after %s: %v", d, err)
-		}
-		time.Sleep(20 * time.Millisecond)
-	}
 }
 
 func TestRun_usageErrors(t *testing.T) {

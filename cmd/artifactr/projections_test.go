@@ -11,6 +11,7 @@ import (
 	"github.com/nats-io/nats.go"
 	"github.com/nats-io/nats.go/jetstream"
 
+	"artifactr/internal/testkit"
 	"artifactr/projections/summaries"
 )
 
@@ -53,7 +54,7 @@ func TestRun_projections(t *testing.T) {
 	caughtUp := func() summaries.Lag {
 		t.Helper()
 		var l summaries.Lag
-		checkFor(t, 15*time.Second, func() error {
+		testkit.CheckFor(t, 15*time.Second, func() error {
 			if l = status(); l.Behind != 0 || !l.OwnerLive || l.Checkpoint == 0 {
 				return fmt.Errorf("not caught up: %+v", l)
 			}

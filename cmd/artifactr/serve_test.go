@@ -1,6 +1,7 @@
 package main
 
 import (
+	"artifactr/internal/testkit"
 	"context"
 	"encoding/json"
 	"fmt"
@@ -14,11 +15,11 @@ var listenRE = regexp.MustCompile(`NATS listening on (nats://[^,\s]+)`)
 
 // serveInProcess starts `serve` in-process on a free port and returns its
 // URL; the server drains and stops when the test ends.
-func serveInProcess(t *testing.T, args ...string) (string, *syncBuffer) {
+func serveInProcess(t *testing.T, args ...string) (string, *testkit.SyncBuffer) {
 	t.Helper()
 	t.Setenv(envNATS, "")
 	ctx, cancel := context.WithCancel(context.Background())
-	var out, errOut syncBuffer
+	var out, errOut testkit.SyncBuffer
 	done := make(chan int, 1)
 	go func() {
 		done <- run(ctx, append([]string{"serve", "--data", t.TempDir(), "--listen", "127.0.0.1:0", "--no-sync", "--log-level", "warn"}, args...), &out, &errOut)
@@ -38,7 +39,7 @@ func serveInProcess(t *testing.T, args ...string) (string, *syncBuffer) {
 		}
 	})
 	var url string
-	checkFor(t, 15*time.Second, func() error {
+	testkit.CheckFor(t, 15*time.Second, func() error {
 		select {
 		case code := <-done:
 			t.Fatalf("serve exited %d; stderr:\n%s", code, errOut.String())

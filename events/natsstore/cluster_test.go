@@ -9,6 +9,7 @@ import (
 
 	"artifactr/events"
 	"artifactr/internal/natsembed"
+	"artifactr/internal/testkit"
 )
 
 // TestStore_R3stepDown appends a chain of compare-and-set events to an R3
@@ -40,7 +41,7 @@ func TestStore_Append_R3stepDown(t *testing.T) {
 			if err := natsembed.StepDownStream(ctxT(t), nc, DefaultStream); err != nil {
 				t.Fatal(err)
 			}
-			checkFor(t, 30*time.Second, func() error {
+			testkit.CheckFor(t, 30*time.Second, func() error {
 				if l := c.StreamLeader(DefaultStream); l == nil || l == old {
 					return fmt.Errorf("no new leader yet")
 				}

@@ -108,20 +108,3 @@ func streamMsgs(t testing.TB, js jetstream.JetStream, stream string) uint64 {
 	}
 	return info.State.Msgs
 }
-
-// checkFor polls f until it returns nil or d passes, then fails t with f's
-// last error.
-func checkFor(t testing.TB, d time.Duration, f func() error) {
-	t.Helper()
-	deadline := time.Now().Add(d)
-	for {
-		err := f()
-		if err == nil {
-			return
-		}
-		if time.Now().After(deadline) {
-			t.Fatalf("after %s: %v", d, err)
-		}
-		time.Sleep(50 * time.Millisecond)
-	}
-}

@@ -10,6 +10,7 @@ import (
 	"artifactr/events"
 	"artifactr/events/eventstest"
 	"artifactr/internal/natsembed"
+	"artifactr/internal/testkit"
 )
 
 func TestStore_Lease_lifecycle(t *testing.T) {
@@ -107,7 +108,7 @@ func TestStore_RenewLease_keepsServerTTL(t *testing.T) {
 		t.Fatal("renewed lease not live")
 	}
 	start := time.Now()
-	checkFor(t, 15*time.Second, func() error {
+	testkit.CheckFor(t, 15*time.Second, func() error {
 		if _, live, err := s.GetLease(ctxT(t), "T"); err != nil || live {
 			return fmt.Errorf("lease still live server-side after %s (err %v)", time.Since(start), err)
 		}

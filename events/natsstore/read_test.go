@@ -11,6 +11,7 @@ import (
 	"artifactr/events"
 	"artifactr/events/eventspb"
 	"artifactr/internal/natsembed"
+	"artifactr/internal/testkit"
 )
 
 // Raw garbage on the run subject: Load still works, marks it, and loads
@@ -134,7 +135,7 @@ func TestStore_Tail_survivesRestart(t *testing.T) {
 		t.Fatal(err)
 	}
 	var second uint64
-	checkFor(t, 20*time.Second, func() error {
+	testkit.CheckFor(t, 20*time.Second, func() error {
 		ack, err := s.Post(ctxT(t), "T", &eventspb.MessagePosted{MessageId: "m2", Text: "after restart"})
 		second = ack.Seq
 		return err

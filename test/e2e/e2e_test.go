@@ -9,6 +9,7 @@ import (
 	"time"
 
 	"artifactr/internal/natsembed"
+	"artifactr/internal/testkit"
 	"artifactr/projections"
 )
 
@@ -56,7 +57,7 @@ func askAndAnswer(t *testing.T, url, thread, question, answer, want string) {
 	t.Helper()
 	asker := start(t, "asker", "post", thread, "ask: "+question, "--wait", "--nats", url)
 	store := openStore(t, url)
-	checkFor(t, 20*time.Second, func() error {
+	testkit.CheckFor(t, 20*time.Second, func() error {
 		v, err := fold(t, store, thread)
 		if err != nil {
 			return err
@@ -109,7 +110,7 @@ func TestServe_kill9Takeover(t *testing.T) {
 	for _, th := range threads {
 		postMsg(t, store, th, "first")
 	}
-	checkFor(t, 20*time.Second, func() error {
+	testkit.CheckFor(t, 20*time.Second, func() error {
 		for _, th := range threads {
 			v, err := fold(t, store, th)
 			if err != nil {
@@ -129,7 +130,7 @@ func TestServe_kill9Takeover(t *testing.T) {
 
 	serve(t, "runner-B", "--nats", url, "--claim-ttl", ttl.String(), "--runner-id", "B")
 	views := map[string]*projections.Thread{}
-	checkFor(t, 30*time.Second, func() error {
+	testkit.CheckFor(t, 30*time.Second, func() error {
 		for _, th := range threads {
 			v, err := settled(t, store, th, 2)
 			if err != nil {
@@ -189,7 +190,7 @@ func TestServe_sharing(t *testing.T) {
 			threads = append(threads, th)
 			postMsg(t, store, th, "hello "+th)
 		}
-		checkFor(t, 30*time.Second, func() error {
+		testkit.CheckFor(t, 30*time.Second, func() error {
 			for _, th := range threads {
 				if _, err := settled(t, store, th, 1); err != nil {
 					return err
@@ -230,7 +231,7 @@ func TestServe_sigtermHandsOver(t *testing.T) {
 	for _, th := range threads {
 		postMsg(t, store, th, "first")
 	}
-	checkFor(t, 20*time.Second, func() error {
+	testkit.CheckFor(t, 20*time.Second, func() error {
 		for _, th := range threads {
 			v, err := fold(t, store, th)
 			if err != nil {
@@ -268,7 +269,7 @@ func TestServe_sigtermHandsOver(t *testing.T) {
 	}
 
 	serve(t, "runner-T2", "--nats", url, "--runner-id", "T2", "--claim-ttl", "2s")
-	checkFor(t, 30*time.Second, func() error {
+	testkit.CheckFor(t, 30*time.Second, func() error {
 		for _, th := range threads {
 			if _, err := settled(t, store, th, 2); err != nil {
 				return err

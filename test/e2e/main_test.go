@@ -11,7 +11,6 @@ import (
 	"path/filepath"
 	"strconv"
 	"strings"
-	"sync"
 	"syscall"
 	"testing"
 	"time"
@@ -19,6 +18,7 @@ import (
 	"artifactr/events"
 	"artifactr/events/eventspb"
 	"artifactr/events/natsstore"
+	"artifactr/internal/testkit"
 	"artifactr/projections"
 )
 
@@ -54,25 +54,6 @@ func buildAndRun(m *testing.M) int {
 	return m.Run()
 }
 
-// syncBuffer is a bytes.Buffer safe for a process writing while a test
-// reads.
-type syncBuffer struct {
-	mu sync.Mutex // protects b
-	b  bytes.Buffer
-}
-
-func (s *syncBuffer) Write(p []byte) (int, error) {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	return s.b.Write(p)
-}
-
-func (s *syncBuffer) String() string {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	return s.b.String()
-}
-
 // childEnv is the test's environment without ARTIFACTR_NATS, so that a
 // serve embeds its server unless told --nats.
 func childEnv() []string {
@@ -90,7 +71,7 @@ type proc struct {
 	t           *testing.T
 	name        string
 	cmd         *exec.Cmd
-	out, errOut syncBuffer
+	out, errOut testkit.SyncBuffer
 	done        chan struct{} // closed when the process has exited
 	code        int           // exit code; -1 when killed by a signal
 }
@@ -147,7 +128,7 @@ func serve(t *testing.T, name string, args ...string) *proc {
 // waitOutput waits until the process's stdout contains s.
 func (p *proc) waitOutput(s string, d time.Duration) {
 	p.t.Helper()
-	checkFor(p.t, d, func() error {
+	testkit.CheckFor(p.t, d, func() error {
 		if strings.Contains(p.out.String(), s) {
 			return nil
 		}
@@ -213,23 +194,6 @@ func freeListen(t *testing.T) string {
 	}
 	defer l.Close()
 	return "127.0.0.1:" + strconv.Itoa(l.Addr().(*net.TCPAddr).Port)
-}
-
-// checkFor polls f until it returns nil or d passes, then fails t with f's
-// last error.
-func checkFor(t *testing.T, d time.Duration, f func() error) {
-	t.Helper()
-	deadline := time.Now().Add(d)
-	for {
-		err := f()
-		if err == nil {
-			return
-		}
-		if time.Now().After(deadline) {
-			t.Fatalf("after %s: %v", d, err)
-		}
-		time.Sleep(50 * time.Millisecond)
-	}
 }
 
 // openStore connects the test itself to the NATS at url.
