@@ -17,7 +17,8 @@ import (
 // another live writer, and the thread is busy.
 const maxClaimAttempts = 8
 
-// AcquireClaim claims thread for holder, following DESIGN §3:
+// AcquireClaim claims thread for holder under a lease with its own TTL,
+// following DESIGN §3:
 //
 //  1. acquire the lease (create, or take over a lapsed or released one);
 //  2. read the last claim sequence c0;
@@ -36,10 +37,69 @@ func AcquireClaim(ctx context.Context, s Store, thread, holder string, ttl time.
 	if err != nil {
 		return Claim{}, nil, err
 	}
+	c, err := appendMarker(ctx, s, lease, now)
+	if err != nil {
+		return Claim{}, nil, err
+	}
+	envs, err := s.Load(ctx, thread, 1)
+	if err != nil {
+		return c, nil, fmt.Errorf("events: load %s after claim: %w", thread, err)
+	}
+	return c, envs, nil
+}
+
+// ClaimStore is what [AcquireSessionClaim] needs of a store.
+type ClaimStore interface {
+	Appender
+	Reader
+	Leaser
+	SessionLeaser
+}
+
+// AcquireSessionClaim claims thread for holder under the runner session
+// sess, with the steps of [AcquireClaim], but it loads only the events with
+// sequence >= from: a caller that holds the thread's fold up to from-1 (a
+// snapshot) need not replay the rest. from 0 or 1 loads everything. The
+// events returned reach at least the claim's marker.
+func AcquireSessionClaim(ctx context.Context, s ClaimStore, sess Session, thread, holder string, from uint64, now time.Time) (Claim, []Envelope, error) {
+	if err := ValidateThreadID(thread); err != nil {
+		return Claim{}, nil, err
+	}
+	lease, err := s.AcquireSessionLease(ctx, thread, holder, sess)
+	if err != nil {
+		return Claim{}, nil, err
+	}
+	c, err := appendMarker(ctx, s, lease, now)
+	if err != nil {
+		return Claim{}, nil, err
+	}
+	envs, err := s.Load(ctx, thread, max(from, 1))
+	if err != nil {
+		return c, nil, fmt.Errorf("events: load %s after claim: %w", thread, err)
+	}
+	return c, envs, nil
+}
+
+// claimer is what appendMarker needs of a store.
+type claimer interface {
+	Appender
+	Reader
+	Leaser
+}
+
+// appendMarker is steps 2 and 3 of a claim: append thread_claimed by
+// compare-and-set on the claim subject, retrying while the lease is ours.
+func appendMarker(ctx context.Context, s claimer, lease Lease, now time.Time) (Claim, error) {
+	thread, holder := lease.Thread, lease.Holder
+	// Expect an empty claim subject first: a thread's first claim then costs
+	// no read, and a wrong guess is only a conflict that reads c0.
+	c0, known := uint64(0), false
 	for attempt := 0; ; attempt++ {
-		c0, err := s.LastSeq(ctx, thread, KindClaim)
-		if err != nil {
-			return Claim{}, nil, err
+		if known {
+			var err error
+			if c0, err = s.LastSeq(ctx, thread, KindClaim); err != nil {
+				return Claim{}, err
+			}
 		}
 		ev := &eventspb.Event{
 			Thread: thread,
@@ -48,30 +108,29 @@ func AcquireClaim(ctx context.Context, s Store, thread, holder string, ttl time.
 			Body: &eventspb.Event_ThreadClaimed{ThreadClaimed: &eventspb.ThreadClaimed{
 				Holder:        holder,
 				LeaseRevision: lease.Revision,
-				LeaseTtlMs:    ttl.Milliseconds(),
+				LeaseTtlMs:    lease.TTL.Milliseconds(),
 			}},
 		}
 		ack, err := s.Append(ctx, ev, ExpectLast(c0))
 		if err == nil {
-			c := Claim{Thread: thread, Holder: holder, Seq: ack.Seq, Lease: lease}
-			envs, err := s.Load(ctx, thread, 1)
-			if err != nil {
-				return c, nil, fmt.Errorf("events: load %s after claim: %w", thread, err)
-			}
-			return c, envs, nil
+			return Claim{Thread: thread, Holder: holder, Seq: ack.Seq, Lease: lease}, nil
 		}
 		if !errors.Is(err, ErrConflict) {
-			return Claim{}, nil, err
+			return Claim{}, err
+		}
+		if !known {
+			known = true
+			continue // the guess was wrong; read c0 and try again
 		}
 		if attempt+1 >= maxClaimAttempts {
-			return Claim{}, nil, fmt.Errorf("%w: claim subject of %s keeps moving", ErrThreadBusy, thread)
+			return Claim{}, fmt.Errorf("%w: claim subject of %s keeps moving", ErrThreadBusy, thread)
 		}
 		// Retry only while the lease is still ours.
 		if lease, err = s.RenewLease(ctx, lease); err != nil {
 			if errors.Is(err, ErrLeaseLost) {
-				return Claim{}, nil, fmt.Errorf("%w: lease of %s lost while claiming", ErrThreadBusy, thread)
+				return Claim{}, fmt.Errorf("%w: lease of %s lost while claiming", ErrThreadBusy, thread)
 			}
-			return Claim{}, nil, err
+			return Claim{}, err
 		}
 	}
 }

@@ -23,6 +23,7 @@ type Store interface {
 	Appender
 	Reader
 	Leaser
+	SessionLeaser
 	// Close releases the store's resources. It does not release leases.
 	Close() error
 }
@@ -70,7 +71,9 @@ type Leaser interface {
 	// or lapsed by this store's clock. Otherwise it returns an error wrapping
 	// [ErrThreadBusy] that names the current holder.
 	AcquireLease(ctx context.Context, thread, holder string, ttl time.Duration) (Lease, error)
-	// RenewLease extends l by its TTL by compare-and-set on its revision. It
+	// RenewLease extends l by its TTL by compare-and-set on its revision; a
+	// lease that lives by a session is rewritten as it is, which proves it
+	// is still the caller's. It
 	// returns [ErrLeaseLost] when the lease moved on.
 	RenewLease(ctx context.Context, l Lease) (Lease, error)
 	// ReleaseLease deletes l by compare-and-set on its revision, so the
@@ -80,6 +83,67 @@ type Leaser interface {
 	// GetLease returns thread's current lease and whether one is held and not
 	// lapsed by this store's clock.
 	GetLease(ctx context.Context, thread string) (Lease, bool, error)
+}
+
+// SessionLeaser manages runner sessions: one key with a TTL per runner,
+// renewed by its owner, that any number of thread leases live by, as etcd
+// attaches many keys to one lease. A runner's renewals then cost one write
+// per TTL/3 whatever the number of threads it holds, and a runner that dies
+// or stalls past its TTL lapses all its leases at once. Like every lease, a
+// session decides liveness only.
+type SessionLeaser interface {
+	// OpenSession creates a fresh session for owner with the given TTL.
+	OpenSession(ctx context.Context, owner string, ttl time.Duration) (Session, error)
+	// RenewSession extends s by its TTL by compare-and-set on its revision.
+	// It returns [ErrLeaseLost] when the session lapsed or was closed: every
+	// lease acquired under it is then free for others.
+	RenewSession(ctx context.Context, s Session) (Session, error)
+	// CloseSession deletes s, lapsing every lease that lives by it at once.
+	// It returns [ErrLeaseLost] when s had already moved on.
+	CloseSession(ctx context.Context, s Session) error
+	// AcquireSessionLease takes thread's lease for holder under s, if it is
+	// free, released, or held under a session that lapsed by this store's
+	// clock. Otherwise it returns an error wrapping [ErrThreadBusy].
+	AcquireSessionLease(ctx context.Context, thread, holder string, s Session) (Lease, error)
+	// WatchLeases follows every change to thread leases and sessions: first
+	// the current state of every key, then a [LeaseUpdate] with CaughtUp
+	// set, then changes as they happen.
+	WatchLeases(ctx context.Context) (LeaseWatch, error)
+}
+
+// Session is a runner's liveness lease. See [SessionLeaser].
+type Session struct {
+	ID       string        // unique per session; never reused
+	Owner    string        // the runner that opened it
+	Revision uint64        // compare-and-set token of its key
+	TTL      time.Duration // how long it lives without renewal
+	Expires  time.Time     // by the owner's clock; liveness only
+}
+
+// LeaseUpdate is one change seen by a [LeaseWatch]: a thread lease written
+// or removed, or a session renewed, closed or expired.
+type LeaseUpdate struct {
+	// Thread is the leased thread; empty for a session's own key.
+	Thread string
+	// Session is the session a thread lease lives by, or the session whose
+	// key changed. Empty for a thread lease with its own TTL.
+	Session string
+	// Holder is the lease's holder, or the session's owner.
+	Holder string
+	// Present is false when the key was deleted, purged or expired.
+	Present bool
+	// Revision is the key's revision after the change.
+	Revision uint64
+	// CaughtUp marks the end of the initial state; no other field is set.
+	CaughtUp bool
+}
+
+// LeaseWatch is a live follow of the lease bucket.
+type LeaseWatch interface {
+	// Next blocks until the next update, ctx is done, or the watch stops.
+	Next(ctx context.Context) (LeaseUpdate, error)
+	// Stop ends the watch. It is safe to call more than once.
+	Stop()
 }
 
 // Tail is a live follow of the log.
@@ -103,6 +167,9 @@ type Lease struct {
 	Revision uint64        // the KV revision; compare-and-set token
 	TTL      time.Duration // how long the lease lives without renewal
 	Expires  time.Time     // by the writer's clock; liveness only
+	// Session is the session the lease lives by, if any; TTL and Expires
+	// are then the session's as last read.
+	Session string
 }
 
 // Claim is a held claim: a lease plus the claim marker whose sequence is the

@@ -933,7 +933,8 @@ func (x *RunAbandoned) GetReason() string {
 	return ""
 }
 
-// Lease is the value of a key in the claims KV bucket. The key is the thread id.
+// Lease is the value of a key in the claims KV bucket. The key is the thread
+// id, or _session.<id> for a runner session, whose holder is its owner.
 type Lease struct {
 	state  protoimpl.MessageState `protogen:"open.v1"`
 	Holder string                 `protobuf:"bytes,1,opt,name=holder,proto3" json:"holder,omitempty"`
@@ -941,8 +942,12 @@ type Lease struct {
 	// the lease. It decides liveness only.
 	ExpiresUnixNano int64 `protobuf:"varint,2,opt,name=expires_unix_nano,json=expiresUnixNano,proto3" json:"expires_unix_nano,omitempty"`
 	TtlMs           int64 `protobuf:"varint,3,opt,name=ttl_ms,json=ttlMs,proto3" json:"ttl_ms,omitempty"`
-	unknownFields   protoimpl.UnknownFields
-	sizeCache       protoimpl.SizeCache
+	// session, on a thread's lease, names the runner session the lease lives
+	// by: the lease is live only while that session's key is. Empty on a
+	// lease with its own TTL, and on a session key's own value.
+	Session       string `protobuf:"bytes,4,opt,name=session,proto3" json:"session,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
 }
 
 func (x *Lease) Reset() {
@@ -994,6 +999,13 @@ func (x *Lease) GetTtlMs() int64 {
 		return x.TtlMs
 	}
 	return 0
+}
+
+func (x *Lease) GetSession() string {
+	if x != nil {
+		return x.Session
+	}
+	return ""
 }
 
 var File_events_proto protoreflect.FileDescriptor
@@ -1068,11 +1080,12 @@ const file_events_proto_rawDesc = "" +
 	"\fRunAbandoned\x12\x15\n" +
 	"\x06run_id\x18\x01 \x01(\tR\x05runId\x12*\n" +
 	"\x11started_claim_seq\x18\x02 \x01(\x04R\x0fstartedClaimSeq\x12\x16\n" +
-	"\x06reason\x18\x03 \x01(\tR\x06reason\"b\n" +
+	"\x06reason\x18\x03 \x01(\tR\x06reason\"|\n" +
 	"\x05Lease\x12\x16\n" +
 	"\x06holder\x18\x01 \x01(\tR\x06holder\x12*\n" +
 	"\x11expires_unix_nano\x18\x02 \x01(\x03R\x0fexpiresUnixNano\x12\x15\n" +
-	"\x06ttl_ms\x18\x03 \x01(\x03R\x05ttlMsB\x1bZ\x19artifactr/events/eventspbb\x06proto3"
+	"\x06ttl_ms\x18\x03 \x01(\x03R\x05ttlMs\x12\x18\n" +
+	"\asession\x18\x04 \x01(\tR\asessionB\x1bZ\x19artifactr/events/eventspbb\x06proto3"
 
 var (
 	file_events_proto_rawDescOnce sync.Once

@@ -72,6 +72,7 @@ func RunStore(t *testing.T, h Harness) {
 		{"Tail", testTail},
 		{"Threads", testThreads},
 	}
+	tests = append(tests, sessionTests...)
 	for _, tc := range tests {
 		t.Run(tc.name, func(t *testing.T) { tc.fn(t, h) })
 	}

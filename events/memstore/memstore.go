@@ -67,6 +67,7 @@ type Log struct {
 	msgIDs   map[string]uint64 // Nats-Msg-Id -> seq
 	leases   map[string]*lease
 	leaseRev uint64
+	feed     leaseFeed     // lease changes, for watches
 	notify   chan struct{} // closed and replaced on every write
 	now      func() time.Time
 }

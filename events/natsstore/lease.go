@@ -37,7 +37,13 @@ func (st leaseState) live(now time.Time) bool {
 // kv.Get it also sees delete, purge and TTL-expiry markers, whose sequence
 // is the revision the next write must expect.
 func (s *Store) readLease(ctx context.Context, thread string) (leaseState, error) {
-	m, err := s.getMsg(ctx, s.kvStream, msgGetRequest{LastFor: s.kvPrefix + thread})
+	return s.readKey(ctx, thread, thread)
+}
+
+// readKey reads the lease or session value under key; thread names the
+// Lease it returns.
+func (s *Store) readKey(ctx context.Context, key, thread string) (leaseState, error) {
+	m, err := s.getMsg(ctx, s.kvStream, msgGetRequest{LastFor: s.kvPrefix + key})
 	if errors.Is(err, jetstream.ErrMsgNotFound) {
 		return leaseState{}, nil
 	}
@@ -52,7 +58,7 @@ func (s *Store) readLease(ctx context.Context, thread string) (leaseState, error
 	if err := proto.Unmarshal(m.Data, &v); err != nil {
 		// A value we cannot read holds nothing; the next write replaces it.
 		s.cfg.Logger.Warn("natsstore: undecodable lease value; treating the lease as free",
-			"thread", thread, "revision", m.Sequence, "error", err)
+			"key", key, "revision", m.Sequence, "error", err)
 		return st, nil
 	}
 	st.held = true
@@ -62,8 +68,26 @@ func (s *Store) readLease(ctx context.Context, thread string) (leaseState, error
 		Revision: m.Sequence,
 		TTL:      time.Duration(v.GetTtlMs()) * time.Millisecond,
 		Expires:  time.Unix(0, v.GetExpiresUnixNano()),
+		Session:  v.GetSession(),
 	}
 	return st, nil
+}
+
+// liveNow reports whether st is held and live by now: a lease with its own
+// TTL by its expiry, one that lives by a session by that session's.
+func (s *Store) liveNow(ctx context.Context, st leaseState, now time.Time) (leaseState, bool, error) {
+	if !st.held {
+		return st, false, nil
+	}
+	if st.lease.Session == "" {
+		return st, st.live(now), nil
+	}
+	ss, err := s.readKey(ctx, sessionKey(st.lease.Session), st.lease.Thread)
+	if err != nil {
+		return st, false, err
+	}
+	st.lease.TTL, st.lease.Expires = ss.lease.TTL, ss.lease.Expires
+	return st, ss.live(now), nil
 }
 
 // AcquireLease implements [events.Leaser]. The lease is free when its key
@@ -83,20 +107,35 @@ func (s *Store) AcquireLease(ctx context.Context, thread, holder string, ttl tim
 	}
 	ctx, cancel := s.bound(ctx)
 	defer cancel()
-	st, err := s.readLease(ctx, thread)
-	if err != nil {
-		return events.Lease{}, unavailable("read lease of "+thread, err)
-	}
 	now := s.cfg.Now()
-	if st.live(now) {
-		return events.Lease{}, fmt.Errorf("%w: lease of %s is held by %s until %s (%s from now by this store's clock)",
-			events.ErrThreadBusy, thread, st.lease.Holder, st.lease.Expires.UTC().Format(time.RFC3339Nano), st.lease.Expires.Sub(now).Round(time.Millisecond))
+	rev, err := s.freeRevision(ctx, thread, now)
+	if err != nil {
+		return events.Lease{}, err
 	}
-	l, o := s.putLease(ctx, thread, holder, ttl, st.rev, now)
+	l, o := s.putLease(ctx, thread, holder, ttl, "", rev, now)
 	if o.refused != nil {
 		return events.Lease{}, fmt.Errorf("%w: lease of %s taken by another while acquiring it: %w", events.ErrThreadBusy, thread, o.refused)
 	}
 	return l, o.err
+}
+
+// freeRevision reads thread's lease and returns the revision a write taking
+// it must expect, or an error wrapping [events.ErrThreadBusy] when it is
+// live.
+func (s *Store) freeRevision(ctx context.Context, thread string, now time.Time) (uint64, error) {
+	st, err := s.readLease(ctx, thread)
+	if err != nil {
+		return 0, unavailable("read lease of "+thread, err)
+	}
+	st, live, err := s.liveNow(ctx, st, now)
+	if err != nil {
+		return 0, unavailable("read session of "+thread, err)
+	}
+	if live {
+		return 0, fmt.Errorf("%w: lease of %s is held by %s until %s (%s from now by this store's clock)",
+			events.ErrThreadBusy, thread, st.lease.Holder, st.lease.Expires.UTC().Format(time.RFC3339Nano), st.lease.Expires.Sub(now).Round(time.Millisecond))
+	}
+	return st.rev, nil
 }
 
 // RenewLease implements [events.Leaser]. It rewrites the value, and its
@@ -114,7 +153,7 @@ func (s *Store) RenewLease(ctx context.Context, l events.Lease) (events.Lease, e
 	}
 	ctx, cancel := s.bound(ctx)
 	defer cancel()
-	nl, o := s.putLease(ctx, l.Thread, l.Holder, l.TTL, l.Revision, s.cfg.Now())
+	nl, o := s.putLease(ctx, l.Thread, l.Holder, l.TTL, l.Session, l.Revision, s.cfg.Now())
 	if o.refused != nil {
 		return events.Lease{}, fmt.Errorf("%w: lease of %s for %s moved past revision %d: %w", events.ErrLeaseLost, l.Thread, l.Holder, l.Revision, o.refused)
 	}
@@ -122,30 +161,38 @@ func (s *Store) RenewLease(ctx context.Context, l events.Lease) (events.Lease, e
 }
 
 // putLease writes a lease value expecting rev as the key's last revision.
-// The lease is valid only when the outcome has neither refused nor err set.
-func (s *Store) putLease(ctx context.Context, thread, holder string, ttl time.Duration, rev uint64, now time.Time) (events.Lease, outcome) {
+// A lease that lives by session has no TTL of its own: it is written without
+// one, and lapses with its session. The lease is valid only when the outcome
+// has neither refused nor err set.
+func (s *Store) putLease(ctx context.Context, thread, holder string, ttl time.Duration, session string, rev uint64, now time.Time) (events.Lease, outcome) {
+	return s.putKey(ctx, thread, thread, holder, ttl, session, rev, now)
+}
+
+// putKey writes a lease or session value under key expecting rev.
+func (s *Store) putKey(ctx context.Context, key, thread, holder string, ttl time.Duration, session string, rev uint64, now time.Time) (events.Lease, outcome) {
 	exp := now.Add(ttl)
-	data, err := proto.Marshal(&eventspb.Lease{Holder: holder, ExpiresUnixNano: exp.UnixNano(), TtlMs: ttl.Milliseconds()})
+	data, err := proto.Marshal(&eventspb.Lease{Holder: holder, ExpiresUnixNano: exp.UnixNano(), TtlMs: ttl.Milliseconds(), Session: session})
 	if err != nil {
 		return events.Lease{}, outcome{err: fmt.Errorf("natsstore: encode lease: %w", err)}
 	}
-	key := s.kvPrefix + thread
+	subject := s.kvPrefix + key
+	opts := []jetstream.PublishOpt{jetstream.WithExpectLastSequencePerSubject(rev)}
+	if session == "" {
+		opts = append(opts, jetstream.WithMsgTTL(serverTTL(ttl)))
+	}
 	o := s.publish(ctx, write{
-		what:    fmt.Sprintf("write lease %s for %s expecting revision %d", key, holder, rev),
+		what:    fmt.Sprintf("write lease %s for %s expecting revision %d", subject, holder, rev),
 		stream:  s.kvStream,
-		subject: key,
+		subject: subject,
 		data:    data,
-		msgID:   thread + ":" + nuid.Next(),
+		msgID:   key + ":" + nuid.Next(),
 		after:   rev,
-		opts: []jetstream.PublishOpt{
-			jetstream.WithExpectLastSequencePerSubject(rev),
-			jetstream.WithMsgTTL(serverTTL(ttl)),
-		},
+		opts:    opts,
 	})
 	if o.refused != nil || o.err != nil {
 		return events.Lease{}, o
 	}
-	return events.Lease{Thread: thread, Holder: holder, Revision: o.ack.Seq, TTL: ttl, Expires: exp}, o
+	return events.Lease{Thread: thread, Holder: holder, Revision: o.ack.Seq, TTL: ttl, Expires: exp, Session: session}, o
 }
 
 // ReleaseLease implements [events.Leaser]: a KV delete by compare-and-set on
@@ -155,18 +202,24 @@ func (s *Store) ReleaseLease(ctx context.Context, l events.Lease) error {
 	if err := events.ValidateThreadID(l.Thread); err != nil {
 		return err
 	}
+	return s.deleteKey(ctx, l.Thread, l.Holder, l.Revision)
+}
+
+// deleteKey deletes a lease or session key by compare-and-set on rev.
+func (s *Store) deleteKey(ctx context.Context, name, holder string, rev uint64) error {
 	if err := s.checkOpen(); err != nil {
 		return err
 	}
 	ctx, cancel := s.bound(ctx)
 	defer cancel()
-	key := s.kvPrefix + l.Thread
+	l := events.Lease{Thread: name, Holder: holder, Revision: rev}
+	key := s.kvPrefix + name
 	o := s.publish(ctx, write{
 		what:    fmt.Sprintf("delete lease %s of %s expecting revision %d", key, l.Holder, l.Revision),
 		stream:  s.kvStream,
 		subject: key,
 		header:  nats.Header{headerKVOperation: {"DEL"}},
-		msgID:   l.Thread + ":" + nuid.Next(),
+		msgID:   name + ":" + nuid.Next(),
 		after:   l.Revision,
 		opts: []jetstream.PublishOpt{
 			jetstream.WithExpectLastSequencePerSubject(l.Revision),
@@ -194,7 +247,11 @@ func (s *Store) GetLease(ctx context.Context, thread string) (events.Lease, bool
 	if err != nil {
 		return events.Lease{}, false, unavailable("read lease of "+thread, err)
 	}
-	return st.lease, st.live(s.cfg.Now()), nil
+	st, live, err := s.liveNow(ctx, st, s.cfg.Now())
+	if err != nil {
+		return events.Lease{}, false, unavailable("read session of "+thread, err)
+	}
+	return st.lease, live, nil
 }
 
 func checkLeaseArgs(holder string, ttl time.Duration) error {

@@ -41,7 +41,13 @@ func (s *Store) Load(ctx context.Context, thread string, from uint64) ([]events.
 	}
 	ctx, cancel := s.bound(ctx)
 	defer cancel()
-	envs, err := s.replay(ctx, s.subj.ThreadAll(thread), max(from, 1))
+	var envs []events.Envelope
+	var err error
+	if s.direct {
+		envs, err = s.directLoad(ctx, s.subj.ThreadAll(thread), max(from, 1))
+	} else {
+		envs, err = s.replay(ctx, s.subj.ThreadAll(thread), max(from, 1))
+	}
 	if err != nil {
 		return nil, unavailable("load "+thread, err)
 	}

@@ -39,6 +39,8 @@ func (s *Store) streamConfig() jetstream.StreamConfig {
 		AllowRollup:        false,
 		AllowMsgTTL:        false,
 		AllowAtomicPublish: true,
+		// Loads read with batched direct gets instead of a consumer each.
+		AllowDirect: true,
 	}
 }
 
@@ -55,6 +57,7 @@ func (s *Store) ensureStream(ctx context.Context) error {
 		return err
 	}
 	s.stream = st
+	s.direct = directReads(st.CachedInfo().Config)
 	return s.checkStream(st.CachedInfo().Config)
 }
 

@@ -30,6 +30,7 @@ type Store struct {
 	kvStream string // KV_<bucket>: the bucket's own stream
 	kvPrefix string // $KV.<bucket>.
 	maxEvent int    // effective event size limit
+	direct   bool   // Load reads with direct gets (see directReads)
 	closed   atomic.Bool
 
 	// send publishes one attempt. Tests replace it to lose acks; it is
