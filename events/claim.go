@@ -139,6 +139,20 @@ func appendMarker(ctx context.Context, s claimer, lease Lease, now time.Time) (C
 // be the newest, then deletes the lease so the thread can be claimed at once.
 // A release that finds a newer claim has nothing to give up and returns nil.
 func ReleaseClaim(ctx context.Context, s Store, c Claim, reason string, now time.Time) error {
+	if err := ReleaseMarker(ctx, s, c, reason, now); err != nil {
+		return err
+	}
+	if lerr := s.ReleaseLease(ctx, c.Lease); lerr != nil && !errors.Is(lerr, ErrLeaseLost) {
+		return lerr
+	}
+	return nil
+}
+
+// ReleaseMarker appends thread_released expecting c's marker to be the
+// newest, and leaves the lease as it is: a runner that closes its session
+// next hands the thread to whoever takes that session's leases. A release
+// that finds a newer claim has nothing to give up and returns nil.
+func ReleaseMarker(ctx context.Context, s Appender, c Claim, reason string, now time.Time) error {
 	ev := &eventspb.Event{
 		Thread:   c.Thread,
 		Time:     timestamppb.New(now),
@@ -152,9 +166,6 @@ func ReleaseClaim(ctx context.Context, s Store, c Claim, reason string, now time
 	_, err := s.Append(ctx, ev, ExpectLast(c.Seq))
 	if err != nil && !errors.Is(err, ErrConflict) {
 		return err
-	}
-	if lerr := s.ReleaseLease(ctx, c.Lease); lerr != nil && !errors.Is(lerr, ErrLeaseLost) {
-		return lerr
 	}
 	return nil
 }

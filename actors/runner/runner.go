@@ -7,7 +7,6 @@ import (
 	"errors"
 	"fmt"
 	"log/slog"
-	"math/big"
 	"os"
 	"sync"
 	"sync/atomic"
@@ -18,11 +17,7 @@ import (
 	"artifactr/actors/agent"
 	"artifactr/events"
 	"artifactr/events/eventspb"
-	"artifactr/projections"
 )
-
-// idleTicks is how many idle-timer ticks make IdleTimeout.
-const idleTicks = 4
 
 // WorkSource yields threads that may have work: new posts. Several runners
 // may share one source so that each post wakes one runner.
@@ -41,21 +36,22 @@ type Config struct {
 	Agent agent.Agent
 	// ID names the runner in claim holders. Default: host-pid-random.
 	ID string
-	// ClaimTTL is the lease TTL; leases are renewed every ClaimTTL/3.
-	// Default 10s.
+	// ClaimTTL is the TTL of the runner's session, which every claim it
+	// holds lives by; the session is renewed every ClaimTTL/3. Default 10s.
 	ClaimTTL time.Duration
 	// IdleTimeout releases a claim with nothing to do. Default 30s.
 	IdleTimeout time.Duration
-	// SweepInterval is how often the runner looks for threads whose lease
-	// lapsed or was released with work left. Default ClaimTTL/2, jittered.
-	SweepInterval time.Duration
 	// ShutdownGrace is how long Stop lets active runs finish before it
 	// cancels them. Default 5s.
 	ShutdownGrace time.Duration
 	// CallTimeout bounds each storage call the runner makes. Default 10s.
 	CallTimeout time.Duration
-	// Work yields threads with new posts. Default: a tail of every post,
-	// which suits one runner; natsstore offers a source shared by runners.
+	// MaxClaiming bounds the claims in flight at once; more wait. Default
+	// 256.
+	MaxClaiming int
+	// Work yields threads with new posts. Default: the posts on the
+	// runner's own follow of the stream, which suits one runner; natsstore
+	// offers a source shared by runners.
 	Work WorkSource
 	// Subjects names the stream's subjects; must match the store's.
 	Subjects events.Subjects
@@ -64,7 +60,8 @@ type Config struct {
 	// Now is the runner's clock, for event times only. Default time.Now.
 	Now func() time.Time
 	// BeforeAppend, if set, is called before each append a thread actor
-	// makes. Tests use it to stall writes past the TTL.
+	// makes, off the actor's goroutine. It is a fault-injection point: tests
+	// use it to stall writes past the TTL.
 	BeforeAppend func(ctx context.Context, ev *eventspb.Event)
 }
 
@@ -88,14 +85,14 @@ func (c *Config) setDefaults() error {
 	if c.IdleTimeout <= 0 {
 		c.IdleTimeout = 30 * time.Second
 	}
-	if c.SweepInterval <= 0 {
-		c.SweepInterval = c.ClaimTTL / 2
-	}
 	if c.ShutdownGrace <= 0 {
 		c.ShutdownGrace = 5 * time.Second
 	}
 	if c.CallTimeout <= 0 {
 		c.CallTimeout = 10 * time.Second
+	}
+	if c.MaxClaiming <= 0 {
+		c.MaxClaiming = 256
 	}
 	if c.Logger == nil {
 		c.Logger = slog.Default()
@@ -113,14 +110,22 @@ type Stats struct {
 	Fenced    int64 // claims stopped by a refused fenced write or a newer claim
 	Completed int64 // runs completed
 	Failed    int64 // runs failed
+	Held      int64 // claims held now
+	Panics    int64 // thread actors stopped by a panic
+	Sessions  int64 // sessions opened
 }
 
 type stats struct {
-	claims, abandoned, fenced, completed, failed atomic.Int64
+	claims, abandoned, fenced, completed, failed, held, panics, sessions atomic.Int64
 }
 
 // Runner finds threads with work, claims them and hosts one thread actor per
 // claim. It keeps no business logic: that lives in thread.Core.
+//
+// Its cost does not grow with the threads it holds, beyond their memory: it
+// follows the whole stream with one tail and routes each event to the
+// thread's actor, renews one session key that all its claims live by, and
+// learns of other runners' lapsed sessions from one watch of the leases.
 type Runner struct {
 	cfg      Config
 	store    events.Store
@@ -132,7 +137,11 @@ type Runner struct {
 
 	ctx    context.Context
 	cancel context.CancelFunc
-	wg     sync.WaitGroup
+	wg     sync.WaitGroup // every goroutine of the runner and its actors
+
+	sessMu     sync.Mutex     // protects the fields below; held across renewals
+	session    events.Session // the session claims are made under
+	sessClosed bool           // Stop closed it; renew no more
 
 	drainingFlag atomic.Bool
 	stopOnce     sync.Once
@@ -155,7 +164,8 @@ func (r *Runner) ID() string { return r.cfg.ID }
 func (r *Runner) Stats() Stats {
 	return Stats{
 		Claims: r.stats.claims.Load(), Abandoned: r.stats.abandoned.Load(), Fenced: r.stats.fenced.Load(),
-		Completed: r.stats.completed.Load(), Failed: r.stats.failed.Load(),
+		Completed: r.stats.completed.Load(), Failed: r.stats.failed.Load(), Held: r.stats.held.Load(),
+		Panics: r.stats.panics.Load(), Sessions: r.stats.sessions.Load(),
 	}
 }
 
@@ -163,9 +173,39 @@ func (r *Runner) now() time.Time { return r.cfg.Now() }
 
 func (r *Runner) draining() bool { return r.drainingFlag.Load() }
 
-// Start starts the actor system, the work source and the sweeper.
+// goDo runs fn in a goroutine that Stop and Kill wait for.
+func (r *Runner) goDo(fn func()) {
+	r.wg.Add(1)
+	go func() {
+		defer r.wg.Done()
+		fn()
+	}()
+}
+
+// Start opens the runner's session, starts the actor system, the follow of
+// the stream, the lease watch and the work source.
 func (r *Runner) Start(ctx context.Context) error {
 	r.ctx, r.cancel = context.WithCancel(context.WithoutCancel(ctx))
+	sctx, scancel := context.WithTimeout(ctx, r.cfg.CallTimeout)
+	defer scancel()
+	sess, err := r.store.OpenSession(sctx, r.cfg.ID, r.cfg.ClaimTTL)
+	if err != nil {
+		r.cancel()
+		return fmt.Errorf("runner: open session: %w", err)
+	}
+	r.stats.sessions.Add(1)
+	r.session = sess
+	tail, err := r.store.Tail(sctx, r.subjects.All(), 0)
+	if err != nil {
+		r.cancel()
+		return fmt.Errorf("runner: follow the stream: %w", err)
+	}
+	watch, err := r.store.WatchLeases(sctx)
+	if err != nil {
+		tail.Stop()
+		r.cancel()
+		return fmt.Errorf("runner: watch leases: %w", err)
+	}
 	logger := r.log
 	r.sys = actor.NewActorSystem(
 		actor.WithLoggerFactory(func(*actor.ActorSystem) *slog.Logger { return logger.With("lib", "protoactor") }),
@@ -173,63 +213,232 @@ func (r *Runner) Start(ctx context.Context) error {
 		// throttle period lets its goroutine end soon after shutdown.
 		actor.WithDeadLetterThrottleInterval(50*time.Millisecond),
 	)
-	pid, err := r.sys.Root.SpawnNamed(actor.PropsFromProducer(func() actor.Actor {
-		return &runnerActor{r: r, children: map[string]*actor.PID{}, claiming: map[string]bool{}}
-	}), "runner")
+	ra := newRunnerActor(r)
+	props := actor.PropsFromProducer(func() actor.Actor { return ra },
+		// A panicking thread actor is stopped, never restarted: the
+		// producer returns the same instance, which would restart on
+		// stale state. The runner then hands its thread over.
+		actor.WithSupervisor(actor.NewOneForOneStrategy(0, 0, func(reason any) actor.Directive {
+			return actor.StopDirective
+		})))
+	pid, err := r.sys.Root.SpawnNamed(props, "runner")
 	if err != nil {
+		tail.Stop()
+		watch.Stop()
+		r.cancel()
 		return fmt.Errorf("runner: spawn: %w", err)
 	}
 	r.pid = pid
-	work := r.cfg.Work
-	if work == nil {
-		t, err := r.store.Tail(r.ctx, r.subjects.AllOf(events.KindPosted), 0)
-		if err != nil {
-			r.cancel()
-			return fmt.Errorf("runner: follow posts: %w", err)
-		}
-		work = tailSource{t}
+	r.goDo(func() { r.follow(tail) })
+	r.goDo(func() { r.watchLeases(watch) })
+	r.goDo(r.keepSession)
+	if w := r.cfg.Work; w != nil {
+		r.goDo(func() { r.pullWork(w) })
 	}
-	r.wg.Add(2)
-	go func() {
-		defer r.wg.Done()
-		defer work.Stop()
-		for {
-			th, err := work.Next(r.ctx)
-			if err != nil {
-				if r.ctx.Err() == nil {
-					r.log.Error("work source ended", "err", err)
-				}
-				return
-			}
-			r.sys.Root.Send(r.pid, workItem{thread: th})
-		}
-	}()
-	go func() {
-		defer r.wg.Done()
-		r.sweepLoop()
-	}()
 	return nil
 }
 
-type tailSource struct{ t events.Tail }
+// send delivers msg to the runner actor.
+func (r *Runner) send(msg any) { r.sys.Root.Send(r.pid, msg) }
 
-func (s tailSource) Next(ctx context.Context) (string, error) {
-	env, err := s.t.Next(ctx)
-	return env.Thread, err
+// follow feeds every event of the stream, in order, to the runner actor.
+// The stream holds only thread events and never deletes any, so its
+// sequences have no holes: a jump means events were missed, and the follow
+// starts again after the last one routed.
+func (r *Runner) follow(t events.Tail) {
+	var last uint64
+	for {
+		env, err := t.Next(r.ctx)
+		if err == nil && (last == 0 || env.Seq == last+1) {
+			last = env.Seq
+			r.send(routed{env: env})
+			continue
+		}
+		if err == nil && env.Seq <= last {
+			continue // delivered twice
+		}
+		t.Stop()
+		if r.ctx.Err() != nil {
+			return
+		}
+		if err != nil {
+			r.log.Warn("stream follow ended; following again", "after", last, "err", err)
+		} else {
+			r.log.Warn("gap in the stream follow; following again", "after", last, "got", env.Seq)
+		}
+		t = r.retail(last)
+		if t == nil {
+			return
+		}
+	}
 }
-func (s tailSource) Stop() { s.t.Stop() }
+
+// retail opens the follow again after last, retrying until it can or the
+// runner stops.
+func (r *Runner) retail(last uint64) events.Tail {
+	for delay := 50 * time.Millisecond; ; delay = min(2*delay, 2*time.Second) {
+		ctx, cancel := context.WithTimeout(r.ctx, r.cfg.CallTimeout)
+		from := last + 1
+		if last == 0 {
+			from = 0
+		}
+		t, err := r.store.Tail(ctx, r.subjects.All(), from)
+		cancel()
+		if err == nil {
+			return t
+		}
+		r.log.Warn("cannot follow the stream; retrying", "err", err)
+		if !sleepCtx(r.ctx, delay) {
+			return nil
+		}
+	}
+}
+
+// watchLeases feeds lease and session changes to the runner actor, opening
+// the watch again when it ends.
+func (r *Runner) watchLeases(w events.LeaseWatch) {
+	for {
+		u, err := w.Next(r.ctx)
+		if err == nil {
+			r.send(leaseChanged{u})
+			continue
+		}
+		w.Stop()
+		if r.ctx.Err() != nil {
+			return
+		}
+		r.log.Warn("lease watch ended; watching again", "err", err)
+		for delay := 50 * time.Millisecond; ; delay = min(2*delay, 2*time.Second) {
+			if !sleepCtx(r.ctx, delay) {
+				return
+			}
+			ctx, cancel := context.WithTimeout(r.ctx, r.cfg.CallTimeout)
+			w, err = r.store.WatchLeases(ctx)
+			cancel()
+			if err == nil {
+				r.send(leaseWatchReset{})
+				break
+			}
+			r.log.Warn("cannot watch leases; retrying", "err", err)
+		}
+	}
+}
+
+// currentSession returns the session claims are made under.
+func (r *Runner) currentSession() events.Session {
+	r.sessMu.Lock()
+	defer r.sessMu.Unlock()
+	return r.session
+}
+
+// keepSession renews the session every TTL/3. When it is lost, it tells the
+// runner actor, which gives up every claim, and opens a new one.
+func (r *Runner) keepSession() {
+	delay := r.cfg.ClaimTTL / 3
+	for {
+		if !sleepCtx(r.ctx, delay) {
+			return
+		}
+		delay = r.cfg.ClaimTTL / 3
+		r.sessMu.Lock()
+		if r.sessClosed {
+			r.sessMu.Unlock()
+			return
+		}
+		s := r.session
+		ctx, cancel := context.WithTimeout(r.ctx, r.cfg.CallTimeout)
+		ns, err := r.store.RenewSession(ctx, s)
+		cancel()
+		if err == nil {
+			r.session = ns
+		}
+		r.sessMu.Unlock()
+		switch {
+		case err == nil:
+			continue
+		case !errors.Is(err, events.ErrLeaseLost):
+			// Storage unreachable: keep trying. The fence keeps writes
+			// safe whatever happens to the session meanwhile.
+			if r.ctx.Err() == nil {
+				r.log.Warn("session renewal failed", "session", s.ID, "err", err)
+			}
+			delay = max(r.cfg.ClaimTTL/10, 10*time.Millisecond)
+			continue
+		}
+		r.log.Warn("session lost; every claim of it is given up", "session", s.ID, "err", err)
+		r.send(sessionLost{id: s.ID})
+		ns, ok := r.openSession()
+		if !ok {
+			return
+		}
+		r.sessMu.Lock()
+		r.session = ns
+		r.sessMu.Unlock()
+		r.send(sessionOpened{id: ns.ID})
+	}
+}
+
+// closeSession closes the session, lapsing at once every lease still under
+// it, and stops its renewal.
+func (r *Runner) closeSession(ctx context.Context) {
+	r.sessMu.Lock()
+	defer r.sessMu.Unlock()
+	if r.sessClosed {
+		return
+	}
+	r.sessClosed = true
+	cctx, cancel := context.WithTimeout(ctx, r.cfg.CallTimeout)
+	defer cancel()
+	if err := r.store.CloseSession(cctx, r.session); err != nil && !errors.Is(err, events.ErrLeaseLost) {
+		r.log.Warn("close session failed; it lapses after its TTL", "session", r.session.ID, "err", err)
+	}
+}
+
+func (r *Runner) openSession() (events.Session, bool) {
+	for delay := 50 * time.Millisecond; ; delay = min(2*delay, 2*time.Second) {
+		ctx, cancel := context.WithTimeout(r.ctx, r.cfg.CallTimeout)
+		s, err := r.store.OpenSession(ctx, r.cfg.ID, r.cfg.ClaimTTL)
+		cancel()
+		if err == nil {
+			r.stats.sessions.Add(1)
+			return s, true
+		}
+		if r.ctx.Err() != nil {
+			return events.Session{}, false
+		}
+		r.log.Warn("cannot open a session; retrying", "err", err)
+		if !sleepCtx(r.ctx, delay) {
+			return events.Session{}, false
+		}
+	}
+}
+
+func (r *Runner) pullWork(w WorkSource) {
+	defer w.Stop()
+	for {
+		th, err := w.Next(r.ctx)
+		if err != nil {
+			if r.ctx.Err() == nil {
+				r.log.Error("work source ended", "err", err)
+			}
+			return
+		}
+		r.send(workItem{thread: th})
+	}
+}
 
 // Stop drains: no new claims, active runs get ShutdownGrace to finish, then
-// are cancelled and recorded as failed, and every claim is released. It
-// returns when all thread actors stopped or ctx ends, then stops the actor
-// system.
+// are cancelled and recorded as failed, every claim is released and the
+// session closed. It returns when all thread actors stopped or ctx ends,
+// then stops the actor system.
 func (r *Runner) Stop(ctx context.Context) error {
 	var err error
 	r.stopOnce.Do(func() {
 		r.drainingFlag.Store(true)
-		r.sys.Root.Send(r.pid, drainAll{})
+		r.send(drainAll{})
 		select {
 		case <-r.done:
+			r.closeSession(ctx)
 		case <-ctx.Done():
 			err = fmt.Errorf("runner: stop: %w", ctx.Err())
 		}
@@ -239,8 +448,8 @@ func (r *Runner) Stop(ctx context.Context) error {
 }
 
 // Kill stops at once without releasing or recording anything, as a crash
-// would: leases lapse after their TTL and the next claimant abandons the
-// runs.
+// would: the session lapses after its TTL, other runners take the threads
+// over and abandon the runs.
 func (r *Runner) Kill() {
 	r.stopOnce.Do(func() {
 		r.drainingFlag.Store(true)
@@ -258,167 +467,20 @@ func (r *Runner) shutdown() {
 	r.sys.Shutdown()
 }
 
-func (r *Runner) sweepLoop() {
-	settled := map[string]lastSeqs{} // threads seen with nothing to do, at these seqs
-	delay := time.Duration(0)
-	for {
-		select {
-		case <-r.ctx.Done():
-			return
-		case <-time.After(delay):
-		}
-		r.sweep(settled)
-		delay = jitter(r.cfg.SweepInterval)
-	}
-}
-
-// sweep finds threads whose lease is not live and that have work: a pending
-// message, or a run an older claim left active.
-// lastSeqs are a thread's last posted and run sequences; while they stand
-// still, a thread found settled stays settled.
-type lastSeqs struct{ posted, run uint64 }
-
-func (r *Runner) sweep(settled map[string]lastSeqs) {
-	ctx, cancel := context.WithTimeout(r.ctx, r.cfg.CallTimeout)
-	defer cancel()
-	threads, err := r.store.Threads(ctx)
-	if err != nil {
-		if r.ctx.Err() == nil {
-			r.log.Warn("sweep: list threads", "err", err)
-		}
-		return
-	}
-	for _, th := range threads {
-		if r.ctx.Err() != nil || r.draining() {
-			return
-		}
-		if _, live, err := r.store.GetLease(ctx, th); err != nil || live {
-			continue
-		}
-		last, err := r.store.LastSeq(ctx, th, events.KindPosted)
-		if err != nil {
-			continue
-		}
-		lastRun, _ := r.store.LastSeq(ctx, th, events.KindRun)
-		key := lastSeqs{posted: last, run: lastRun}
-		if settled[th] == key {
-			continue
-		}
-		envs, err := r.store.Load(ctx, th, 1)
-		if err != nil {
-			continue
-		}
-		v := projections.Fold(th, envs)
-		if len(v.Pending()) == 0 && v.ActiveRun == nil {
-			settled[th] = key
-			continue
-		}
-		delete(settled, th)
-		r.sys.Root.Send(r.pid, workItem{thread: th})
-	}
-}
-
-func jitter(d time.Duration) time.Duration {
-	n, _ := rand.Int(rand.Reader, big.NewInt(int64(d/5)+1))
-	return d - d/10 + time.Duration(n.Int64())
-}
-
 func randHex(n int) string {
 	b := make([]byte, n)
 	_, _ = rand.Read(b)
 	return hex.EncodeToString(b)
 }
 
-// Messages to the runner actor.
-type (
-	workItem    struct{ thread string }
-	claimResult struct {
-		thread  string
-		claim   events.Claim
-		history []events.Envelope
-		err     error
-	}
-	drainAll struct{}
-)
-
-// runnerActor routes work to thread actors. It holds no business logic, as
-// a panic in it would stop every thread actor.
-type runnerActor struct {
-	r        *Runner
-	children map[string]*actor.PID
-	claiming map[string]bool
-	draining bool
-}
-
-func (ra *runnerActor) Receive(ctx actor.Context) {
-	r := ra.r
-	switch m := ctx.Message().(type) {
-	case workItem:
-		if ra.draining || ra.children[m.thread] != nil || ra.claiming[m.thread] {
-			return
-		}
-		ra.claiming[m.thread] = true
-		self := ctx.Self()
-		holder := r.cfg.ID + "/" + randHex(6)
-		r.wg.Add(1)
-		go func() {
-			defer r.wg.Done()
-			cctx, cancel := context.WithTimeout(r.ctx, r.cfg.CallTimeout)
-			defer cancel()
-			c, h, err := events.AcquireClaim(cctx, r.store, m.thread, holder, r.cfg.ClaimTTL, r.now())
-			r.sys.Root.Send(self, claimResult{thread: m.thread, claim: c, history: h, err: err})
-		}()
-	case *actor.Stopped:
-		close(r.actorStopped)
-	case claimResult:
-		delete(ra.claiming, m.thread)
-		defer ra.maybeDone()
-		if m.err != nil {
-			if !errors.Is(m.err, events.ErrThreadBusy) && r.ctx.Err() == nil {
-				r.log.Warn("claim failed", "thread", m.thread, "err", m.err)
-			}
-			return
-		}
-		if ra.draining {
-			r.wg.Add(1)
-			go func() {
-				defer r.wg.Done()
-				rctx, cancel := context.WithTimeout(context.WithoutCancel(r.ctx), r.cfg.CallTimeout)
-				defer cancel()
-				_ = events.ReleaseClaim(rctx, r.store, m.claim, "shutdown", r.now())
-			}()
-			return
-		}
-		ta := newThreadActor(r, m.claim, m.history)
-		pid, err := ctx.SpawnNamed(actor.PropsFromProducer(func() actor.Actor { return ta }), m.thread)
-		if err != nil {
-			r.log.Error("spawn thread actor", "thread", m.thread, "err", err)
-			return
-		}
-		ctx.Watch(pid)
-		ra.children[m.thread] = pid
-	case *actor.Terminated:
-		for th, pid := range ra.children {
-			if pid.Equal(m.Who) {
-				delete(ra.children, th)
-			}
-		}
-		ra.maybeDone()
-	case drainAll:
-		ra.draining = true
-		for _, pid := range ra.children {
-			ctx.Send(pid, drainReq{})
-		}
-		ra.maybeDone()
-	}
-}
-
-func (ra *runnerActor) maybeDone() {
-	if ra.draining && len(ra.children) == 0 && len(ra.claiming) == 0 {
-		select {
-		case <-ra.r.done:
-		default:
-			close(ra.r.done)
-		}
+// sleepCtx waits d or until ctx ends; it reports whether d passed.
+func sleepCtx(ctx context.Context, d time.Duration) bool {
+	t := time.NewTimer(d)
+	defer t.Stop()
+	select {
+	case <-t.C:
+		return true
+	case <-ctx.Done():
+		return false
 	}
 }

@@ -18,118 +18,92 @@ import (
 	"artifactr/events/eventspb"
 )
 
-// Messages the thread actor sends itself from its goroutines and timers.
+// Messages the thread actor gets from the runner actor, its goroutines and
+// its timers.
 type (
-	renewDue  struct{}
-	renewDone struct {
-		lease events.Lease
-		err   error
-	}
-	tickDue      struct{}
+	idleDue      struct{}
 	releaseDone  struct{ err error }
-	tailEnded    struct{ err error }
 	graceExpired struct{}
 	drainReq     struct{}
+	// sessionGone says the session the claim lives by was lost.
+	sessionGone struct{}
 )
 
-// threadActor holds one claim. It feeds every I/O result, run report and
-// timer to the pure thread.Core and carries out the Readys it returns. It
-// never blocks in Receive: I/O runs in goroutines that report back by
-// message.
+// testHookReceive, when set by a test, is called at the start of every
+// Receive of a thread actor. Tests use it to panic inside an actor.
+var testHookReceive func(thread string, msg any)
+
+// threadActor holds one claim. It feeds every event the runner routes to
+// it, every I/O result, run report and timer to the pure thread.Core and
+// carries out the Readys it returns. It never blocks in Receive: I/O runs in
+// goroutines that report back by message, and a stop waits for nothing.
+//
+// An idle claimed thread costs its actor, its core's view and one timer:
+// no goroutine, no consumer and no periodic work.
 type threadActor struct {
 	r       *Runner
 	claim   events.Claim
 	history []events.Envelope
+	probe   bool // claimed through a lapsed session: give up at once if idle
+	fate    *childFate
 	core    *thread.Core
-	log     *slog.Logger
 
 	self   *actor.PID
 	ctx    context.Context // ends when the actor stops
 	cancel context.CancelFunc
-	wg     sync.WaitGroup // the actor's goroutines
 
-	lease      events.Lease
-	renewTimer *time.Timer
-	tickTimer  *time.Timer
+	idleTimer  *time.Timer
 	graceTimer *time.Timer
 	stopping   bool
 
 	runs map[string]*runHandle
 }
 
-func newThreadActor(r *Runner, c events.Claim, history []events.Envelope) *threadActor {
-	return &threadActor{
-		r:       r,
-		claim:   c,
-		history: history,
-		lease:   c.Lease,
-		log:     r.log.With("thread", c.Thread, "claim_seq", c.Seq),
-		runs:    make(map[string]*runHandle),
-	}
+func newThreadActor(r *Runner, c events.Claim, history []events.Envelope, probe bool, fate *childFate) *threadActor {
+	return &threadActor{r: r, claim: c, history: history, probe: probe, fate: fate}
+}
+
+// log returns the actor's logger. It is made on use: a logger with fields
+// costs memory that idle threads need not pay.
+func (a *threadActor) log() *slog.Logger {
+	return a.r.log.With("thread", a.claim.Thread, "claim_seq", a.claim.Seq)
 }
 
 func (a *threadActor) send(msg any) { a.r.sys.Root.Send(a.self, msg) }
 
-// goDo runs fn in a goroutine the actor waits for on stop.
-func (a *threadActor) goDo(fn func()) {
-	a.wg.Add(1)
-	go func() {
-		defer a.wg.Done()
-		fn()
-	}()
-}
-
 // Receive implements actor.Actor.
 func (a *threadActor) Receive(ctx actor.Context) {
+	if h := testHookReceive; h != nil {
+		h(a.claim.Thread, ctx.Message())
+	}
 	switch m := ctx.Message().(type) {
 	case *actor.Started:
 		a.started(ctx)
+	case thread.Observed:
+		a.decide(ctx, m)
+		a.armIdle()
 	case thread.RunFinished:
 		delete(a.runs, m.RunID)
 		a.decide(ctx, m)
 	case thread.Input:
 		a.decide(ctx, m)
-	case renewDue:
-		lease := a.lease
-		a.goDo(func() {
-			l, err := a.r.store.RenewLease(a.ctx, lease)
-			a.send(renewDone{lease: l, err: err})
-		})
-	case renewDone:
-		switch {
-		case m.err == nil:
-			a.lease = m.lease
-			a.armRenew(a.lease.TTL / 3)
-		case errors.Is(m.err, events.ErrLeaseLost):
-			a.decide(ctx, thread.LeaseLost{Err: m.err})
-		default:
-			// Storage unreachable: keep trying. The fence keeps writes
-			// safe whatever happens to the lease meanwhile.
-			a.log.Warn("lease renewal failed", "err", m.err)
-			a.armRenew(a.lease.TTL / 10)
-		}
-	case tickDue:
+	case sessionGone:
+		a.decide(ctx, thread.LeaseLost{Err: errors.New("the runner's session was lost")})
+	case idleDue:
 		a.decide(ctx, thread.Tick{})
-		a.tickTimer = a.rearm(a.tickTimer, a.r.cfg.IdleTimeout/idleTicks, tickDue{})
+		a.armIdle()
 	case drainReq:
 		a.decide(ctx, thread.Drain{})
 		a.graceTimer = a.rearm(a.graceTimer, a.r.cfg.ShutdownGrace, graceExpired{})
 	case graceExpired:
 		a.decide(ctx, thread.Shutdown{})
-	case tailEnded:
-		// Without its tail the holder cannot see the log: give the thread
-		// up rather than hold it without progress.
-		a.log.Warn("thread tail ended; giving the thread up", "err", m.err)
-		a.exec(ctx, thread.Ready{Cancel: a.runIDs(), Release: true, ReleaseReason: "tail lost", Stop: true, StopErr: m.err})
 	case releaseDone:
 		if m.err != nil {
-			a.log.Warn("release failed; the lease will lapse", "err", m.err)
+			a.log().Warn("release failed; the lease lapses with the session", "err", m.err)
 		}
 		ctx.Stop(a.self)
 	case *actor.Stopping:
 		a.stopAll()
-	case *actor.Stopped:
-		a.log.Debug("thread actor stopped")
 	}
 }
 
@@ -139,43 +113,18 @@ func (a *threadActor) started(ctx actor.Context) {
 	a.core = thread.New(thread.Config{
 		Agent:     a.r.cfg.Agent.Name(),
 		Steerable: a.r.cfg.Agent.Steerable(),
-		IdleTicks: idleTicks,
+		IdleTicks: 1,
 	}, a.claim, a.history)
-	from := uint64(1)
-	if n := len(a.history); n > 0 {
-		from = a.history[n-1].Seq + 1
-	}
 	a.history = nil
-	tail, err := a.r.store.Tail(a.ctx, a.r.subjects.ThreadAll(a.claim.Thread), from)
-	if err != nil {
-		if a.ctx.Err() == nil {
-			a.log.Error("cannot follow the thread; giving it up", "err", err)
-		}
-		a.exec(ctx, thread.Ready{Release: true, Stop: true, StopErr: err})
-		return
-	}
-	a.goDo(func() { a.follow(tail) })
-	a.armRenew(a.lease.TTL / 3)
-	a.tickTimer = a.rearm(nil, a.r.cfg.IdleTimeout/idleTicks, tickDue{})
-	a.r.stats.claims.Add(1)
 	a.exec(ctx, a.core.Start())
+	if a.probe {
+		// Found through a lapsed session: if it has nothing to do, give
+		// it up now rather than after the idle timeout.
+		a.decide(ctx, thread.Tick{})
+	}
+	a.armIdle()
 	if a.r.draining() {
 		a.send(drainReq{})
-	}
-}
-
-// follow feeds the thread's events, in order, to the actor.
-func (a *threadActor) follow(t events.Tail) {
-	defer t.Stop()
-	for {
-		env, err := t.Next(a.ctx)
-		if err != nil {
-			if a.ctx.Err() == nil {
-				a.send(tailEnded{err: err})
-			}
-			return
-		}
-		a.send(thread.Observed{Env: env})
 	}
 }
 
@@ -185,7 +134,7 @@ func (a *threadActor) decide(ctx actor.Context, in thread.Input) {
 	}
 	rd, err := a.core.Decide(in)
 	if err != nil {
-		a.log.Debug("input rejected", "input", fmt.Sprintf("%T", in), "err", err)
+		a.log().Debug("input rejected", "input", fmt.Sprintf("%T", in), "err", err)
 		return
 	}
 	a.exec(ctx, rd)
@@ -210,46 +159,72 @@ func (a *threadActor) exec(ctx actor.Context, rd thread.Ready) {
 		a.append(ap)
 	}
 	if rd.Sync {
-		a.goDo(a.sync)
+		a.r.goDo(a.sync)
 	}
 	if rd.Stop {
 		a.stopping = true
+		a.fate.clean.Store(true)
 		if errors.Is(rd.StopErr, events.ErrThreadBusy) {
 			a.r.stats.fenced.Add(1)
-			a.log.Info("claim lost; stopping", "reason", rd.StopErr)
+			a.log().Info("claim lost; stopping", "reason", rd.StopErr)
 		}
 		for _, h := range a.runs {
 			h.cancel()
 		}
 		if rd.Release {
-			c, why := a.claim, rd.ReleaseReason
-			c.Lease = a.lease
-			a.goDo(func() {
-				rctx, cancel := context.WithTimeout(context.Background(), a.r.cfg.CallTimeout)
-				defer cancel()
-				err := events.ReleaseClaim(rctx, a.r.store, c, why, a.r.now())
-				a.send(releaseDone{err: err})
-			})
+			a.release(rd.ReleaseReason)
 			return
 		}
 		ctx.Stop(a.self)
 	}
 }
 
+// release gives the claim up. On shutdown a thread with messages left keeps
+// its lease, so that the session's close hands it to another runner. After
+// an idle release, a post that arrived meanwhile is claimed again.
+func (a *threadActor) release(why string) {
+	c := a.claim
+	v := a.core.View()
+	pending := len(v.Pending()) > 0
+	var lastPosted uint64
+	if n := len(v.Messages); n > 0 {
+		lastPosted = v.Messages[n-1].Seq
+	}
+	store, fate := a.r.store, a.fate
+	a.r.goDo(func() {
+		rctx, cancel := context.WithTimeout(context.WithoutCancel(a.ctx), a.r.cfg.CallTimeout)
+		defer cancel()
+		var err error
+		if why == "shutdown" && pending {
+			err = events.ReleaseMarker(rctx, store, c, why, a.r.now())
+		} else {
+			err = events.ReleaseClaim(rctx, store, c, why, a.r.now())
+		}
+		if err == nil && why != "shutdown" {
+			last, lerr := store.LastSeq(rctx, c.Thread, events.KindPosted)
+			if pending || lerr != nil || last > lastPosted {
+				fate.rework.Store(true)
+			}
+		}
+		a.send(releaseDone{err: err})
+	})
+}
+
 func (a *threadActor) append(ap *thread.Append) {
 	ev := proto.Clone(ap.Event).(*eventspb.Event)
 	ev.Time = timestamppb.New(a.r.now())
 	chk, id := ap.Check, ap.MsgID
-	a.goDo(func() {
+	ctx := a.ctx
+	a.r.goDo(func() {
 		if hook := a.r.cfg.BeforeAppend; hook != nil {
-			hook(a.ctx, ev)
+			hook(ctx, ev)
 		}
-		ack, err := a.r.store.Append(a.ctx, ev, chk, events.WithMsgID(id))
+		ack, err := a.r.store.Append(ctx, ev, chk, events.WithMsgID(id))
 		if err == nil && !ack.Duplicate && events.TypeOf(ev) == events.TypeRunAbandoned {
 			a.r.stats.abandoned.Add(1)
 		}
 		if err != nil && errors.Is(err, events.ErrThreadBusy) {
-			a.log.Info("fenced write refused", "type", events.TypeOf(ev), "err", err)
+			a.log().Info("fenced write refused", "type", events.TypeOf(ev), "err", err)
 		}
 		a.send(thread.AppendDone{Ack: ack, Err: err})
 	})
@@ -271,24 +246,23 @@ func (a *threadActor) sync() {
 			a.send(thread.Synced{LastSeq: last})
 			return
 		}
-		select {
-		case <-a.ctx.Done():
+		if !sleepCtx(a.ctx, delay) {
 			return
-		case <-time.After(delay):
 		}
 	}
 }
 
-func (a *threadActor) runIDs() []string {
-	var ids []string
-	for id := range a.runs {
-		ids = append(ids, id)
+// armIdle starts the idle timeout again: it ends IdleTimeout after the last
+// event or tick. A one-shot timer per thread costs nothing while it waits.
+func (a *threadActor) armIdle() {
+	if a.stopping {
+		return
 	}
-	return ids
-}
-
-func (a *threadActor) armRenew(d time.Duration) {
-	a.renewTimer = a.rearm(a.renewTimer, d, renewDue{})
+	if a.idleTimer == nil {
+		a.idleTimer = time.AfterFunc(a.r.cfg.IdleTimeout, func() { a.send(idleDue{}) })
+		return
+	}
+	a.idleTimer.Reset(a.r.cfg.IdleTimeout)
 }
 
 // rearm replaces a one-shot timer; re-armed timers stand in for
@@ -303,9 +277,11 @@ func (a *threadActor) rearm(t *time.Timer, d time.Duration, msg any) *time.Timer
 	return time.AfterFunc(max(d, time.Millisecond), func() { a.send(msg) })
 }
 
+// stopAll ends the actor's timers, runs and I/O. It waits for none of them:
+// the runner's stop does.
 func (a *threadActor) stopAll() {
 	a.stopping = true
-	for _, t := range []*time.Timer{a.renewTimer, a.tickTimer, a.graceTimer} {
+	for _, t := range []*time.Timer{a.idleTimer, a.graceTimer} {
 		if t != nil {
 			t.Stop()
 		}
@@ -313,11 +289,15 @@ func (a *threadActor) stopAll() {
 	for _, h := range a.runs {
 		h.cancel()
 	}
-	a.cancel()
-	a.wg.Wait()
+	if a.cancel != nil {
+		a.cancel()
+	}
 }
 
 func (a *threadActor) startRun(s thread.StartRun) {
+	if a.runs == nil {
+		a.runs = make(map[string]*runHandle)
+	}
 	rctx, cancel := context.WithCancel(a.ctx)
 	h := &runHandle{
 		a: a, id: s.RunID, start: s, cancel: cancel,
@@ -325,7 +305,7 @@ func (a *threadActor) startRun(s thread.StartRun) {
 		steering: make(chan agent.Message, 256),
 	}
 	a.runs[s.RunID] = h
-	a.goDo(func() {
+	a.r.goDo(func() {
 		defer cancel()
 		out, err := runAgent(rctx, a.r.cfg.Agent, h)
 		if err == nil && rctx.Err() != nil {
@@ -398,7 +378,7 @@ func (h *runHandle) deliver(d thread.Deliver) {
 		select {
 		case h.steering <- d.Message:
 		default:
-			h.a.log.Warn("steering buffer full; message consumed but not delivered", "run", h.id, "seq", d.Message.Seq)
+			h.a.log().Warn("steering buffer full; message consumed but not delivered", "run", h.id, "seq", d.Message.Seq)
 		}
 		return
 	}

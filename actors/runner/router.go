@@ -1,0 +1,326 @@
+package runner
+
+import (
+	"context"
+	"errors"
+	"strings"
+	"sync/atomic"
+	"time"
+
+	"github.com/asynkron/protoactor-go/actor"
+
+	"artifactr/actors/thread"
+	"artifactr/events"
+)
+
+// Messages to the runner actor.
+type (
+	// workItem says thread may have work. A probe claims a thread found
+	// through a lapsed session, and gives it up at once if it has none.
+	workItem struct {
+		thread string
+		probe  bool
+	}
+	routed       struct{ env events.Envelope }
+	leaseChanged struct{ u events.LeaseUpdate }
+	// leaseWatchReset says the lease watch started again; its current
+	// state follows.
+	leaseWatchReset struct{}
+	sessionLost     struct{ id string }
+	sessionOpened   struct{ id string }
+	claimResult     struct {
+		thread  string
+		claim   events.Claim
+		history []events.Envelope
+		err     error
+	}
+	drainAll struct{}
+)
+
+// handoverDelay is how long a thread whose actor panicked waits before it is
+// claimed again, so a panic that repeats does not spin.
+const handoverDelay = time.Second
+
+// child is a thread actor as the runner actor knows it.
+type child struct {
+	pid   *actor.PID
+	claim events.Claim
+	fate  *childFate
+}
+
+// childFate is what a thread actor tells the runner actor about its end. It
+// is shared rather than sent because Terminated, a system message, may
+// overtake any message the child sent before it stopped.
+type childFate struct {
+	clean  atomic.Bool // the core chose to stop: released, or fenced out
+	rework atomic.Bool // work arrived as it released: claim again
+}
+
+// claiming is a claim in flight, with the events the follow routed for its
+// thread meanwhile: the claim's load may have been made before them.
+type claiming struct {
+	probe bool
+	envs  []events.Envelope
+}
+
+// runnerActor routes events and work to thread actors. It holds no business
+// logic, as a panic in it would stop every thread actor. It owns all of the
+// runner's routing state; only it reads or writes these fields.
+type runnerActor struct {
+	r        *Runner
+	children map[string]*child
+	claiming map[string]*claiming
+	queue    []workItem      // waiting for a claim slot or a session
+	queued   map[string]bool // threads in queue; the value says probe
+	draining bool
+	session  string // the session claims are made under; "" while lost
+
+	// What the lease watch says: the session each leased thread lives by,
+	// and the sessions whose keys are present.
+	leases   map[string]string
+	sessions map[string]bool
+	caughtUp bool
+}
+
+func newRunnerActor(r *Runner) *runnerActor {
+	return &runnerActor{
+		r:        r,
+		children: map[string]*child{},
+		claiming: map[string]*claiming{},
+		queued:   map[string]bool{},
+		session:  r.currentSession().ID,
+		leases:   map[string]string{},
+		sessions: map[string]bool{},
+	}
+}
+
+// Receive implements actor.Actor.
+func (ra *runnerActor) Receive(ctx actor.Context) {
+	switch m := ctx.Message().(type) {
+	case routed:
+		ra.route(ctx, m.env)
+	case workItem:
+		ra.enqueue(m)
+		ra.pump(ctx)
+	case claimResult:
+		ra.claimed(ctx, m)
+		ra.pump(ctx)
+	case *actor.Terminated:
+		ra.terminated(ctx, m.Who)
+		ra.pump(ctx)
+	case leaseChanged:
+		ra.leaseChanged(m.u)
+		ra.pump(ctx)
+	case leaseWatchReset:
+		ra.caughtUp = false
+	case sessionLost:
+		ra.session = ""
+		for _, c := range ra.children {
+			if c.claim.Lease.Session == m.id {
+				ctx.Send(c.pid, sessionGone{})
+			}
+		}
+	case sessionOpened:
+		ra.session = m.id
+		ra.pump(ctx)
+	case drainAll:
+		ra.draining = true
+		ra.queue, ra.queued = nil, map[string]bool{}
+		for _, c := range ra.children {
+			ctx.Send(c.pid, drainReq{})
+		}
+		ra.maybeDone()
+	case *actor.Stopped:
+		close(ra.r.actorStopped)
+	}
+}
+
+// route hands an event of the stream to its thread's actor, or keeps it for
+// a claim in flight. A post to a thread nobody here holds is work, when the
+// runner finds work on its own follow.
+func (ra *runnerActor) route(ctx actor.Context, env events.Envelope) {
+	if c := ra.children[env.Thread]; c != nil {
+		ctx.Send(c.pid, thread.Observed{Env: env})
+		return
+	}
+	if cl := ra.claiming[env.Thread]; cl != nil {
+		cl.envs = append(cl.envs, env)
+		return
+	}
+	if ra.r.cfg.Work == nil && env.Kind == events.KindPosted && env.Thread != "" {
+		ra.enqueue(workItem{thread: env.Thread})
+		ra.pump(ctx)
+	}
+}
+
+func (ra *runnerActor) enqueue(w workItem) {
+	if ra.draining || ra.children[w.thread] != nil || ra.claiming[w.thread] != nil {
+		return
+	}
+	if probe, ok := ra.queued[w.thread]; ok {
+		if probe && !w.probe {
+			ra.queued[w.thread] = false // real work: keep the claim
+		}
+		return
+	}
+	ra.queued[w.thread] = w.probe
+	ra.queue = append(ra.queue, w)
+}
+
+// pump starts claims from the queue while slots are free.
+func (ra *runnerActor) pump(ctx actor.Context) {
+	r := ra.r
+	for len(ra.queue) > 0 && len(ra.claiming) < r.cfg.MaxClaiming && ra.session != "" && !ra.draining {
+		w := ra.queue[0]
+		ra.queue[0] = workItem{}
+		ra.queue = ra.queue[1:]
+		probe, ok := ra.queued[w.thread]
+		delete(ra.queued, w.thread)
+		if !ok || ra.children[w.thread] != nil || ra.claiming[w.thread] != nil {
+			continue
+		}
+		ra.claiming[w.thread] = &claiming{probe: probe}
+		self := ctx.Self()
+		holder := r.cfg.ID + "/" + randHex(6)
+		th := w.thread
+		sess := r.currentSession()
+		r.goDo(func() {
+			cctx, cancel := context.WithTimeout(r.ctx, r.cfg.CallTimeout)
+			defer cancel()
+			c, h, err := events.AcquireSessionClaim(cctx, r.store, sess, th, holder, 0, r.now())
+			r.sys.Root.Send(self, claimResult{thread: th, claim: c, history: h, err: err})
+		})
+	}
+	if len(ra.queue) == 0 && cap(ra.queue) > 1024 {
+		ra.queue = nil // let a drained burst's backing array go
+	}
+}
+
+func (ra *runnerActor) claimed(ctx actor.Context, m claimResult) {
+	r := ra.r
+	cl := ra.claiming[m.thread]
+	delete(ra.claiming, m.thread)
+	defer ra.maybeDone()
+	if m.err != nil {
+		if !errors.Is(m.err, events.ErrThreadBusy) && r.ctx.Err() == nil {
+			r.log.Warn("claim failed", "thread", m.thread, "err", m.err)
+		}
+		return
+	}
+	if r.ctx.Err() != nil {
+		return // killed or stopped: spawn nothing the stop would wait for
+	}
+	if ra.draining || r.draining() || m.claim.Lease.Session != ra.session {
+		// Draining, or claimed under a session lost meanwhile: give the
+		// claim up (its lease is free once the session lapsed anyway).
+		c := m.claim
+		r.goDo(func() {
+			rctx, cancel := context.WithTimeout(context.WithoutCancel(r.ctx), r.cfg.CallTimeout)
+			defer cancel()
+			_ = events.ReleaseClaim(rctx, r.store, c, "shutdown", r.now())
+		})
+		return
+	}
+	history := m.history
+	if cl != nil && len(cl.envs) > 0 {
+		history = append(history, cl.envs...) // Core skips what it holds
+	}
+	fate := &childFate{}
+	ta := newThreadActor(r, m.claim, history, cl != nil && cl.probe, fate)
+	pid, err := ctx.SpawnNamed(actor.PropsFromProducer(func() actor.Actor { return ta }), m.thread)
+	if err != nil {
+		r.log.Error("spawn thread actor", "thread", m.thread, "err", err)
+		return
+	}
+	ctx.Watch(pid)
+	ra.children[m.thread] = &child{pid: pid, claim: m.claim, fate: fate}
+	r.stats.held.Add(1)
+	r.stats.claims.Add(1)
+}
+
+// terminated forgets a stopped thread actor and hands its thread over when
+// it stopped without giving its claim up: a panic, or its session lost.
+func (ra *runnerActor) terminated(ctx actor.Context, who *actor.PID) {
+	r := ra.r
+	th := strings.TrimPrefix(who.Id, ctx.Self().Id+"/")
+	c := ra.children[th]
+	if c == nil || !c.pid.Equal(who) {
+		return
+	}
+	delete(ra.children, th)
+	r.stats.held.Add(-1)
+	defer ra.maybeDone()
+	switch {
+	case ra.draining || r.ctx.Err() != nil:
+		// Stopped by the runner's own stop or kill.
+	case c.claim.Lease.Session != ra.session:
+		// Its session was lost: the lease is free; claim again if there is
+		// work.
+		ra.enqueue(workItem{thread: th, probe: true})
+	case c.fate.clean.Load():
+		if c.fate.rework.Load() {
+			ra.enqueue(workItem{thread: th})
+		}
+	default:
+		r.stats.panics.Add(1)
+		r.log.Error("thread actor stopped without giving its claim up; handing the thread over", "thread", th, "claim_seq", c.claim.Seq)
+		claim := c.claim
+		self := ctx.Self()
+		r.goDo(func() {
+			rctx, cancel := context.WithTimeout(r.ctx, r.cfg.CallTimeout)
+			err := events.ReleaseClaim(rctx, r.store, claim, "panic", r.now())
+			cancel()
+			if err != nil && r.ctx.Err() == nil {
+				r.log.Warn("release after panic failed; the lease lapses with the session", "thread", th, "err", err)
+			}
+			if sleepCtx(r.ctx, handoverDelay) {
+				r.sys.Root.Send(self, workItem{thread: th, probe: true})
+			}
+		})
+	}
+}
+
+// leaseChanged keeps the lease map and claims the threads of sessions that
+// lapsed, which may have work their holder will never do.
+func (ra *runnerActor) leaseChanged(u events.LeaseUpdate) {
+	switch {
+	case u.CaughtUp:
+		ra.caughtUp = true
+		for th, s := range ra.leases {
+			if s != "" && !ra.sessions[s] {
+				ra.enqueue(workItem{thread: th, probe: true})
+			}
+		}
+	case u.Thread != "":
+		if u.Present && u.Session != "" {
+			ra.leases[u.Thread] = u.Session
+		} else {
+			delete(ra.leases, u.Thread)
+		}
+	case u.Present:
+		ra.sessions[u.Session] = true
+	default:
+		delete(ra.sessions, u.Session)
+		if !ra.caughtUp {
+			return
+		}
+		// A session lapsed or closed: its threads are free. One scan of
+		// the map on a rare event, rather than an index kept on every
+		// claim.
+		for th, s := range ra.leases {
+			if s == u.Session {
+				ra.enqueue(workItem{thread: th, probe: true})
+			}
+		}
+	}
+}
+
+func (ra *runnerActor) maybeDone() {
+	if ra.draining && len(ra.children) == 0 && len(ra.claiming) == 0 {
+		select {
+		case <-ra.r.done:
+		default:
+			close(ra.r.done)
+		}
+	}
+}
