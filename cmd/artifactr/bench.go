@@ -31,7 +31,7 @@ func (a *app) benchCommand() *cobra.Command {
 			return silent(exitUsage, fmt.Errorf("bench needs a subcommand"))
 		},
 	}
-	cmd.AddCommand(a.benchTurnsCommand(), a.benchAuditCommand())
+	cmd.AddCommand(a.benchTurnsCommand(), a.benchAuditCommand(), a.benchScaleCommand())
 	return cmd
 }
 
@@ -39,6 +39,8 @@ func (a *app) benchCommand() *cobra.Command {
 type benchFlags struct {
 	threads, messages int
 	sync              bool
+	closedLoop        bool
+	noSync            bool
 	maxTime           time.Duration
 	claimTTL          time.Duration
 }
@@ -52,6 +54,8 @@ func (a *app) benchTurnsCommand() *cobra.Command {
 --sync) and one runner with the echo agent; post --messages messages to each
 of --threads threads, all at once, and follow the stream until every turn has
 ended.
+
+With --closed-loop it measures the chat shape instead (see the flag).
 
 Prints turns/s, events/s, and the p50 and p99 latency from a message's post
 to its run_started and to its run's end, measured with the server's stored
@@ -68,6 +72,12 @@ its ack, and prints the ratio. Figures only: nothing is asserted.`,
 			}
 			ctx, cancel := context.WithTimeout(cmd.Context(), f.maxTime)
 			defer cancel()
+			if f.closedLoop {
+				if err := a.benchClosedLoop(ctx, &f); err != nil {
+					return fail(fmt.Errorf("bench: %w", err))
+				}
+				return nil
+			}
 			if err := a.benchTurns(ctx, &f); err != nil {
 				return fail(fmt.Errorf("bench: %w", err))
 			}
@@ -78,6 +88,8 @@ its ack, and prints the ratio. Figures only: nothing is asserted.`,
 	fl.IntVar(&f.threads, "threads", 8, "threads to post to")
 	fl.IntVar(&f.messages, "messages", 50, "messages per thread")
 	fl.BoolVar(&f.sync, "sync", false, "fsync every JetStream write, as serve does by default")
+	fl.BoolVar(&f.closedLoop, "closed-loop", false, "the chat shape: each thread posts its next message after its last run ended, then one thread runs 200 turns in sequence (fsync on unless --no-sync)")
+	fl.BoolVar(&f.noSync, "no-sync", false, "with --closed-loop: do not fsync")
 	fl.DurationVar(&f.maxTime, "max-time", 5*time.Minute, "give up after this long")
 	fl.DurationVar(&f.claimTTL, "claim-ttl", 10*time.Second, "the runner's lease TTL")
 	return cmd

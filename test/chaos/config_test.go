@@ -122,9 +122,9 @@ func clusterConfig(t *testing.T) config {
 }
 
 // mutationConfig makes stale writes certain: a third of the run_started
-// appends stall for two to three TTLs with the thread's renewals paused, so
-// the lease lapses and one of the other runners' sweeps takes the thread
-// over during the stall; the stale write then lands unfenced.
+// appends stall for two to three TTLs with their runner frozen, so its
+// session lapses and the other runners take its threads over during the
+// stall; the stale write then lands unfenced.
 func mutationConfig(t *testing.T) config {
 	return config{
 		name:    "mutation",

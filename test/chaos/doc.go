@@ -4,9 +4,10 @@
 // seeded PRNG injects faults:
 //
 //   - stalls past the claim TTL just before a fenced write and just before a
-//     run's end (runner.Config.BeforeAppend), half of them with the holder
-//     paused too (its lease renewals and its thread tail held back until the
-//     stalled append returns), as in a process that stopped;
+//     run's end (runner.Config.BeforeAppend), half of them with the whole
+//     runner frozen too (its session renewals and its follow of the stream
+//     held back until the stalled append returns), as in a process that
+//     stopped: its session lapses and other runners take its threads;
 //   - clocks skewed by a TTL or more, per runner, in the runner and in its
 //     store, so leases are stolen;
 //   - runners killed abruptly and restarted, with the same or a new id;

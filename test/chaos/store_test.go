@@ -67,26 +67,28 @@ func (c *counters) list(prefix string) string {
 }
 
 // chaosStore is one runner's store. It counts what became of appends, and
-// it can pause a thread's holder: while a stall in BeforeAppend sleeps, the
-// thread's lease renewals and its thread actor's tail are held back, as in a
-// process that stopped (GC, SIGSTOP, a descheduled VM), and when the stall
-// ends the stalled append goes out before anything else is let through.
+// it can freeze the runner: while a stall in BeforeAppend sleeps, the
+// runner's session renewals and its follow of the stream are held back, as
+// in a process that stopped (GC, SIGSTOP, a descheduled VM), and when the
+// stall ends the stalled append goes out before anything else is let
+// through.
 //
-// Why: the thread actor keeps renewing its lease while an append waits, and
-// it stops (cancelling the append) as soon as its tail shows a newer claim.
-// So a stall in BeforeAppend alone never gets a stale write to the server;
-// a paused holder does, and that is the case the fence exists for.
+// Why: the runner keeps renewing its session while an append waits, and a
+// thread actor stops (cancelling the append) as soon as the follow shows a
+// newer claim. So a stall in BeforeAppend alone never gets a stale write to
+// the server; a frozen runner does, and that is the case the fence exists
+// for. Its session lapses, and other runners take every thread it held.
 type chaosStore struct {
 	events.Store
 	stats *counters
 
-	mu     sync.Mutex               // protects the fields below
-	paused map[string]chan struct{} // thread -> closed when the pause ends
-	resume map[string]func()        // thread -> ends its pause after its append
+	mu     sync.Mutex        // protects the fields below
+	gate   chan struct{}     // closed when the freeze ends; nil when none
+	resume map[string]func() // thread -> ends the freeze after its append
 }
 
 func newChaosStore(s events.Store, stats *counters) *chaosStore {
-	return &chaosStore{Store: s, stats: stats, paused: map[string]chan struct{}{}, resume: map[string]func(){}}
+	return &chaosStore{Store: s, stats: stats, resume: map[string]func(){}}
 }
 
 // Append makes the append, ends the thread's pause if this append was the
@@ -121,45 +123,39 @@ func (s *chaosStore) Append(ctx context.Context, ev *eventspb.Event, chk events.
 	return ack, err
 }
 
-// RenewLease waits while the thread's holder is paused.
-func (s *chaosStore) RenewLease(ctx context.Context, l events.Lease) (events.Lease, error) {
-	if err := s.waitPause(ctx, l.Thread); err != nil {
-		return events.Lease{}, err
+// RenewSession waits while the runner is frozen.
+func (s *chaosStore) RenewSession(ctx context.Context, ss events.Session) (events.Session, error) {
+	if err := s.waitFreeze(ctx); err != nil {
+		return events.Session{}, err
 	}
-	return s.Store.RenewLease(ctx, l)
+	return s.Store.RenewSession(ctx, ss)
 }
 
-// Tail holds back a thread tail's events while the thread's holder is
-// paused. Other tails (the runners' work sources) pass through.
+// Tail holds back the runner's follow of the stream while it is frozen.
 func (s *chaosStore) Tail(ctx context.Context, filter string, from uint64) (events.Tail, error) {
 	t, err := s.Store.Tail(ctx, filter, from)
 	if err != nil {
 		return nil, err
 	}
-	rest, ok := strings.CutPrefix(filter, events.DefaultPrefix+".")
-	if th, ok2 := strings.CutSuffix(rest, ".>"); ok && ok2 && events.ValidateThreadID(th) == nil {
-		return &pausableTail{Tail: t, s: s, thread: th}, nil
-	}
-	return t, nil
+	return &freezableTail{Tail: t, s: s}, nil
 }
 
-type pausableTail struct {
+type freezableTail struct {
 	events.Tail
-	s      *chaosStore
-	thread string
+	s *chaosStore
 }
 
-func (t *pausableTail) Next(ctx context.Context) (events.Envelope, error) {
+func (t *freezableTail) Next(ctx context.Context) (events.Envelope, error) {
 	env, err := t.Tail.Next(ctx)
-	if werr := t.s.waitPause(ctx, t.thread); werr != nil && err == nil {
+	if werr := t.s.waitFreeze(ctx); werr != nil && err == nil {
 		return events.Envelope{}, werr
 	}
 	return env, err
 }
 
-func (s *chaosStore) waitPause(ctx context.Context, thread string) error {
+func (s *chaosStore) waitFreeze(ctx context.Context) error {
 	s.mu.Lock()
-	gate := s.paused[thread]
+	gate := s.gate
 	s.mu.Unlock()
 	if gate == nil {
 		return nil
@@ -172,21 +168,22 @@ func (s *chaosStore) waitPause(ctx context.Context, thread string) error {
 	}
 }
 
-// pauseUntilAppend pauses thread's holder until its next append returns.
-// One append per thread is in flight, so pauses of one thread do not
-// overlap; if one did, the second is a no-op.
+// pauseUntilAppend freezes the runner until thread's next append returns.
+// A freeze already on makes this a no-op.
 func (s *chaosStore) pauseUntilAppend(thread string) bool {
 	s.mu.Lock()
 	defer s.mu.Unlock()
-	if s.paused[thread] != nil {
+	if s.gate != nil {
 		return false
 	}
 	gate := make(chan struct{})
-	s.paused[thread] = gate
+	s.gate = gate
 	s.resume[thread] = func() {
 		s.mu.Lock()
 		defer s.mu.Unlock()
-		delete(s.paused, thread)
+		if s.gate == gate {
+			s.gate = nil
+		}
 		close(gate)
 	}
 	return true

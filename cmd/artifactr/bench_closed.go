@@ -1,0 +1,177 @@
+package main
+
+import (
+	"context"
+	"fmt"
+	"log/slog"
+	"sync"
+	"time"
+
+	"artifactr/actors/agent"
+	"artifactr/actors/runner"
+	"artifactr/events"
+	"artifactr/events/eventspb"
+	"artifactr/events/natsstore"
+)
+
+// closedLoop is the chat shape: each thread posts its next message only
+// after the run of its previous one has ended.
+type closedLoop struct {
+	mu      sync.Mutex // protects the fields below
+	waiting map[uint64]chan turnTimes
+	turns   map[uint64]*turnTimes
+	prompt  map[string]uint64 // run id -> prompt seq
+}
+
+func (c *closedLoop) add(env events.Envelope) {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	var id string
+	switch b := env.Event.GetBody().(type) {
+	case *eventspb.Event_MessagePosted:
+		c.turn(env.Seq).posted = env.Stored
+		return
+	case *eventspb.Event_RunStarted:
+		c.prompt[b.RunStarted.GetRunId()] = b.RunStarted.GetPromptSeq()
+		c.turn(b.RunStarted.GetPromptSeq()).started = env.Stored
+		return
+	case *eventspb.Event_RunCompleted:
+		id = b.RunCompleted.GetRunId()
+	case *eventspb.Event_RunFailed:
+		id = b.RunFailed.GetRunId()
+	case *eventspb.Event_RunAbandoned:
+		id = b.RunAbandoned.GetRunId()
+	default:
+		return
+	}
+	seq, ok := c.prompt[id]
+	if !ok {
+		return
+	}
+	t := c.turn(seq)
+	t.ended = env.Stored
+	delete(c.prompt, id)
+	if ch := c.waiting[seq]; ch != nil {
+		ch <- *t
+		delete(c.waiting, seq)
+		delete(c.turns, seq)
+	} // else kept for wait, which came late
+
+}
+
+func (c *closedLoop) turn(seq uint64) *turnTimes {
+	t := c.turns[seq]
+	if t == nil {
+		t = &turnTimes{}
+		c.turns[seq] = t
+	}
+	return t
+}
+
+// wait returns a channel that receives the times of seq's turn once its run
+// ended; the caller registers before the end can be seen, or it is missed.
+func (c *closedLoop) wait(seq uint64) chan turnTimes {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	ch := make(chan turnTimes, 1)
+	if t := c.turns[seq]; t != nil && !t.ended.IsZero() {
+		ch <- *t
+		delete(c.turns, seq)
+		return ch
+	}
+	c.waiting[seq] = ch
+	return ch
+}
+
+// benchClosedLoop runs the closed-loop phases: --threads x --messages, then
+// one thread with 200 turns in sequence.
+func (a *app) benchClosedLoop(ctx context.Context, f *benchFlags) error {
+	sync := !f.noSync
+	ts, err := a.startTempServer(ctx, "artifactr-bench-", !sync, nil)
+	if err != nil {
+		return err
+	}
+	defer ts.Close()
+	quiet := slog.New(slog.NewTextHandler(a.stderr, &slog.HandlerOptions{Level: slog.LevelError}))
+	r, err := runner.New(runner.Config{Store: ts.store, Agent: agent.Echo{}, ID: "bench", ClaimTTL: f.claimTTL, IdleTimeout: time.Hour, Logger: quiet})
+	if err != nil {
+		return err
+	}
+	if err := r.Start(ctx); err != nil {
+		return err
+	}
+	defer r.Kill()
+	syncNote := "not fsynced"
+	if sync {
+		syncNote = "fsync on every write"
+	}
+	fmt.Fprintf(a.stdout, "bench turns --closed-loop: embedded server (%s), one runner, echo agent; each thread posts its next message when its last run ended\n", syncNote)
+	phases := []struct {
+		name              string
+		threads, messages int
+	}{
+		{"concurrent", f.threads, f.messages},
+		{"sequential", 1, 200},
+	}
+	for i, p := range phases {
+		if err := a.closedPhase(ctx, ts.store, p.name, fmt.Sprintf("cl%d", i), p.threads, p.messages); err != nil {
+			return err
+		}
+	}
+	return nil
+}
+
+func (a *app) closedPhase(ctx context.Context, store *natsstore.Store, name, prefix string, threads, messages int) error {
+	col := &closedLoop{waiting: map[uint64]chan turnTimes{}, turns: map[uint64]*turnTimes{}, prompt: map[string]uint64{}}
+	tail, err := store.Tail(ctx, events.Subjects{}.All(), 0)
+	if err != nil {
+		return err
+	}
+	fctx, stop := context.WithCancel(ctx)
+	var wg sync.WaitGroup
+	wg.Go(func() {
+		defer tail.Stop()
+		for {
+			env, err := tail.Next(fctx)
+			if err != nil {
+				return
+			}
+			col.add(env)
+		}
+	})
+	defer func() { stop(); wg.Wait() }()
+
+	var mu sync.Mutex
+	var toStart, toEnd []time.Duration
+	cpu0, start := cpuTime(), time.Now()
+	err = parallel(ctx, threads, func(ctx context.Context, i int) error {
+		thread := fmt.Sprintf("%s-%d", prefix, i)
+		for j := range messages {
+			m := &eventspb.MessagePosted{MessageId: fmt.Sprintf("m%d", j), Author: "bench", Text: fmt.Sprintf("message %d of %s", j, thread)}
+			ack, err := store.Post(ctx, thread, m)
+			if err != nil {
+				return err
+			}
+			select {
+			case t := <-col.wait(ack.Seq):
+				mu.Lock()
+				toStart = append(toStart, t.started.Sub(t.posted))
+				toEnd = append(toEnd, t.ended.Sub(t.posted))
+				mu.Unlock()
+			case <-ctx.Done():
+				return fmt.Errorf("waiting for the run of %s seq %d: %w", thread, ack.Seq, ctx.Err())
+			}
+		}
+		return nil
+	})
+	if err != nil {
+		return err
+	}
+	elapsed, cpu := time.Since(start), cpuTime()-cpu0
+	turns := threads * messages
+	fmt.Fprintf(a.stdout, "%s: %d threads x %d turns: %.0f turns/s (%s wall), CPU %.2f ms per turn\n",
+		name, threads, messages, float64(turns)/elapsed.Seconds(), elapsed.Round(time.Millisecond), float64(cpu.Microseconds())/1000/float64(turns))
+	fmt.Fprintf(a.stdout, "  latency: post -> run_started p50 %s p99 %s; post -> run end p50 %s p99 %s\n",
+		pct(toStart, 0.50), pct(toStart, 0.99), pct(toEnd, 0.50), pct(toEnd, 0.99))
+	return nil
+}
