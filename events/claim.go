@@ -60,7 +60,9 @@ type ClaimStore interface {
 // sess, with the steps of [AcquireClaim], but it loads only the events with
 // sequence >= from: a caller that holds the thread's fold up to from-1 (a
 // snapshot) need not replay the rest. from 0 or 1 loads everything. The
-// events returned reach at least the claim's marker.
+// events returned reach the claim's marker; a store that is a
+// [BoundedLoader] returns them up to the marker exactly, and the caller
+// follows the log for the rest.
 func AcquireSessionClaim(ctx context.Context, s ClaimStore, sess Session, thread, holder string, from uint64, now time.Time) (Claim, []Envelope, error) {
 	if err := ValidateThreadID(thread); err != nil {
 		return Claim{}, nil, err
@@ -73,7 +75,12 @@ func AcquireSessionClaim(ctx context.Context, s ClaimStore, sess Session, thread
 	if err != nil {
 		return Claim{}, nil, err
 	}
-	envs, err := s.Load(ctx, thread, max(from, 1))
+	var envs []Envelope
+	if bl, ok := s.(BoundedLoader); ok {
+		envs, err = bl.LoadUpTo(ctx, thread, max(from, 1), c.Seq)
+	} else {
+		envs, err = s.Load(ctx, thread, max(from, 1))
+	}
 	if err != nil {
 		return c, nil, fmt.Errorf("events: load %s after claim: %w", thread, err)
 	}

@@ -63,6 +63,15 @@ type Reader interface {
 	Threads(ctx context.Context) ([]string, error)
 }
 
+// BoundedLoader is a [Reader] that can load a thread's events up to a
+// sequence the caller knows is stored, which a store may do more cheaply
+// than [Reader.Load].
+type BoundedLoader interface {
+	// LoadUpTo returns every event of thread with from <= sequence <=
+	// upTo, in order. upTo must be stored already; 0 means Load.
+	LoadUpTo(ctx context.Context, thread string, from, upTo uint64) ([]Envelope, error)
+}
+
 // Leaser manages the leases in the claims bucket. A lease decides liveness
 // only: who should work on a thread, and when a dead holder's thread may be
 // taken. Safety rests on the claim marker and [Fenced].
@@ -102,8 +111,10 @@ type SessionLeaser interface {
 	// It returns [ErrLeaseLost] when s had already moved on.
 	CloseSession(ctx context.Context, s Session) error
 	// AcquireSessionLease takes thread's lease for holder under s, if it is
-	// free, released, or held under a session that lapsed by this store's
-	// clock. Otherwise it returns an error wrapping [ErrThreadBusy].
+	// free, released, held under a session that lapsed by this store's
+	// clock, or held under s itself (its runner holds no claim on it: one
+	// that failed half way left the lease). Otherwise it returns an error
+	// wrapping [ErrThreadBusy].
 	AcquireSessionLease(ctx context.Context, thread, holder string, s Session) (Lease, error)
 	// WatchLeases follows every change to thread leases and sessions: first
 	// the current state of every key, then a [LeaseUpdate] with CaughtUp

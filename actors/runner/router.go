@@ -41,6 +41,10 @@ type (
 // claimed again, so a panic that repeats does not spin.
 const handoverDelay = time.Second
 
+// claimRetryDelay is how long a claim that failed with an error other than
+// busy waits before it is tried again.
+const claimRetryDelay = 250 * time.Millisecond
+
 // child is a thread actor as the runner actor knows it.
 type child struct {
 	pid   *actor.PID
@@ -202,9 +206,19 @@ func (ra *runnerActor) claimed(ctx actor.Context, m claimResult) {
 	delete(ra.claiming, m.thread)
 	defer ra.maybeDone()
 	if m.err != nil {
-		if !errors.Is(m.err, events.ErrThreadBusy) && r.ctx.Err() == nil {
-			r.log.Warn("claim failed", "thread", m.thread, "err", m.err)
+		if errors.Is(m.err, events.ErrThreadBusy) || r.ctx.Err() != nil {
+			return
 		}
+		// It may have failed half way, with the lease or the marker ours:
+		// try again soon, or the thread waits for this runner's end.
+		r.log.Warn("claim failed; retrying", "thread", m.thread, "err", m.err)
+		w := workItem{thread: m.thread, probe: cl != nil && cl.probe}
+		self := ctx.Self()
+		r.goDo(func() {
+			if sleepCtx(r.ctx, claimRetryDelay) {
+				r.sys.Root.Send(self, w)
+			}
+		})
 		return
 	}
 	if r.ctx.Err() != nil {

@@ -139,9 +139,12 @@ type Runner struct {
 	cancel context.CancelFunc
 	wg     sync.WaitGroup // every goroutine of the runner and its actors
 
-	sessMu     sync.Mutex     // protects the fields below; held across renewals
-	session    events.Session // the session claims are made under
-	sessClosed bool           // Stop closed it; renew no more
+	sessMu  sync.Mutex     // protects session
+	session events.Session // the session claims are made under
+
+	sessCtx    context.Context // ends the session's renewal
+	sessCancel context.CancelFunc
+	sessDone   chan struct{} // closed when keepSession returned
 
 	drainingFlag atomic.Bool
 	stopOnce     sync.Once
@@ -186,6 +189,8 @@ func (r *Runner) goDo(fn func()) {
 // the stream, the lease watch and the work source.
 func (r *Runner) Start(ctx context.Context) error {
 	r.ctx, r.cancel = context.WithCancel(context.WithoutCancel(ctx))
+	r.sessCtx, r.sessCancel = context.WithCancel(r.ctx)
+	r.sessDone = make(chan struct{})
 	sctx, scancel := context.WithTimeout(ctx, r.cfg.CallTimeout)
 	defer scancel()
 	sess, err := r.store.OpenSession(sctx, r.cfg.ID, r.cfg.ClaimTTL)
@@ -332,34 +337,30 @@ func (r *Runner) currentSession() events.Session {
 }
 
 // keepSession renews the session every TTL/3. When it is lost, it tells the
-// runner actor, which gives up every claim, and opens a new one.
+// runner actor, which gives up every claim, and opens a new one. It holds
+// sessMu only to read and write the session, never across a call, so the
+// runner actor, which reads it, never waits on storage.
 func (r *Runner) keepSession() {
+	defer close(r.sessDone)
+	ctx := r.sessCtx
 	delay := r.cfg.ClaimTTL / 3
 	for {
-		if !sleepCtx(r.ctx, delay) {
+		if !sleepCtx(ctx, delay) {
 			return
 		}
 		delay = r.cfg.ClaimTTL / 3
-		r.sessMu.Lock()
-		if r.sessClosed {
-			r.sessMu.Unlock()
-			return
-		}
-		s := r.session
-		ctx, cancel := context.WithTimeout(r.ctx, r.cfg.CallTimeout)
-		ns, err := r.store.RenewSession(ctx, s)
+		s := r.currentSession()
+		cctx, cancel := context.WithTimeout(ctx, r.cfg.CallTimeout)
+		ns, err := r.store.RenewSession(cctx, s)
 		cancel()
-		if err == nil {
-			r.session = ns
-		}
-		r.sessMu.Unlock()
 		switch {
 		case err == nil:
+			r.setSession(ns)
 			continue
 		case !errors.Is(err, events.ErrLeaseLost):
 			// Storage unreachable: keep trying. The fence keeps writes
 			// safe whatever happens to the session meanwhile.
-			if r.ctx.Err() == nil {
+			if ctx.Err() == nil {
 				r.log.Warn("session renewal failed", "session", s.ID, "err", err)
 			}
 			delay = max(r.cfg.ClaimTTL/10, 10*time.Millisecond)
@@ -367,47 +368,48 @@ func (r *Runner) keepSession() {
 		}
 		r.log.Warn("session lost; every claim of it is given up", "session", s.ID, "err", err)
 		r.send(sessionLost{id: s.ID})
-		ns, ok := r.openSession()
+		ns, ok := r.openSession(ctx)
 		if !ok {
 			return
 		}
-		r.sessMu.Lock()
-		r.session = ns
-		r.sessMu.Unlock()
+		r.setSession(ns)
 		r.send(sessionOpened{id: ns.ID})
 	}
 }
 
-// closeSession closes the session, lapsing at once every lease still under
-// it, and stops its renewal.
-func (r *Runner) closeSession(ctx context.Context) {
+func (r *Runner) setSession(s events.Session) {
 	r.sessMu.Lock()
-	defer r.sessMu.Unlock()
-	if r.sessClosed {
-		return
-	}
-	r.sessClosed = true
+	r.session = s
+	r.sessMu.Unlock()
+}
+
+// closeSession stops the session's renewal and closes it, lapsing at once
+// every lease still under it.
+func (r *Runner) closeSession(ctx context.Context) {
+	r.sessCancel()
+	<-r.sessDone
 	cctx, cancel := context.WithTimeout(ctx, r.cfg.CallTimeout)
 	defer cancel()
-	if err := r.store.CloseSession(cctx, r.session); err != nil && !errors.Is(err, events.ErrLeaseLost) {
-		r.log.Warn("close session failed; it lapses after its TTL", "session", r.session.ID, "err", err)
+	s := r.currentSession()
+	if err := r.store.CloseSession(cctx, s); err != nil && !errors.Is(err, events.ErrLeaseLost) {
+		r.log.Warn("close session failed; it lapses after its TTL", "session", s.ID, "err", err)
 	}
 }
 
-func (r *Runner) openSession() (events.Session, bool) {
+func (r *Runner) openSession(ctx context.Context) (events.Session, bool) {
 	for delay := 50 * time.Millisecond; ; delay = min(2*delay, 2*time.Second) {
-		ctx, cancel := context.WithTimeout(r.ctx, r.cfg.CallTimeout)
-		s, err := r.store.OpenSession(ctx, r.cfg.ID, r.cfg.ClaimTTL)
+		cctx, cancel := context.WithTimeout(ctx, r.cfg.CallTimeout)
+		s, err := r.store.OpenSession(cctx, r.cfg.ID, r.cfg.ClaimTTL)
 		cancel()
 		if err == nil {
 			r.stats.sessions.Add(1)
 			return s, true
 		}
-		if r.ctx.Err() != nil {
+		if ctx.Err() != nil {
 			return events.Session{}, false
 		}
 		r.log.Warn("cannot open a session; retrying", "err", err)
-		if !sleepCtx(r.ctx, delay) {
+		if !sleepCtx(ctx, delay) {
 			return events.Session{}, false
 		}
 	}

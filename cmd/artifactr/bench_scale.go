@@ -7,6 +7,7 @@ import (
 	"log/slog"
 	"os"
 	"runtime/debug"
+	"runtime/pprof"
 	"strconv"
 	"strings"
 	"sync/atomic"
@@ -30,6 +31,7 @@ type scaleFlags struct {
 	maxTime  time.Duration
 	claimTTL time.Duration
 	posters  int
+	profile  string
 }
 
 // scaleResult is what `bench scale --json` prints.
@@ -93,6 +95,8 @@ per second while idle. Figures only: nothing is asserted.`,
 	fl.DurationVar(&f.maxTime, "max-time", 15*time.Minute, "give up after this long")
 	fl.DurationVar(&f.claimTTL, "claim-ttl", 10*time.Second, "the runner's session TTL")
 	fl.IntVar(&f.posters, "posters", 64, "concurrent posters")
+	fl.StringVar(&f.profile, "cpuprofile", "", "write a CPU profile of the posting and claiming to this file")
+	_ = fl.MarkHidden("cpuprofile")
 	return cmd
 }
 
@@ -123,6 +127,17 @@ func (a *app) benchScale(ctx context.Context, f *scaleFlags) error {
 	res := scaleResult{Threads: f.threads, Fsync: f.sync, RSSBeforeBytes: rssBefore, LeaseRenewalsPerTTL3: 1}
 	progress("bench scale: %d threads, embedded server (fsync %v), one runner, echo agent; RSS before %s", f.threads, f.sync, mib(rssBefore))
 
+	if f.profile != "" {
+		pf, err := os.Create(f.profile)
+		if err != nil {
+			return err
+		}
+		defer pf.Close()
+		if err := pprof.StartCPUProfile(pf); err != nil {
+			return err
+		}
+		defer pprof.StopCPUProfile()
+	}
 	start := time.Now()
 	var next atomic.Int64
 	err = parallel(ctx, f.posters, func(ctx context.Context, _ int) error {

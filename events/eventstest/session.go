@@ -52,6 +52,12 @@ func testSessionLeases(t *testing.T, h Harness) {
 	if err != nil || !live || got.Session != sa.ID || got.Holder != "a/1" {
 		t.Fatalf("get lease: %+v live=%v err=%v", got, live, err)
 	}
+	// Its own runner may take it again: a claim that failed half way
+	// leaves the lease, and only that runner knows it holds no claim.
+	l, err = s.AcquireSessionLease(ctxT(t), th, "a/1", sa)
+	if err != nil || l.Revision == got.Revision {
+		t.Fatalf("re-acquire under the same session: %+v %v", l, err)
+	}
 	// Renewing the session is all it takes to keep every lease it holds.
 	sa2, err := s.RenewSession(ctxT(t), sa)
 	if err != nil || sa2.Revision == sa.Revision {

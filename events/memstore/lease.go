@@ -83,7 +83,7 @@ func (s *Store) acquire(ctx context.Context, thread, holder string, ttl time.Dur
 	l := s.log
 	l.mu.Lock()
 	defer l.mu.Unlock()
-	if cur := l.leases[thread]; cur != nil && !cur.deleted {
+	if cur := l.leases[thread]; cur != nil && !cur.deleted && (session == "" || cur.value.Session != session) {
 		if exp, live := l.liveLocked(cur, now); live {
 			return events.Lease{}, fmt.Errorf("%w: %s is held by %s until %s", events.ErrThreadBusy, thread, cur.value.Holder,
 				exp.UTC().Format(time.RFC3339Nano))

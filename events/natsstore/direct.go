@@ -1,12 +1,16 @@
 package natsstore
 
 import (
+	"cmp"
 	"context"
 	"encoding/json"
 	"fmt"
+	"slices"
 	"strconv"
+	"sync"
 	"time"
 
+	"github.com/nats-io/nats.go"
 	"github.com/nats-io/nats.go/jetstream"
 
 	"artifactr/events"
@@ -36,18 +40,70 @@ const (
 // on a single-replica stream, whose one server answers, so the read sees
 // every write acked before it (a follower of a replicated stream might not).
 func (s *Store) directLoad(ctx context.Context, filter string, from uint64) ([]events.Envelope, error) {
+	return s.directLoadUpTo(ctx, filter, from, 0)
+}
+
+// directLoadUpTo is directLoad that stops past upTo, unless upTo is 0.
+func (s *Store) directLoadUpTo(ctx context.Context, filter string, from, upTo uint64) ([]events.Envelope, error) {
 	var envs []events.Envelope
 	for {
 		batch, pending, next, err := s.directBatch(ctx, filter, from)
 		if err != nil {
 			return nil, err
 		}
-		envs = append(envs, batch...)
+		for _, env := range batch {
+			if upTo > 0 && env.Seq > upTo {
+				return envs, nil
+			}
+			envs = append(envs, env)
+		}
 		if pending == 0 || next <= from {
 			return envs, nil
 		}
 		from = next
 	}
+}
+
+// LoadUpTo implements [events.BoundedLoader]. On a stream that allows
+// direct reads it reads each of the thread's three subjects by its literal
+// name, which the server finds through its per-subject index; a wildcard
+// filter makes it scan every message stored after from. Each read is made
+// after upTo was stored, so each holds every event up to it, and the events
+// past upTo are left out: the result is the thread's log up to upTo exactly.
+func (s *Store) LoadUpTo(ctx context.Context, thread string, from, upTo uint64) ([]events.Envelope, error) {
+	if err := events.ValidateThreadID(thread); err != nil {
+		return nil, err
+	}
+	if err := s.checkOpen(); err != nil {
+		return nil, err
+	}
+	if upTo == 0 {
+		return s.Load(ctx, thread, from)
+	}
+	ctx, cancel := s.bound(ctx)
+	defer cancel()
+	from = max(from, 1)
+	if !s.direct {
+		envs, err := s.replay(ctx, s.subj.ThreadAll(thread), from)
+		if err != nil {
+			return nil, unavailable("load "+thread, err)
+		}
+		n := len(envs)
+		for n > 0 && envs[n-1].Seq > upTo {
+			n--
+		}
+		return envs[:n], nil
+	}
+	var all []events.Envelope
+	for _, k := range []events.Kind{events.KindPosted, events.KindClaim, events.KindRun} {
+		envs, err := s.directLoadUpTo(ctx, s.subj.Thread(thread, k), from, upTo)
+		if err != nil {
+			return nil, unavailable("load "+thread, err)
+		}
+		all = append(all, envs...)
+	}
+	slices.SortFunc(all, func(a, b events.Envelope) int { return cmp.Compare(a.Seq, b.Seq) })
+	return all, nil
 }
 
 // directBatch sends one batched direct get and reads its replies up to the
@@ -63,22 +119,17 @@ func (s *Store) directBatch(ctx context.Context, filter string, from uint64) ([]
 	if err != nil {
 		return nil, 0, 0, err
 	}
-	inbox := s.nc.NewRespInbox()
-	sub, err := s.nc.SubscribeSync(inbox)
+	g, err := s.getter()
 	if err != nil {
 		return nil, 0, 0, err
 	}
-	defer func() { _ = sub.Unsubscribe() }()
-	if err := s.nc.PublishRequest("$JS.API.DIRECT.GET."+s.cfg.Stream, inbox, req); err != nil {
+	msgs, err := g.request(ctx, "$JS.API.DIRECT.GET."+s.cfg.Stream, req)
+	if err != nil {
 		return nil, 0, 0, err
 	}
 	var envs []events.Envelope
 	next := from
-	for {
-		m, err := sub.NextMsgWithContext(ctx)
-		if err != nil {
-			return nil, 0, 0, err
-		}
+	for _, m := range msgs {
 		if len(m.Data) == 0 && m.Header.Get(hdrStatus) != "" {
 			switch code := m.Header.Get(hdrStatus); code {
 			case "404": // nothing on filter from there
@@ -103,6 +154,82 @@ func (s *Store) directBatch(ctx context.Context, filter string, from uint64) ([]
 		envs = append(envs, s.decode(subject, seq, stored, events.Header(h), m.Data))
 		next = seq + 1
 	}
+	return nil, 0, 0, fmt.Errorf("direct get from %s: replies ended without an end-of-batch", s.cfg.Stream)
+}
+
+// multiGetter sends requests whose answer is several messages, ending with
+// a status message, and gathers the replies on one subscription the store
+// shares: a subscription per request would cost a 64k-slot channel each.
+type multiGetter struct {
+	nc     *nats.Conn
+	prefix string
+	sub    *nats.Subscription
+
+	mu      sync.Mutex // protects the fields below
+	next    uint64
+	pending map[string]*multiGet
+}
+
+type multiGet struct {
+	msgs []*nats.Msg
+	done chan struct{}
+}
+
+func (s *Store) getter() (*multiGetter, error) {
+	s.getterOnce.Do(func() {
+		g := &multiGetter{nc: s.nc, prefix: s.nc.NewRespInbox() + ".", pending: map[string]*multiGet{}}
+		g.sub, s.getterErr = s.nc.Subscribe(g.prefix+"*", g.deliver)
+		if s.getterErr == nil {
+			// A batch is read in one go; never drop replies as a slow
+			// consumer while the reader is between requests.
+			s.getterErr = g.sub.SetPendingLimits(-1, -1)
+		}
+		s.mgetter = g
+	})
+	return s.mgetter, s.getterErr
+}
+
+func (g *multiGetter) deliver(m *nats.Msg) {
+	token := m.Subject[len(g.prefix):]
+	g.mu.Lock()
+	defer g.mu.Unlock()
+	p := g.pending[token]
+	if p == nil {
+		return // a reply to a request that gave up
+	}
+	p.msgs = append(p.msgs, m)
+	if len(m.Data) == 0 && m.Header.Get(hdrStatus) != "" {
+		delete(g.pending, token)
+		close(p.done)
+	}
+}
+
+// request sends data to subject and returns every reply up to and with the
+// first status message.
+func (g *multiGetter) request(ctx context.Context, subject string, data []byte) ([]*nats.Msg, error) {
+	g.mu.Lock()
+	g.next++
+	token := strconv.FormatUint(g.next, 36)
+	p := &multiGet{done: make(chan struct{})}
+	g.pending[token] = p
+	g.mu.Unlock()
+	if err := g.nc.PublishRequest(subject, g.prefix+token, data); err != nil {
+		g.drop(token)
+		return nil, err
+	}
+	select {
+	case <-p.done:
+		return p.msgs, nil
+	case <-ctx.Done():
+		g.drop(token)
+		return nil, ctx.Err()
+	}
+}
+
+func (g *multiGetter) drop(token string) {
+	g.mu.Lock()
+	delete(g.pending, token)
+	g.mu.Unlock()
 }
 
 // directReads reports whether c lets Load read with direct gets.

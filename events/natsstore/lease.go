@@ -121,11 +121,15 @@ func (s *Store) AcquireLease(ctx context.Context, thread, holder string, ttl tim
 
 // freeRevision reads thread's lease and returns the revision a write taking
 // it must expect, or an error wrapping [events.ErrThreadBusy] when it is
-// live.
-func (s *Store) freeRevision(ctx context.Context, thread string, now time.Time) (uint64, error) {
+// live. A lease under session own (when set) is free to own's runner: it
+// made it, and knows it holds no claim on it now.
+func (s *Store) freeRevision(ctx context.Context, thread string, now time.Time, own ...string) (uint64, error) {
 	st, err := s.readLease(ctx, thread)
 	if err != nil {
 		return 0, unavailable("read lease of "+thread, err)
+	}
+	if len(own) > 0 && st.held && st.lease.Session == own[0] {
+		return st.rev, nil
 	}
 	st, live, err := s.liveNow(ctx, st, now)
 	if err != nil {

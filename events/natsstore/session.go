@@ -103,7 +103,9 @@ func (s *Store) CloseSession(ctx context.Context, ss events.Session) error {
 // AcquireSessionLease implements [events.SessionLeaser]. A thread never
 // leased is taken by creating its key, with no read first; otherwise the
 // key and the session it names are read, and a free lease is taken by
-// compare-and-set on the key's revision.
+// compare-and-set on the key's revision. A lease already under ss is taken
+// again: its runner asks only when it holds no claim on the thread (a claim
+// that failed half way left it).
 func (s *Store) AcquireSessionLease(ctx context.Context, thread, holder string, ss events.Session) (events.Lease, error) {
 	if err := events.ValidateThreadID(thread); err != nil {
 		return events.Lease{}, err
@@ -125,7 +127,7 @@ func (s *Store) AcquireSessionLease(ctx context.Context, thread, holder string, 
 		l.Expires = ss.Expires
 		return l, o.err
 	}
-	rev, err := s.freeRevision(ctx, thread, now)
+	rev, err := s.freeRevision(ctx, thread, now, ss.ID)
 	if err != nil {
 		return events.Lease{}, err
 	}

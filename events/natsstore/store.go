@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"sync"
 	"sync/atomic"
 	"time"
 
@@ -31,6 +32,10 @@ type Store struct {
 	kvPrefix string // $KV.<bucket>.
 	maxEvent int    // effective event size limit
 	direct   bool   // Load reads with direct gets (see directReads)
+
+	getterOnce sync.Once
+	mgetter    *multiGetter // direct gets' replies; made on first use
+	getterErr  error
 	closed   atomic.Bool
 
 	// send publishes one attempt. Tests replace it to lose acks; it is
