@@ -36,7 +36,7 @@ type Store struct {
 	getterOnce sync.Once
 	mgetter    *multiGetter // direct gets' replies; made on first use
 	getterErr  error
-	closed   atomic.Bool
+	closed     atomic.Bool
 
 	// send publishes one attempt. Tests replace it to lose acks; it is
 	// nil outside tests.
