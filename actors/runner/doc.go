@@ -1,0 +1,40 @@
+// Package runner is the protoactor shell around the pure thread core: a
+// [Runner] finds threads with work, claims them, and hosts one thread actor
+// per claim, which feeds everything that happens to its claim to
+// thread.Core and carries out the Readys it returns.
+//
+// What a runner pays does not grow with the threads it holds, beyond their
+// memory (DESIGN §9):
+//
+//   - one follow of the whole stream (an ordered consumer) whose events the
+//     runner actor routes to the actor holding each thread; the stream has no
+//     holes in its sequences, so a jump is a gap, and the follow starts again
+//     after the last event routed;
+//   - one session key, renewed every ClaimTTL/3, that every claim of the
+//     runner lives by; a runner that dies or freezes past the TTL lapses all
+//     its claims at once;
+//   - one watch of the lease bucket, through which it learns which sessions
+//     lapsed and claims their threads (a probe gives a thread up at once if
+//     it has nothing to do): no sweep over every thread.
+//
+// A claimed idle thread costs its actor, its core's view and one idle timer.
+// A claim loads the thread's events up to its marker only; events after it
+// reach the actor through the follow, and those routed while the claim was
+// in flight are kept for it.
+//
+// A thread actor that panics is stopped, never restarted on its stale state;
+// the runner releases its claim and claims the thread again.
+//
+// # Usage
+//
+//	r, err := runner.New(runner.Config{
+//		Store:    store,                 // natsstore or memstore
+//		Agent:    agent.Echo{},          // or an exec agent
+//		ClaimTTL: 10 * time.Second,      // the session's TTL
+//		Work:     workQueue,             // optional: shared by runners
+//	})
+//	if err != nil { ... }
+//	if err := r.Start(ctx); err != nil { ... }
+//	...
+//	err = r.Stop(ctx) // drain: runs finish or are failed, claims released
+package runner
