@@ -11,7 +11,7 @@ const (
 	maxProcs  = 4
 	maxMsgs   = 5 // also the run ids: a run consumes a prompt, RunIds == 1..NumMsgs
 	maxClaims = 8
-	maxOpen   = 4
+	maxOpen   = 200 // a real run may ask many questions before any answer
 )
 
 // noProc is the lease's holder when it has none (NoProc in the .tla).
