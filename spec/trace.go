@@ -59,7 +59,10 @@ type Nonconformance struct {
 }
 
 func (n Nonconformance) String() string {
-	return fmt.Sprintf("thread %s, seq %d: %s %s; expected one of [%s]",
+	if n.Type == "" {
+		n.Type = "event"
+	}
+	return fmt.Sprintf("thread %s, seq %d: %s %s; the spec allows next one of [%s]",
 		n.Thread, n.Seq, n.Type, n.Reason, strings.Join(n.Expected, ", "))
 }
 
@@ -206,27 +209,32 @@ func (v *TraceValidator) step(th *threadTrace, env *events.Envelope) *Nonconform
 		action = "Claim"
 	default:
 		if th.retired[holder] {
-			return bad("by holder %q, whose claim can write nothing more: an older claim whose run is not active", holder)
+			// Its process dropped: an older claim makes no fenced write and
+			// no release, and its run is no longer active.
+			action, _ = th.checkData(&holderInfo{name: holder}, ev)
+			return &Nonconformance{Holder: holder, Action: action + "(" + holder + ")",
+				Reason: fmt.Sprintf("by %s: %s(%s) is not enabled: %s's claim is older than the newest and its run is not active", holder, action, holder, holder)}
 		}
 		if h = th.holders[holder]; h == nil {
-			return bad("by holder %q, which has no claim marker in this thread", holder)
+			return &Nonconformance{Holder: holder, Reason: fmt.Sprintf("by %s, which has no claim marker in this thread", holder)}
 		}
 		if ev.GetClaimSeq() != h.marker {
-			return bad("carries claim_seq %d, but holder %q's marker is %d", ev.GetClaimSeq(), holder, h.marker)
+			return &Nonconformance{Holder: holder, Reason: fmt.Sprintf("carries claim_seq %d, but %s's marker is %d", ev.GetClaimSeq(), holder, h.marker)}
 		}
 		var n *Nonconformance
 		action, n = th.checkData(h, ev)
 		if n != nil {
+			n.Holder, n.Action = holder, action+"("+holder+")"
 			return n
 		}
 	}
 	next := v.apply(th, action, h.slot)
 	if len(next) == 0 {
 		return &Nonconformance{Holder: holder, Action: action + "(" + holder + ")",
-			Reason: fmt.Sprintf("by %s: %s(%s) is not enabled", holder, action, procName(h.slot))}
+			Reason: fmt.Sprintf("by %s: %s(%s) is not enabled", holder, action, holder)}
 	}
 	th.frontier = next
-	th.record(h, env, action)
+	th.record(h, env)
 	v.retire(th)
 	v.normalize(th)
 	return nil
@@ -421,7 +429,7 @@ func (v *TraceValidator) expected(th *threadTrace) []string {
 }
 
 // record updates th's tables for an event that conformed.
-func (th *threadTrace) record(h *holderInfo, env *events.Envelope, action string) {
+func (th *threadTrace) record(h *holderInfo, env *events.Envelope) {
 	ev := env.Event
 	consume := func() { th.pending = th.pending[1:] }
 	switch b := ev.GetBody().(type) {
