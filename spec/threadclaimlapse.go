@@ -185,15 +185,24 @@ func (m tcl) one(f func(ThreadState) (ThreadState, bool)) func(ThreadState) []Su
 	}
 }
 
-func procName(p int) string { return fmt.Sprintf("p%d", p+1) }
+// procNames are p1..pN, made once: every successor names its process.
+var procNames = func() (n [maxProcs]string) {
+	for p := range n {
+		n[p] = fmt.Sprintf("p%d", p+1)
+	}
+	return n
+}()
+
+func procName(p int) string { return procNames[p] }
 
 // procIndex is the inverse of procName, -1 for anything else.
 func procIndex(arg string) int {
-	var p int
-	if _, err := fmt.Sscanf(arg, "p%d", &p); err != nil || p < 1 || p > maxProcs {
-		return -1
+	for p, n := range procNames {
+		if n == arg {
+			return p
+		}
 	}
-	return p - 1
+	return -1
 }
 
 // Init is the .tla's Init.

@@ -287,3 +287,38 @@ func TestTrace_staleSteerFlagged(t *testing.T) {
 		t.Errorf("Reason = %q, want the model's refusal", n.Reason)
 	}
 }
+
+// BenchmarkTraceValidator_event is the validator's cost per event on a log
+// of takeovers, runs, requests, answers and steering.
+func BenchmarkTraceValidator_event(b *testing.B) {
+	l := newLog()
+	active, prev := "", ""
+	for i := range 2000 {
+		h := fmt.Sprintf("h%d", i)
+		l.claim(h)
+		if active != "" {
+			l.abandon(h, active, prev)
+		}
+		m1, m2, m3 := l.post(), l.post(), l.post()
+		run := h + "-r1"
+		l.start(h, run, m1)
+		l.ask(h, run, h+"-q")
+		l.answer(h, run, h+"-q", m2)
+		l.steer(h, run, m3)
+		active, prev = run, h
+	}
+	envs := *l.envs
+	b.ResetTimer()
+	n := 0
+	for b.Loop() {
+		v := NewTraceValidator()
+		for _, e := range envs {
+			v.Add(e)
+		}
+		if !v.Report().OK() {
+			b.Fatal(v.Report().Nonconforming[0])
+		}
+		n += len(envs)
+	}
+	b.ReportMetric(float64(b.Elapsed().Nanoseconds())/float64(n), "ns/event")
+}
