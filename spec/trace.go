@@ -92,8 +92,11 @@ type TraceValidator struct {
 }
 
 // NewTraceValidator returns a validator against the fenced model.
-func NewTraceValidator() *TraceValidator {
-	c := traceConfig()
+func NewTraceValidator() *TraceValidator { return newTraceValidator(traceConfig()) }
+
+// newTraceValidator validates against the model of c, which must have the
+// trace capacities; the tests give it a weakened one.
+func newTraceValidator(c Config) *TraceValidator {
 	m, err := ThreadClaimLapse(c)
 	if err != nil {
 		panic(fmt.Sprintf("spec: trace model: %v", err)) // a constant config
@@ -115,12 +118,12 @@ type threadTrace struct {
 	frontier []ThreadState
 	slots    [maxProcs]*holderInfo // the live claims, by process
 	holders  map[string]*holderInfo
-	pending  []uint64          // posted, not yet consumed, oldest first
-	runIdx   map[string]uint8  // run id -> its index in the model's runs
-	openReqs map[string]string // request id -> its run, while open
-	retired  map[string]bool   // claims that can write nothing more
-	newest   uint64            // the newest thread_claimed
-	released bool              // the newest claim was released
+	pending  []uint64               // posted, not yet consumed, oldest first
+	runIdx   map[string]uint8       // run id -> its index in the model's runs
+	openReqs map[string]string      // request id -> its run, while open
+	retired  map[string]*holderInfo // claims that can write nothing more: their processes were given back
+	newest   uint64                 // the newest thread_claimed
+	released bool                   // the newest claim was released
 	// lastEnded is the run that ended last: a new claimant that planned
 	// to abandon it may still write its run_abandoned, which changes nothing.
 	lastEnded string
@@ -138,7 +141,7 @@ func (v *TraceValidator) Add(env events.Envelope) {
 			holders:  make(map[string]*holderInfo),
 			runIdx:   make(map[string]uint8),
 			openReqs: make(map[string]string),
-			retired:  make(map[string]bool),
+			retired:  make(map[string]*holderInfo),
 		}
 		v.threads[env.Thread] = th
 		v.order = append(v.order, env.Thread)
@@ -198,7 +201,7 @@ func (v *TraceValidator) step(th *threadTrace, env *events.Envelope) *Nonconform
 		if hn := b.ThreadClaimed.GetHolder(); hn != "" {
 			holder = hn
 		}
-		if _, dup := th.holders[holder]; dup || th.retired[holder] {
+		if _, dup := th.holders[holder]; dup || th.retired[holder] != nil {
 			return bad("by holder %q, which already has a marker", holder)
 		}
 		slot := slices.Index(th.slots[:], nil)
@@ -208,12 +211,8 @@ func (v *TraceValidator) step(th *threadTrace, env *events.Envelope) *Nonconform
 		h = &holderInfo{name: holder, slot: slot}
 		action = "Claim"
 	default:
-		if th.retired[holder] {
-			// Its process dropped: an older claim makes no fenced write and
-			// no release, and its run is no longer active.
-			action, _ = th.checkData(&holderInfo{name: holder}, ev)
-			return &Nonconformance{Holder: holder, Action: action + "(" + holder + ")",
-				Reason: fmt.Sprintf("by %s: %s(%s) is not enabled: %s's claim is older than the newest and its run is not active", holder, action, holder, holder)}
+		if r := th.retired[holder]; r != nil && !v.revive(th, r) {
+			return &Nonconformance{Holder: holder, Reason: fmt.Sprintf("by %s: more than %d claims that can still write, the validator's capacity", holder, maxProcs)}
 		}
 		if h = th.holders[holder]; h == nil {
 			return &Nonconformance{Holder: holder, Reason: fmt.Sprintf("by %s, which has no claim marker in this thread", holder)}
@@ -458,6 +457,37 @@ func (th *threadTrace) record(h *holderInfo, env *events.Envelope) {
 	}
 }
 
+// revive gives a retired claim a process again, for an event it wrote: in
+// every state, at any step it could be at with its older marker. The model
+// then decides whether the event is allowed. Under FENCE it never is: such a
+// claim can make no fenced write and no release, and its run is not active.
+// It reports false when no process is free.
+func (v *TraceValidator) revive(th *threadTrace, h *holderInfo) bool {
+	p := slices.Index(th.slots[:], nil)
+	if p < 0 {
+		return false
+	}
+	delete(th.retired, h.name)
+	h.slot = p
+	th.holders[h.name], th.slots[p] = h, h
+	run := th.runIdx[h.run] // 0 when forgotten: no longer active
+	var out []ThreadState
+	for _, s := range th.frontier {
+		for _, pc := range []pcState{loading, abandon, holding, running} {
+			t := s
+			t.pc[p], t.readSeq[p], t.seen[p], t.myRun[p] = pc, 0, 0, 0
+			// Older than the newest claim: 1 once renumbered (normalize).
+			t.mySeq[p] = 1
+			if pc == running {
+				t.myRun[p] = run
+			}
+			out = append(out, t)
+		}
+	}
+	th.frontier = out
+	return true
+}
+
 // retire gives back the processes of claims that can write nothing more:
 // an older claim (or a released one) can make no fenced write, no release,
 // and no run event once its run is not active.
@@ -472,7 +502,8 @@ func (v *TraceValidator) retire(th *threadTrace) {
 		}
 		th.slots[p] = nil
 		delete(th.holders, h.name)
-		th.retired[h.name] = true
+		h.slot = -1
+		th.retired[h.name] = h
 		for i := range th.frontier {
 			drop(&th.frontier[i], p)
 		}

@@ -322,3 +322,37 @@ func BenchmarkTraceValidator_event(b *testing.B) {
 	}
 	b.ReportMetric(float64(b.Elapsed().Nanoseconds())/float64(n), "ns/event")
 }
+
+// The model decides, not the validator: against the model without the
+// fence, ADR-0069's stale start and a stale steering conform; against the
+// fenced one they do not. (B's start of the same prompt would still be
+// refused: the validator's message table maps the model's messages to the
+// log's, oldest pending first, so a message consumed twice has no place in
+// it whatever the model.)
+func TestTrace_modelDecides(t *testing.T) {
+	adr := newLog()
+	m1 := adr.post()
+	adr.claim("A")
+	adr.claim("B")
+	adr.start("A", "rA", m1)
+	steer := newLog()
+	steer.claim("A")
+	steer.start("A", "r1", steer.post())
+	m2 := steer.post()
+	steer.claim("B")
+	steer.steer("A", "r1", m2)
+	for name, l := range map[string]*tlog{"adr": adr, "steer": steer} {
+		c := traceConfig()
+		c.Fence = false
+		v := newTraceValidator(c)
+		for _, e := range *l.envs {
+			v.Add(e)
+		}
+		if r := v.Report(); !r.OK() {
+			t.Errorf("%s: without the fence the model allows it, but: %s", name, r.Nonconforming[0])
+		}
+		if validate(*l.envs).OK() {
+			t.Errorf("%s: the fenced model allows it", name)
+		}
+	}
+}
