@@ -262,6 +262,8 @@ Reply(p) ==
                    mySeq, readSeq, myRun>>
 
 \* steering_given, fenced: the next message is handed to the running run.
+\* The core answers an open request first; allowing either only adds
+\* behaviours.
 Steer(p) ==
     /\ pc[p] = "running"
     /\ Pending(p)
