@@ -6,14 +6,15 @@ import (
 )
 
 // Model is a state machine for [Check]: its initial states, its actions
-// (the disjuncts of a TLA+ Next) and the invariants to check in every
-// reachable state. Key maps a state to its canonical form, so that states
+// (the disjuncts of a TLA+ Next), the invariants to check in every
+// reachable state and the action properties to check on every transition. Key maps a state to its canonical form, so that states
 // that differ only in ways the model ignores are counted once. Show, if
 // set, renders a state for a trace; otherwise it is printed with %v.
 type Model[S any, K comparable] struct {
 	Init       []S
 	Actions    []Action[S]
 	Invariants []Invariant[S]
+	Properties []Property[S]
 	Key        func(S) K
 	Show       func(S) string
 }
@@ -38,6 +39,14 @@ type Invariant[S any] struct {
 	Holds func(S) bool
 }
 
+// Property is a named action property, [][A]_vars in TLA+: a predicate
+// over each transition, given the state before and the step after (the
+// action, its argument and the state it led to).
+type Property[S any] struct {
+	Name  string
+	Holds func(from S, to Step[S]) bool
+}
+
 // Step is one state of a trace and the action that led to it; the first
 // step's Action is "Init".
 type Step[S any] struct {
@@ -54,10 +63,19 @@ type Result[S any] struct {
 	// Depth is the longest shortest path from an initial state, counted in
 	// states (an initial state has depth 1), as TLC's "depth" is.
 	Depth int
-	// Violated names the first invariant found false, "" when none was.
+	// Transitions is the number of successor states generated, every
+	// transition of every action from every distinct state (TLC's "states
+	// generated" less the initial states).
+	Transitions int
+	// Violated names the first invariant or property found false, "" when
+	// none was.
 	Violated string
-	// Trace is a shortest behaviour from an initial state to the violation.
+	// Trace is a shortest behaviour from an initial state to the violation:
+	// for a property, its last step is the transition that broke it.
 	Trace []Step[S]
+	// Failures, filled by [CheckAll] only, maps every invariant and
+	// property that fails somewhere in the state space to a shortest trace.
+	Failures map[string][]Step[S]
 	// Coverage counts the transitions each action made, as TLC's action
 	// coverage does: an action that never fires makes an invariant
 	// vacuous for it, which a test can catch.
@@ -73,6 +91,15 @@ func (m Model[S, K]) ActionNames() []string {
 	return names
 }
 
+// PropertyNames lists the names of m's properties in order.
+func (m Model[S, K]) PropertyNames() []string {
+	names := make([]string, len(m.Properties))
+	for i, p := range m.Properties {
+		names[i] = p.Name
+	}
+	return names
+}
+
 // InvariantNames lists the names of m's invariants in order.
 func (m Model[S, K]) InvariantNames() []string {
 	names := make([]string, len(m.Invariants))
@@ -82,11 +109,12 @@ func (m Model[S, K]) InvariantNames() []string {
 	return names
 }
 
-// WithInvariants returns m checking only the named invariants, so a test
-// can find the shortest counterexample to one of them alone. It panics on
-// an unknown name, a mistake in the caller.
+// WithInvariants returns m checking only the named invariants and
+// properties, so a test can find the shortest counterexample to one of them
+// alone. It panics on an unknown name, a mistake in the caller.
 func (m Model[S, K]) WithInvariants(names ...string) Model[S, K] {
 	var keep []Invariant[S]
+	var props []Property[S]
 	for _, name := range names {
 		found := false
 		for _, inv := range m.Invariants {
@@ -95,11 +123,17 @@ func (m Model[S, K]) WithInvariants(names ...string) Model[S, K] {
 				found = true
 			}
 		}
+		for _, p := range m.Properties {
+			if p.Name == name {
+				props = append(props, p)
+				found = true
+			}
+		}
 		if !found {
-			panic(fmt.Sprintf("spec: no invariant %q", name))
+			panic(fmt.Sprintf("spec: no invariant or property %q", name))
 		}
 	}
-	m.Invariants = keep
+	m.Invariants, m.Properties = keep, props
 	return m
 }
 
@@ -114,10 +148,38 @@ type node[S any] struct {
 }
 
 // Check explores every state reachable from m.Init breadth first, like
-// TLC, and checks the invariants in each new state. It stops at the first
-// violation, so the trace it returns is a shortest one.
+// TLC, checks the invariants in each new state and the properties on each
+// transition. It stops at the first violation, so the trace it returns is
+// a shortest one.
 func Check[S any, K comparable](m Model[S, K]) Result[S] {
+	return explore(m, false)
+}
+
+// CheckAll explores every reachable state whatever fails, and records in
+// Failures every invariant and property that fails, each with a shortest
+// trace. Violated and Trace are those of the first failure found.
+func CheckAll[S any, K comparable](m Model[S, K]) Result[S] {
+	return explore(m, true)
+}
+
+func explore[S any, K comparable](m Model[S, K], all bool) Result[S] {
 	res := Result[S]{Coverage: make(map[string]int)}
+	if all {
+		res.Failures = make(map[string][]Step[S])
+	}
+	// fail records a violation and reports whether to go on.
+	fail := func(name string, tr func() []Step[S]) bool {
+		if res.Violated == "" {
+			res.Violated, res.Trace = name, tr()
+		}
+		if !all {
+			return false
+		}
+		if _, ok := res.Failures[name]; !ok {
+			res.Failures[name] = tr()
+		}
+		return true
+	}
 	// nodes doubles as the BFS queue: states are appended in the order
 	// they are found, and expanded in that order.
 	var nodes []node[S]
@@ -133,9 +195,10 @@ func Check[S any, K comparable](m Model[S, K]) Result[S] {
 		res.Depth = max(res.Depth, n.depth)
 		for _, inv := range m.Invariants {
 			if !inv.Holds(n.state) {
-				res.Violated = inv.Name
-				res.Trace = trace(nodes, len(nodes)-1)
-				return false
+				i := len(nodes) - 1
+				if !fail(inv.Name, func() []Step[S] { return trace(nodes, i) }) {
+					return false
+				}
 			}
 		}
 		return true
@@ -150,6 +213,16 @@ func Check[S any, K comparable](m Model[S, K]) Result[S] {
 		for _, a := range m.Actions {
 			for _, succ := range a.Next(from.state) {
 				res.Coverage[a.Name]++
+				res.Transitions++
+				step := Step[S]{Action: a.Name, Arg: succ.Arg, State: succ.State}
+				for _, p := range m.Properties {
+					if !p.Holds(from.state, step) {
+						tr := func() []Step[S] { return append(trace(nodes, i), step) }
+						if !fail(p.Name, tr) {
+							return res
+						}
+					}
+				}
 				n := node[S]{state: succ.State, parent: i, action: a.Name, arg: succ.Arg, depth: from.depth + 1}
 				if !add(n) {
 					return res

@@ -139,3 +139,47 @@ func TestModel_FormatTrace_namesStepsAndArgs(t *testing.T) {
 		t.Errorf("FormatTrace =\n%s\nwant\n%s", got, want)
 	}
 }
+
+// noStep is an action property: action never goes from `from`.
+func noStep(name, action string, from int) Property[int] {
+	return Property[int]{Name: name, Holds: func(x int, to Step[int]) bool { return !(to.Action == action && x == from) }}
+}
+
+func TestCheck_property_traceEndsWithTheTransition(t *testing.T) {
+	m := counter(9, true)
+	// Reset from 2 reaches 0, a state already seen: a property is checked
+	// on every transition, not only those that find a new state.
+	m.Properties = []Property[int]{noStep("NoResetFromTwo", "Reset", 2)}
+	res := Check(m)
+	if res.Violated != "NoResetFromTwo" {
+		t.Fatalf("Violated = %q, want NoResetFromTwo", res.Violated)
+	}
+	want := []string{"Init", "Inc", "Inc", "Reset"}
+	if got := actions(t, res.Trace); !slices.Equal(got, want) {
+		t.Errorf("trace = %v, want %v", got, want)
+	}
+}
+
+func TestCheck_transitions_counted(t *testing.T) {
+	// 0..3: Inc from 0, 1, 2 and Reset from 1, 2, 3.
+	if res := Check(counter(3, false)); res.Transitions != 6 {
+		t.Errorf("Transitions = %d, want 6", res.Transitions)
+	}
+}
+
+func TestCheckAll_recordsEveryFailure(t *testing.T) {
+	m := counter(9, false, not("NotThree", 3), not("NotEight", 8))
+	m.Properties = []Property[int]{noStep("NoResetFromFive", "Reset", 5)}
+	res := CheckAll(m)
+	if res.Distinct != 10 {
+		t.Errorf("Distinct = %d, want 10: CheckAll explores everything", res.Distinct)
+	}
+	for name, n := range map[string]int{"NotThree": 4, "NotEight": 9, "NoResetFromFive": 7} {
+		if tr, ok := res.Failures[name]; !ok || len(tr) != n {
+			t.Errorf("Failures[%s] = %v, want a trace of %d steps", name, actions(t, tr), n)
+		}
+	}
+	if res.Violated != "NotThree" {
+		t.Errorf("Violated = %q, want the first found, NotThree", res.Violated)
+	}
+}

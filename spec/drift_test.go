@@ -91,6 +91,15 @@ func cfgInvariants(t *testing.T, cfg string) []string {
 	return names
 }
 
+func cfgProperties(t *testing.T, cfg string) []string {
+	t.Helper()
+	var names []string
+	for _, line := range cfgSections(t, cfg)["PROPERTY"] {
+		names = append(names, strings.Fields(line)...)
+	}
+	return names
+}
+
 func cfgConstants(t *testing.T, cfg string) map[string]string {
 	t.Helper()
 	consts := map[string]string{}
@@ -130,7 +139,7 @@ func cfgConfig(t *testing.T, cfg string) Config {
 	if consts["NoProc"] != "NoProc" {
 		t.Errorf("cfg NoProc = %q, want the model value NoProc", consts["NoProc"])
 	}
-	return Config{Procs: len(procs), NumMsgs: num("NumMsgs"), MaxClaims: num("MaxClaims"), Fence: fence}
+	return Config{Procs: len(procs), NumMsgs: num("NumMsgs"), MaxClaims: num("MaxClaims"), MaxOpen: num("MaxOpen"), Fence: fence}
 }
 
 func TestDrift_tla_actionsAreNextDisjuncts(t *testing.T) {
@@ -160,32 +169,60 @@ func TestDrift_tla_variablesAreStateFields(t *testing.T) {
 	}
 }
 
+// cfgFiles are the .cfg files, with the Go configuration each states and
+// whether it checks the properties.
+var cfgFiles = []struct {
+	file  string
+	cfg   func() Config
+	props bool
+}{
+	{"ThreadClaimLapse.cfg", DefaultConfig, true},
+	{"ThreadClaimLapse_large.cfg", LargeConfig, true},
+	{"ThreadClaimLapse_nofence.cfg", func() Config { c := DefaultConfig(); c.Fence = false; return c }, false},
+}
+
 func TestDrift_cfg_invariantsMatch(t *testing.T) {
 	tla := readSpec(t, "ThreadClaimLapse.tla")
-	want := model(t, true).InvariantNames()
-	for _, file := range []string{"ThreadClaimLapse.cfg", "ThreadClaimLapse_nofence.cfg"} {
-		got := cfgInvariants(t, readSpec(t, file))
-		if !slices.Equal(got, want) {
-			t.Errorf("%s INVARIANTS = %v\nGo InvariantNames = %v", file, got, want)
+	m := model(t, true)
+	for _, f := range cfgFiles {
+		cfg := readSpec(t, f.file)
+		got := cfgInvariants(t, cfg)
+		if want := m.InvariantNames(); !slices.Equal(got, want) {
+			t.Errorf("%s INVARIANTS = %v\nGo InvariantNames = %v", f.file, got, want)
 		}
-		for _, name := range got {
+		props := cfgProperties(t, cfg)
+		want := m.PropertyNames()
+		if !f.props {
+			want = nil
+		}
+		if !slices.Equal(props, want) {
+			t.Errorf("%s PROPERTIES = %v\nwant %v", f.file, props, want)
+		}
+		for _, name := range append(got, props...) {
 			if !regexp.MustCompile(`(?m)^` + regexp.QuoteMeta(name) + `\s*==`).MatchString(tla) {
-				t.Errorf("%s checks %s, which the .tla does not define", file, name)
+				t.Errorf("%s checks %s, which the .tla does not define", f.file, name)
 			}
 		}
 	}
 }
 
-func TestDrift_cfg_constantsMatchConfig(t *testing.T) {
-	fenced := cfgConfig(t, readSpec(t, "ThreadClaimLapse.cfg"))
-	if want := DefaultConfig(); fenced != want || !fenced.Fence {
-		t.Errorf("ThreadClaimLapse.cfg = %+v, want DefaultConfig %+v with FENCE = TRUE", fenced, want)
+// Every property the Go model checks is an action property in the .tla,
+// [][...]_vars, as TLC's PROPERTY needs.
+func TestDrift_tla_propertiesAreActionProperties(t *testing.T) {
+	tla := readSpec(t, "ThreadClaimLapse.tla")
+	for _, name := range model(t, true).PropertyNames() {
+		re := regexp.MustCompile(`(?ms)^` + regexp.QuoteMeta(name) + `\s*==\s*\[\]\[.*?\]_vars`)
+		if !re.MatchString(tla) {
+			t.Errorf("%s is not defined in the .tla as [][...]_vars", name)
+		}
 	}
-	open := cfgConfig(t, readSpec(t, "ThreadClaimLapse_nofence.cfg"))
-	want := DefaultConfig()
-	want.Fence = false
-	if open != want {
-		t.Errorf("ThreadClaimLapse_nofence.cfg = %+v, want %+v (FENCE = FALSE)", open, want)
+}
+
+func TestDrift_cfg_constantsMatchConfig(t *testing.T) {
+	for _, f := range cfgFiles {
+		if got, want := cfgConfig(t, readSpec(t, f.file)), f.cfg(); got != want {
+			t.Errorf("%s = %+v, want %+v", f.file, got, want)
+		}
 	}
 }
 

@@ -16,6 +16,7 @@ import (
 	"artifactr/events/eventstest"
 	"artifactr/projections"
 	"artifactr/projections/audit"
+	"artifactr/spec"
 )
 
 // The rapid test links ThreadClaimLapse.tla to the code: it drives the real
@@ -384,6 +385,17 @@ func (m *machine) Check(t *rapid.T) {
 		}
 	}
 	broken = append(broken, invariants(envs)...)
+	if !m.unfenced {
+		// The log, written by the real stores, must be a behaviour of the
+		// model (spec.TraceValidator, artifactr audit --spec).
+		v := spec.NewTraceValidator()
+		for _, e := range envs {
+			v.Add(e)
+		}
+		for _, n := range v.Report().Nonconforming {
+			broken = append(broken, "audit TraceConforms: "+n.String())
+		}
+	}
 	if len(broken) == 0 {
 		return
 	}

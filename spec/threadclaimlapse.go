@@ -9,8 +9,9 @@ import (
 // comparable value, so it is its own map key and costs no allocation.
 const (
 	maxProcs  = 4
-	maxMsgs   = 4
-	maxClaims = 6
+	maxMsgs   = 5 // also the run ids: a run consumes a prompt, RunIds == 1..NumMsgs
+	maxClaims = 8
+	maxOpen   = 200 // a real run may ask many questions before any answer
 )
 
 // noProc is the lease's holder when it has none (NoProc in the .tla).
@@ -20,15 +21,27 @@ const noProc = -1
 // p1..pN, as in the .cfg files.
 type Config struct {
 	Procs     int  // number of claimants
-	NumMsgs   int  // messages posted, consumed oldest first
-	MaxClaims int  // Claim writes markers up to this sequence
+	NumMsgs   int  // messages posted over time, consumed oldest first
+	MaxClaims int  // Claim appends markers up to this sequence
+	MaxOpen   int  // requests a run may have open at once
 	Fence     bool // FENCE: consuming writes need the newest claim marker
+
+	// removed names guards taken out of the actions, for the mutation
+	// tests only: unexported, so no caller outside the package can weaken
+	// the spec it checks against.
+	removed mutation
 }
 
-// DefaultConfig is the model of ThreadClaimLapse.cfg; drift_test.go
-// checks that the two agree.
+// DefaultConfig is the model of ThreadClaimLapse.cfg, the one CI checks;
+// drift_test.go checks that the two agree.
 func DefaultConfig() Config {
-	return Config{Procs: 2, NumMsgs: 2, MaxClaims: 3, Fence: true}
+	return Config{Procs: 2, NumMsgs: 2, MaxClaims: 3, MaxOpen: 1, Fence: true}
+}
+
+// LargeConfig is the model of ThreadClaimLapse_large.cfg, checked by hand
+// (go test ./spec/ -run Large -spec.large); its figures are in README.md.
+func LargeConfig() Config {
+	return Config{Procs: 3, NumMsgs: 3, MaxClaims: 4, MaxOpen: 1, Fence: true}
 }
 
 // Validate reports constants outside the capacities of [ThreadState] or
@@ -41,6 +54,8 @@ func (c Config) Validate() error {
 		return fmt.Errorf("spec: NumMsgs %d not in 1..%d", c.NumMsgs, maxMsgs)
 	case c.MaxClaims < 1 || c.MaxClaims > maxClaims:
 		return fmt.Errorf("spec: MaxClaims %d not in 1..%d", c.MaxClaims, maxClaims)
+	case c.MaxOpen < 1 || c.MaxOpen > maxOpen:
+		return fmt.Errorf("spec: MaxOpen %d not in 1..%d", c.MaxOpen, maxOpen)
 	}
 	return nil
 }
@@ -49,15 +64,16 @@ func (c Config) Validate() error {
 type pcState uint8
 
 const (
-	idle pcState = iota
-	abandon
-	planned
-	running
-	replied
-	holding
+	idle    pcState = iota
+	leased          // holds the lease, will read the claim subject's last seq
+	marking         // read it, will append thread_claimed expecting it
+	loading         // marker appended, will load the thread up to it and plan
+	abandon         // loaded an older claim's active run, will abandon it
+	holding         // holds the thread, no run of its own active
+	running         // its run is active, as far as it knows
 )
 
-var pcNames = [...]string{"idle", "abandon", "planned", "running", "replied", "holding"}
+var pcNames = [...]string{"idle", "leased", "marking", "loading", "abandon", "holding", "running"}
 
 func (s pcState) String() string { return pcNames[s] }
 
@@ -82,20 +98,25 @@ type ThreadState struct {
 	lease     int8 // index of the holder in procs, or noProc
 	leaseLive bool
 	claimSeq  uint8
+	posted    uint8
 	taken     uint8
 	consumed  [maxMsgs + 1]uint8
-	runs      [maxClaims + 1]runState
+	runs      [maxMsgs + 1]runState
+	runClaim  [maxMsgs + 1]uint8
+	reqs      [maxMsgs + 1]uint8
 	pc        [maxProcs]pcState
 	mySeq     [maxProcs]uint8
+	readSeq   [maxProcs]uint8
 	seen      [maxProcs]uint8
+	myRun     [maxProcs]uint8
 }
 
 // tcl binds the actions to their constants.
 type tcl struct{ c Config }
 
 // ThreadClaimLapse returns the Go transcription of ThreadClaimLapse.tla for
-// the constants c. Its actions are Next's disjuncts and its invariants the
-// .cfg's, in the same order and under the same names.
+// the constants c. Its actions are Next's disjuncts, its invariants and
+// properties the .cfg's, in the same order and under the same names.
 func ThreadClaimLapse(c Config) (Model[ThreadState, ThreadState], error) {
 	if err := c.Validate(); err != nil {
 		return Model[ThreadState, ThreadState]{}, err
@@ -107,14 +128,20 @@ func ThreadClaimLapse(c Config) (Model[ThreadState, ThreadState], error) {
 	return Model[ThreadState, ThreadState]{
 		Init: []ThreadState{m.Init()},
 		Actions: []Action[ThreadState]{
+			{Name: "Post", Next: m.one(m.Post)},
+			perProc("Acquire", m.Acquire),
+			perProc("ReadClaim", m.ReadClaim),
 			perProc("Claim", m.Claim),
-			{Name: "Lapse", Next: m.lapse},
+			perProc("Load", m.Load),
+			{Name: "Lapse", Next: m.one(m.Lapse)},
 			perProc("Renew", m.Renew),
 			perProc("Release", m.Release),
 			perProc("Abandon", m.Abandon),
 			perProc("RunStart", m.RunStart),
 			perProc("StartFenced", m.StartFenced),
+			perProc("Ask", m.Ask),
 			perProc("Reply", m.Reply),
+			perProc("Steer", m.Steer),
 			perProc("ReplyFenced", m.ReplyFenced),
 			perProc("RunEnd", m.RunEnd),
 		},
@@ -122,6 +149,13 @@ func ThreadClaimLapse(c Config) (Model[ThreadState, ThreadState], error) {
 			{Name: "TypeOK", Holds: m.TypeOK},
 			{Name: "I1_ConsumedAtMostOnce", Holds: m.I1_ConsumedAtMostOnce},
 			{Name: "I3_OneActiveRun", Holds: m.I3_OneActiveRun},
+		},
+		Properties: []Property[ThreadState]{
+			{Name: "FenceNewestClaim", Holds: m.FenceNewestClaim},
+			{Name: "ClaimChain", Holds: m.ClaimChain},
+			{Name: "NoEndAfterAbandon", Holds: m.NoEndAfterAbandon},
+			{Name: "AbandonOnlyOlder", Holds: m.AbandonOnlyOlder},
+			{Name: "AnswerOnce", Holds: m.AnswerOnce},
 		},
 		Key:  func(s ThreadState) ThreadState { return s },
 		Show: m.show,
@@ -141,14 +175,35 @@ func (m tcl) exists(f func(ThreadState, int) (ThreadState, bool)) func(ThreadSta
 	}
 }
 
-func (m tcl) lapse(s ThreadState) []Succ[ThreadState] {
-	if t, ok := m.Lapse(s); ok {
-		return []Succ[ThreadState]{{State: t}}
+// one is an action without a process argument.
+func (m tcl) one(f func(ThreadState) (ThreadState, bool)) func(ThreadState) []Succ[ThreadState] {
+	return func(s ThreadState) []Succ[ThreadState] {
+		if t, ok := f(s); ok {
+			return []Succ[ThreadState]{{State: t}}
+		}
+		return nil
 	}
-	return nil
 }
 
-func procName(p int) string { return fmt.Sprintf("p%d", p+1) }
+// procNames are p1..pN, made once: every successor names its process.
+var procNames = func() (n [maxProcs]string) {
+	for p := range n {
+		n[p] = fmt.Sprintf("p%d", p+1)
+	}
+	return n
+}()
+
+func procName(p int) string { return procNames[p] }
+
+// procIndex is the inverse of procName, -1 for anything else.
+func procIndex(arg string) int {
+	for p, n := range procNames {
+		if n == arg {
+			return p
+		}
+	}
+	return -1
+}
 
 // Init is the .tla's Init.
 func (m tcl) Init() ThreadState {
@@ -158,8 +213,19 @@ func (m tcl) Init() ThreadState {
 // activeRuns is Cardinality(ActiveRuns).
 func (m tcl) activeRuns(s ThreadState) int {
 	n := 0
-	for r := 1; r <= m.c.MaxClaims; r++ {
+	for r := 1; r <= m.c.NumMsgs; r++ {
 		if s.runs[r] == active {
+			n++
+		}
+	}
+	return n
+}
+
+// nRuns is NRuns: the runs started so far; the next one is NRuns + 1.
+func (m tcl) nRuns(s ThreadState) int {
+	n := 0
+	for r := 1; r <= m.c.NumMsgs; r++ {
+		if s.runs[r] != none {
 			n++
 		}
 	}
@@ -168,18 +234,19 @@ func (m tcl) activeRuns(s ThreadState) int {
 
 func (m tcl) newest(s ThreadState, p int) bool { return s.claimSeq == s.mySeq[p] }
 
-func (m tcl) fenced(s ThreadState, p int) bool { return !m.c.Fence || m.newest(s, p) }
-
-func (m tcl) plan(t uint8) pcState {
-	if int(t) < m.c.NumMsgs {
-		return planned
-	}
-	return holding
+// fenced is Fenced(p); off removes the guard for a mutation test.
+func (m tcl) fenced(s ThreadState, p int, off mutation) bool {
+	return !m.c.Fence || m.c.removed&off != 0 || m.newest(s, p)
 }
+
+func (m tcl) cut(g mutation) bool { return m.c.removed&g != 0 }
+
+// pending is seen[p] < posted: a message p knows to be untaken exists.
+func (m tcl) pending(s ThreadState, p int) bool { return s.seen[p] < s.posted }
 
 // drop is Drop(p): I4, the claimant hands the thread over.
 func drop(s *ThreadState, p int) {
-	s.pc[p], s.mySeq[p], s.seen[p] = idle, 0, 0
+	s.pc[p], s.mySeq[p], s.readSeq[p], s.seen[p], s.myRun[p] = idle, 0, 0, 0, 0
 }
 
 // consume is Consume(p, m).
@@ -189,25 +256,76 @@ func consume(s *ThreadState, p int, msg uint8) {
 	s.seen[p] = msg
 }
 
-// Claim is Claim(p): lease acquired when free or lapsed, thread_claimed
-// appended, state read, run planned.
-func (m tcl) Claim(s ThreadState, p int) (ThreadState, bool) {
-	if s.pc[p] != idle || (s.lease != noProc && s.leaseLive) || int(s.claimSeq) >= m.c.MaxClaims {
+// Post is Post: a client posts the next message (message_posted).
+func (m tcl) Post(s ThreadState) (ThreadState, bool) {
+	if int(s.posted) >= m.c.NumMsgs {
+		return s, false
+	}
+	s.posted++
+	return s, true
+}
+
+// Acquire is Acquire(p): step 1 of a claim, the lease taken when free or
+// lapsed.
+func (m tcl) Acquire(s ThreadState, p int) (ThreadState, bool) {
+	if s.pc[p] != idle || (s.lease != noProc && s.leaseLive && !m.cut(mutLeaseLive)) {
 		return s, false
 	}
 	s.lease, s.leaseLive = int8(p), true
-	s.claimSeq++
-	s.mySeq[p] = s.claimSeq
-	s.seen[p] = s.taken
-	if m.activeRuns(s) > 0 {
-		s.pc[p] = abandon
-	} else {
-		s.pc[p] = m.plan(s.taken)
+	s.pc[p] = leased
+	return s, true
+}
+
+// ReadClaim is ReadClaim(p): step 2, the claim subject's last sequence.
+func (m tcl) ReadClaim(s ThreadState, p int) (ThreadState, bool) {
+	if s.pc[p] != leased {
+		return s, false
+	}
+	s.readSeq[p] = s.claimSeq
+	s.pc[p] = marking
+	return s, true
+}
+
+// Claim is Claim(p): step 3, thread_claimed appended expecting what p read.
+// On a conflict p reads again while the lease is its own, else lets go.
+func (m tcl) Claim(s ThreadState, p int) (ThreadState, bool) {
+	if s.pc[p] != marking || int(s.claimSeq) >= m.c.MaxClaims {
+		return s, false
+	}
+	switch {
+	case s.claimSeq == s.readSeq[p] || m.cut(mutClaimCAS):
+		s.claimSeq++
+		s.mySeq[p] = s.claimSeq
+		s.pc[p] = loading
+	case s.lease == int8(p) || m.cut(mutRetryLease):
+		s.pc[p] = leased
+	default:
+		drop(&s, p)
 	}
 	return s, true
 }
 
-// Lapse is Lapse: the lease expires under its live holder.
+// Load is Load(p): step 4, the thread loaded up to at least p's marker,
+// then the plan: abandon an older claim's active run, or hold.
+func (m tcl) Load(s ThreadState, p int) (ThreadState, bool) {
+	if s.pc[p] != loading {
+		return s, false
+	}
+	if m.cut(mutReplay) {
+		// Planned on what p knew before it claimed: nothing.
+		s.pc[p] = holding
+		return s, true
+	}
+	s.seen[p] = s.taken
+	if m.activeRuns(s) > 0 && !m.cut(mutLoadAbandon) {
+		s.pc[p] = abandon
+	} else {
+		s.pc[p] = holding
+	}
+	return s, true
+}
+
+// Lapse is Lapse: the holder's session lapses, and with it the lease.
 func (m tcl) Lapse(s ThreadState) (ThreadState, bool) {
 	if s.lease == noProc || !s.leaseLive {
 		return s, false
@@ -216,9 +334,9 @@ func (m tcl) Lapse(s ThreadState) (ThreadState, bool) {
 	return s, true
 }
 
-// Renew is Renew(p).
+// Renew is Renew(p): p renews its session.
 func (m tcl) Renew(s ThreadState, p int) (ThreadState, bool) {
-	if s.mySeq[p] == 0 || s.lease != int8(p) {
+	if s.pc[p] == idle || (s.lease != int8(p) && !m.cut(mutRenewOther)) {
 		return s, false
 	}
 	s.leaseLive = true
@@ -230,35 +348,44 @@ func (m tcl) Release(s ThreadState, p int) (ThreadState, bool) {
 	if s.pc[p] != holding {
 		return s, false
 	}
-	if m.newest(s, p) {
+	if m.newest(s, p) || m.cut(mutReleaseOwn) {
 		s.claimSeq++
-		s.lease, s.leaseLive = noProc, false
+		if s.lease == int8(p) {
+			s.lease, s.leaseLive = noProc, false
+		}
 	}
 	drop(&s, p)
 	return s, true
 }
 
-// Abandon is Abandon(p): run_abandoned, fenced, then the plan.
+// Abandon is Abandon(p): run_abandoned, fenced.
 func (m tcl) Abandon(s ThreadState, p int) (ThreadState, bool) {
-	if s.pc[p] != abandon || !m.fenced(s, p) {
+	if s.pc[p] != abandon || !m.fenced(s, p, mutFenceAbandon) {
 		return s, false
 	}
-	for r := 1; r <= m.c.MaxClaims; r++ {
+	for r := 1; r <= m.c.NumMsgs; r++ {
 		if s.runs[r] == active {
 			s.runs[r] = abandoned
 		}
 	}
-	s.pc[p] = m.plan(s.seen[p])
+	s.pc[p] = holding
 	return s, true
 }
 
-// RunStart is RunStart(p): run_started, fenced, consumes the planned message.
+// RunStart is RunStart(p): run_started, fenced, consumes the oldest
+// message p knows untaken and opens run NRuns + 1.
 func (m tcl) RunStart(s ThreadState, p int) (ThreadState, bool) {
-	if s.pc[p] != planned || !m.fenced(s, p) {
+	// NRuns < NumMsgs bounds the model (with the fence it never binds: each
+	// run consumes a message of its own); seen[p] < NumMsgs is implied by
+	// pending, and keeps the index in range when a mutation cuts pending.
+	if s.pc[p] != holding || (!m.pending(s, p) && !m.cut(mutPosted)) ||
+		!m.fenced(s, p, mutFenceRunStart) || m.nRuns(s) >= m.c.NumMsgs || int(s.seen[p]) >= m.c.NumMsgs {
 		return s, false
 	}
 	consume(&s, p, s.seen[p]+1)
-	s.runs[s.mySeq[p]] = active
+	r := uint8(m.nRuns(s) + 1)
+	s.runs[r], s.runClaim[r] = active, s.mySeq[p]
+	s.myRun[p] = r
 	s.pc[p] = running
 	return s, true
 }
@@ -266,39 +393,67 @@ func (m tcl) RunStart(s ThreadState, p int) (ThreadState, bool) {
 // StartFenced is StartFenced(p): the fence refuses run_abandoned or
 // run_started.
 func (m tcl) StartFenced(s ThreadState, p int) (ThreadState, bool) {
-	if !m.c.Fence || (s.pc[p] != abandon && s.pc[p] != planned) || m.newest(s, p) {
+	if !m.c.Fence || (m.newest(s, p) && !m.cut(mutRefuseNewest)) ||
+		!(s.pc[p] == abandon || s.pc[p] == holding && m.pending(s, p)) {
 		return s, false
 	}
 	drop(&s, p)
 	return s, true
 }
 
-// Reply is Reply(p): answer_given, fenced, consumes the next message.
+// Ask is Ask(p): request_opened, compare-and-set on the run subject.
+func (m tcl) Ask(s ThreadState, p int) (ThreadState, bool) {
+	r := s.myRun[p]
+	if s.pc[p] != running || (s.runs[r] != active && !m.cut(mutAskCAS)) || int(s.reqs[r]) >= m.c.MaxOpen {
+		return s, false
+	}
+	s.reqs[r]++
+	return s, true
+}
+
+// Reply is Reply(p): answer_given, fenced, consumes the next message as
+// the answer to one of the run's open requests.
 func (m tcl) Reply(s ThreadState, p int) (ThreadState, bool) {
-	if s.pc[p] != running || int(s.seen[p]) >= m.c.NumMsgs || !m.fenced(s, p) {
+	r := s.myRun[p]
+	if s.pc[p] != running || (s.reqs[r] == 0 && !m.cut(mutAnswerOpen)) || !m.pending(s, p) ||
+		!m.fenced(s, p, mutFenceReply) {
 		return s, false
 	}
 	consume(&s, p, s.seen[p]+1)
-	s.pc[p] = replied
+	if s.reqs[r] > 0 {
+		s.reqs[r]--
+	}
 	return s, true
 }
 
-// ReplyFenced is ReplyFenced(p): the fence refuses the answer.
+// Steer is Steer(p): steering_given, fenced, consumes the next message.
+func (m tcl) Steer(s ThreadState, p int) (ThreadState, bool) {
+	if s.pc[p] != running || !m.pending(s, p) || !m.fenced(s, p, mutFenceSteer) {
+		return s, false
+	}
+	consume(&s, p, s.seen[p]+1)
+	return s, true
+}
+
+// ReplyFenced is ReplyFenced(p): the fence refuses answer_given or
+// steering_given.
 func (m tcl) ReplyFenced(s ThreadState, p int) (ThreadState, bool) {
-	if !m.c.Fence || s.pc[p] != running || int(s.seen[p]) >= m.c.NumMsgs || m.newest(s, p) {
+	if !m.c.Fence || s.pc[p] != running || !m.pending(s, p) || (m.newest(s, p) && !m.cut(mutRefuseNewest)) {
 		return s, false
 	}
 	drop(&s, p)
 	return s, true
 }
 
-// RunEnd is RunEnd(p): refused once the run was abandoned.
+// RunEnd is RunEnd(p): run_completed or run_failed, compare-and-set on the
+// run subject; refused once the run was abandoned.
 func (m tcl) RunEnd(s ThreadState, p int) (ThreadState, bool) {
-	if s.pc[p] != running && s.pc[p] != replied {
+	if s.pc[p] != running {
 		return s, false
 	}
-	if r := s.mySeq[p]; s.runs[r] == active {
+	if r := s.myRun[p]; s.runs[r] == active || m.cut(mutEndCAS) {
 		s.runs[r] = ended
+		s.myRun[p] = 0
 		s.pc[p] = holding
 	} else {
 		drop(&s, p)
@@ -306,26 +461,25 @@ func (m tcl) RunEnd(s ThreadState, p int) (ThreadState, bool) {
 	return s, true
 }
 
-// TypeOK is TypeOK: each variable within its range, and nothing set
-// beyond the constants.
+// TypeOK is TypeOK: each variable within its range, nothing set beyond
+// the constants, and nothing consumed that was not posted.
 func (m tcl) TypeOK(s ThreadState) bool {
 	c := m.c
 	ok := (s.lease == noProc || (s.lease >= 0 && int(s.lease) < c.Procs)) &&
 		int(s.claimSeq) <= c.MaxClaims+1 &&
-		int(s.taken) <= c.NumMsgs
+		int(s.posted) <= c.NumMsgs && s.taken <= s.posted
 	for i := range s.consumed {
 		in := i >= 1 && i <= c.NumMsgs
-		ok = ok && (in && int(s.consumed[i]) <= 2*c.MaxClaims || !in && s.consumed[i] == 0)
-	}
-	for r := range s.runs {
-		in := r >= 1 && r <= c.MaxClaims
-		ok = ok && int(s.runs[r]) < len(runNames) && (in || s.runs[r] == none)
+		ok = ok && (in && int(s.consumed[i]) <= c.MaxClaims || !in && s.consumed[i] == 0)
+		ok = ok && int(s.runs[i]) < len(runNames) && (in || s.runs[i] == none && s.runClaim[i] == 0 && s.reqs[i] == 0)
+		ok = ok && int(s.runClaim[i]) <= c.MaxClaims && int(s.reqs[i]) <= c.MaxOpen
 	}
 	for p := range maxProcs {
 		in := p < c.Procs
 		ok = ok && int(s.pc[p]) < len(pcNames) &&
-			(in && int(s.mySeq[p]) <= c.MaxClaims && int(s.seen[p]) <= c.NumMsgs ||
-				!in && s.pc[p] == idle && s.mySeq[p] == 0 && s.seen[p] == 0)
+			(in && int(s.mySeq[p]) <= c.MaxClaims && int(s.readSeq[p]) <= c.MaxClaims+1 &&
+				int(s.seen[p]) <= c.NumMsgs && int(s.myRun[p]) <= c.NumMsgs ||
+				!in && s.pc[p] == idle && s.mySeq[p] == 0 && s.readSeq[p] == 0 && s.seen[p] == 0 && s.myRun[p] == 0)
 	}
 	return ok
 }
@@ -344,13 +498,71 @@ func (m tcl) I1_ConsumedAtMostOnce(s ThreadState) bool {
 // I3_OneActiveRun is I3_OneActiveRun: at most one run is active.
 func (m tcl) I3_OneActiveRun(s ThreadState) bool { return m.activeRuns(s) <= 1 }
 
+// FenceNewestClaim is FenceNewestClaim: every fenced write (Abandon,
+// RunStart, Reply, Steer) is made under the newest claim marker.
+func (m tcl) FenceNewestClaim(s ThreadState, to Step[ThreadState]) bool {
+	switch to.Action {
+	case "Abandon", "RunStart", "Reply", "Steer":
+		return m.newest(s, procIndex(to.Arg))
+	}
+	return true
+}
+
+// ClaimChain is ClaimChain: thread_claimed lands only on the claim
+// subject's sequence its writer read, thread_released only on the
+// releaser's own marker.
+func (m tcl) ClaimChain(s ThreadState, to Step[ThreadState]) bool {
+	if to.State.claimSeq == s.claimSeq {
+		return true
+	}
+	p := procIndex(to.Arg)
+	switch to.Action {
+	case "Claim":
+		return s.readSeq[p] == s.claimSeq
+	case "Release":
+		return m.newest(s, p)
+	}
+	return true
+}
+
+// NoEndAfterAbandon is NoEndAfterAbandon: an abandoned run stays abandoned
+// and takes no more events (no end, no request, no answer).
+func (m tcl) NoEndAfterAbandon(s ThreadState, to Step[ThreadState]) bool {
+	for r := 1; r <= m.c.NumMsgs; r++ {
+		if s.runs[r] == abandoned && (to.State.runs[r] != abandoned || to.State.reqs[r] != s.reqs[r]) {
+			return false
+		}
+	}
+	return true
+}
+
+// AbandonOnlyOlder is AbandonOnlyOlder: only a run started under an older
+// claim than the newest is abandoned.
+func (m tcl) AbandonOnlyOlder(s ThreadState, to Step[ThreadState]) bool {
+	for r := 1; r <= m.c.NumMsgs; r++ {
+		if s.runs[r] != abandoned && to.State.runs[r] == abandoned && s.runClaim[r] >= s.claimSeq {
+			return false
+		}
+	}
+	return true
+}
+
+// AnswerOnce is AnswerOnce: every answer_given answers an open request, so
+// no request is answered twice.
+func (m tcl) AnswerOnce(s ThreadState, to Step[ThreadState]) bool {
+	if to.Action != "Reply" {
+		return true
+	}
+	return s.reqs[s.myRun[procIndex(to.Arg)]] > 0
+}
+
 // show renders s as TLC prints a state, one conjunct per variable.
 func (m tcl) show(s ThreadState) string {
-	procs, msgs, claims := m.c.Procs, m.c.NumMsgs, m.c.MaxClaims
-	fn := func(n, from int, f func(i int) string) string {
+	procs, msgs := m.c.Procs, m.c.NumMsgs
+	fn := func(n int, f func(i int) string) string {
 		parts := make([]string, n)
 		for i := range n {
-			parts[i] = f(i + from)
+			parts[i] = f(i + 1)
 		}
 		return "<<" + strings.Join(parts, ", ") + ">>"
 	}
@@ -369,11 +581,16 @@ func (m tcl) show(s ThreadState) string {
 	fmt.Fprintf(&b, "/\\ lease = %s\n", lease)
 	fmt.Fprintf(&b, "/\\ leaseLive = %s\n", strings.ToUpper(fmt.Sprint(s.leaseLive)))
 	fmt.Fprintf(&b, "/\\ claimSeq = %d\n", s.claimSeq)
+	fmt.Fprintf(&b, "/\\ posted = %d\n", s.posted)
 	fmt.Fprintf(&b, "/\\ taken = %d\n", s.taken)
-	fmt.Fprintf(&b, "/\\ consumed = %s\n", fn(msgs, 1, func(i int) string { return fmt.Sprint(s.consumed[i]) }))
-	fmt.Fprintf(&b, "/\\ runs = %s\n", fn(claims, 1, func(i int) string { return fmt.Sprintf("%q", s.runs[i]) }))
+	fmt.Fprintf(&b, "/\\ consumed = %s\n", fn(msgs, func(i int) string { return fmt.Sprint(s.consumed[i]) }))
+	fmt.Fprintf(&b, "/\\ runs = %s\n", fn(msgs, func(i int) string { return fmt.Sprintf("%q", s.runs[i]) }))
+	fmt.Fprintf(&b, "/\\ runClaim = %s\n", fn(msgs, func(i int) string { return fmt.Sprint(s.runClaim[i]) }))
+	fmt.Fprintf(&b, "/\\ reqs = %s\n", fn(msgs, func(i int) string { return fmt.Sprint(s.reqs[i]) }))
 	fmt.Fprintf(&b, "/\\ pc = %s\n", perProc(func(p int) string { return fmt.Sprintf("%q", s.pc[p]) }))
 	fmt.Fprintf(&b, "/\\ mySeq = %s\n", perProc(func(p int) string { return fmt.Sprint(s.mySeq[p]) }))
-	fmt.Fprintf(&b, "/\\ seen = %s", perProc(func(p int) string { return fmt.Sprint(s.seen[p]) }))
+	fmt.Fprintf(&b, "/\\ readSeq = %s\n", perProc(func(p int) string { return fmt.Sprint(s.readSeq[p]) }))
+	fmt.Fprintf(&b, "/\\ seen = %s\n", perProc(func(p int) string { return fmt.Sprint(s.seen[p]) }))
+	fmt.Fprintf(&b, "/\\ myRun = %s", perProc(func(p int) string { return fmt.Sprint(s.myRun[p]) }))
 	return b.String()
 }

@@ -14,6 +14,7 @@ import (
 	"artifactr/events"
 	"artifactr/events/natsstore"
 	"artifactr/projections/audit"
+	"artifactr/spec"
 )
 
 // exitCantAudit is audit's code for "could not run": 1 means violations.
@@ -25,6 +26,7 @@ func (a *app) auditCommand() *cobra.Command {
 		thread string
 		from   uint64
 		asJSON bool
+		spec   bool
 	)
 	cmd := &cobra.Command{
 		Use:   "audit",
@@ -39,6 +41,11 @@ Prints a report, or with --json the report object (see
 projections/audit's package doc). On a terminal, a long replay shows its
 progress on stderr.
 
+--spec also checks the log against the spec (spec/ThreadClaimLapse.tla, its
+Go model): each thread's events, in stream order, must be steps the model
+allows; the first event of a thread that is not is reported with its seq
+and the actions the spec allowed there. It exits 1 on such an event.
+
 --from SEQ starts the replay at a stream sequence; checks that need earlier
 events (which claim is newest, what was consumed) may then report findings
 that a full replay would not.
@@ -47,7 +54,7 @@ Exit codes: 0 no violations (anomalies alone do not fail an audit),
 1 violations found, 2 the audit could not run (bad usage, NATS unreachable).`,
 		Args: cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error {
-			err := a.audit(cmd.Context(), &conn, thread, from, asJSON)
+			err := a.audit(cmd.Context(), &conn, thread, from, asJSON, spec)
 			var ee *exitError
 			if errors.As(err, &ee) && ee.code == exitFail && !ee.quiet {
 				ee.code = exitCantAudit
@@ -59,22 +66,31 @@ Exit codes: 0 no violations (anomalies alone do not fail an audit),
 	cmd.Flags().StringVar(&thread, "thread", "", "audit only this thread")
 	cmd.Flags().Uint64Var(&from, "from", 1, "first stream sequence to replay")
 	cmd.Flags().BoolVar(&asJSON, "json", false, "print the report as JSON")
+	cmd.Flags().BoolVar(&spec, "spec", false, "also validate each thread's events against the spec's model")
 	return cmd
 }
 
-func (a *app) audit(ctx context.Context, conn *connFlags, thread string, from uint64, asJSON bool) error {
+func (a *app) audit(ctx context.Context, conn *connFlags, thread string, from uint64, asJSON, withSpec bool) error {
 	if thread != "" {
 		if err := threadArg(thread); err != nil {
 			return err
 		}
 	}
 	from = max(from, 1)
+	if withSpec && from > 1 {
+		return usage(fmt.Errorf("--spec validates whole threads from their first event: drop --from"))
+	}
 	store, err := a.open(ctx, conn, 0)
 	if err != nil {
 		return err
 	}
 	defer store.Close()
 	prog := newProgress(a.stderr)
+	var sv *spec.TraceValidator
+	if withSpec {
+		sv = spec.NewTraceValidator()
+		prog.each = sv.Add
+	}
 	var r audit.Report
 	if thread != "" {
 		r, err = auditThread(ctx, store, thread, from, prog)
@@ -85,18 +101,54 @@ func (a *app) audit(ctx context.Context, conn *connFlags, thread string, from ui
 	if err != nil {
 		return storeError(conn.url, err)
 	}
-	if asJSON {
+	var sr spec.TraceReport
+	if sv != nil {
+		sr = sv.Report()
+	}
+	switch {
+	case asJSON && sv != nil:
+		enc := json.NewEncoder(a.stdout)
+		enc.SetIndent("", "  ")
+		err = enc.Encode(struct {
+			Audit audit.Report     `json:"audit"`
+			Spec  spec.TraceReport `json:"spec"`
+		}{r, sr})
+	case asJSON:
 		enc := json.NewEncoder(a.stdout)
 		enc.SetIndent("", "  ")
 		err = enc.Encode(r)
-	} else {
+	default:
 		err = r.WriteText(a.stdout)
+		if err == nil && sv != nil {
+			err = writeSpecText(a.stdout, sr)
+		}
 	}
 	if err != nil {
 		return fail(err)
 	}
 	if !r.OK() {
 		return silent(exitFail, fmt.Errorf("%d violations", r.ViolationCount))
+	}
+	if !sr.OK() {
+		return silent(exitFail, fmt.Errorf("%d threads do not conform to the spec", len(sr.Nonconforming)))
+	}
+	return nil
+}
+
+// writeSpecText prints the trace validation's verdict: one line, then the
+// first nonconforming event of each thread that has one.
+func writeSpecText(w io.Writer, sr spec.TraceReport) error {
+	if sr.OK() {
+		_, err := fmt.Fprintf(w, "spec OK: %d events of %d threads, each a step of ThreadClaimLapse\n", sr.Events, sr.Threads)
+		return err
+	}
+	if _, err := fmt.Fprintf(w, "spec: %d of %d threads do not conform to ThreadClaimLapse:\n", len(sr.Nonconforming), sr.Threads); err != nil {
+		return err
+	}
+	for _, n := range sr.Nonconforming {
+		if _, err := fmt.Fprintf(w, "  %s\n", n); err != nil {
+			return err
+		}
 	}
 	return nil
 }
@@ -110,7 +162,7 @@ func auditThread(ctx context.Context, store events.Store, thread string, from ui
 	prog.total = uint64(len(envs))
 	for _, env := range envs {
 		au.Add(env)
-		prog.tick()
+		prog.tick(env)
 	}
 	return au.Report(), nil
 }
@@ -130,7 +182,7 @@ func auditStream(ctx context.Context, store *natsstore.Store, _ string, from uin
 	prog.total = last - from + 1
 	_, err = store.Replay(ctx, store.Subjects().All(), from, func(env events.Envelope) error {
 		au.Add(env)
-		prog.tick()
+		prog.tick(env)
 		return nil
 	})
 	if err != nil {
@@ -142,7 +194,8 @@ func auditStream(ctx context.Context, store *natsstore.Store, _ string, from uin
 // progress draws a progress bar with events/s on a terminal, at most ten
 // times a second. It draws nothing when w is not a terminal.
 type progress struct {
-	w      io.Writer // nil: not a terminal
+	each   func(events.Envelope) // also sees every event, if set (audit --spec)
+	w      io.Writer             // nil: not a terminal
 	total  uint64
 	n      uint64
 	start  time.Time
@@ -167,7 +220,10 @@ func isTerminal(w io.Writer) bool {
 	return err == nil && fi.Mode()&os.ModeCharDevice != 0
 }
 
-func (p *progress) tick() {
+func (p *progress) tick(env events.Envelope) {
+	if p.each != nil {
+		p.each(env)
+	}
 	p.n++
 	if p.w == nil || p.n%1024 != 0 {
 		return

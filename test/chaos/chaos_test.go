@@ -73,6 +73,12 @@ func TestChaos_mutationUnfenced(t *testing.T) {
 	if byCheck[audit.CheckFence] == 0 {
 		t.Errorf("with the fence off the audit found no FenceNewestClaim violation (seed %d)", h.cfg.seed)
 	}
+	// The trace validation must flag the log too.
+	if sr := specTrace(envs); sr.OK() {
+		t.Errorf("with the fence off every thread conformed to the spec (seed %d)", h.cfg.seed)
+	} else {
+		t.Logf("spec: %d of %d threads do not conform; the first: %s", len(sr.Nonconforming), sr.Threads, sr.Nonconforming[0])
+	}
 }
 
 func runSoak(t *testing.T, cfg config) {
@@ -99,6 +105,7 @@ func runSoak(t *testing.T, cfg config) {
 	if !rep.OK() {
 		t.Errorf("audit: %d violations (seed %d)", rep.ViolationCount, cfg.seed)
 	}
+	checkSpecTrace(t, envs, cfg.seed)
 	for _, p := range h.checkConsumed(envs, 30) {
 		t.Errorf("consumed exactly once: %s", p)
 	}

@@ -1,0 +1,36 @@
+package chaos
+
+import (
+	"testing"
+
+	"artifactr/events"
+	"artifactr/spec"
+)
+
+// specTrace validates the whole log against the spec's model
+// (spec.TraceValidator, as artifactr audit --spec): each thread's events
+// must be steps ThreadClaimLapse allows.
+func specTrace(envs []events.Envelope) spec.TraceReport {
+	v := spec.NewTraceValidator()
+	for _, e := range envs {
+		v.Add(e)
+	}
+	return v.Report()
+}
+
+// checkSpecTrace fails t with the first nonconforming events, if any.
+func checkSpecTrace(t *testing.T, envs []events.Envelope, seed uint64) {
+	t.Helper()
+	r := specTrace(envs)
+	for i, n := range r.Nonconforming {
+		if i == 5 {
+			break
+		}
+		t.Errorf("spec: %s", n)
+	}
+	if !r.OK() {
+		t.Errorf("spec: %d of %d threads do not conform (seed %d)", len(r.Nonconforming), r.Threads, seed)
+	} else {
+		t.Logf("spec: %d events of %d threads, each a step of ThreadClaimLapse", r.Events, r.Threads)
+	}
+}

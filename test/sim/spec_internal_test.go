@@ -1,0 +1,69 @@
+package sim
+
+import (
+	"fmt"
+
+	"testing"
+
+	"artifactr/spec"
+)
+
+// The simulation's logs checked against the spec (spec.TraceValidator):
+// every event of a fenced run must be a step the model allows, and without
+// the fence some log must not be. Seeds 1..N, fixed, so a failure replays:
+// go test ./test/sim/ -run TestSim_specTrace -v
+
+// specLog runs seed and returns its whole log, drain included.
+func specLog(seed uint64, cfg Config) ([]string, spec.TraceReport, Result) {
+	w := newWorld(seed, cfg)
+	w.run()
+	w.res.Seed, w.res.Events, w.res.Trace = seed, len(w.envs), w.trace
+	v := spec.NewTraceValidator()
+	for _, e := range w.envs {
+		v.Add(e)
+	}
+	var lines []string
+	for _, e := range w.envs {
+		lines = append(lines, fmt.Sprintf("%4d %s", e.Seq, describe(e.Event)))
+	}
+	return lines, v.Report(), w.res
+}
+
+func TestSim_specTrace_fencedLogsConform(t *testing.T) {
+	n := uint64(200)
+	if testing.Short() {
+		n = 40
+	}
+	events := 0
+	for seed := uint64(1); seed <= n; seed++ {
+		log, rep, res := specLog(seed, Config{Steps: 300})
+		if res.Failed() {
+			t.Fatalf("seed %d: the simulation failed: %s: %s", seed, res.Check, res.Failure)
+		}
+		events += rep.Events
+		if !rep.OK() {
+			t.Fatalf("seed %d: %s\nlog:\n%s", seed, rep.Nonconforming[0], joinLines(log))
+		}
+	}
+	t.Logf("seeds 1..%d: %d events, every one a step of the spec", n, events)
+}
+
+func TestSim_specTrace_unfencedLogFlagged(t *testing.T) {
+	cfg := Config{Steps: 300, Unfenced: true, Fatal: func(string) bool { return false }}
+	for seed := uint64(1); seed <= 50; seed++ {
+		_, rep, _ := specLog(seed, cfg)
+		if !rep.OK() {
+			t.Logf("seed %d without the fence: %s", seed, rep.Nonconforming[0])
+			return
+		}
+	}
+	t.Fatal("without the fence, no log of seeds 1..50 was flagged: the trace validation cannot fail")
+}
+
+func joinLines(lines []string) string {
+	out := ""
+	for _, l := range lines {
+		out += l + "\n"
+	}
+	return out
+}
