@@ -72,6 +72,17 @@ type BoundedLoader interface {
 	LoadUpTo(ctx context.Context, thread string, from, upTo uint64) ([]Envelope, error)
 }
 
+// SnapshotStore keeps one snapshot per thread: the thread's fold at a
+// sequence, so a claim need not replay the whole log. A snapshot is a cache:
+// a missing one costs only more replay, and the reader verifies and ignores
+// a bad one.
+type SnapshotStore interface {
+	// SaveSnapshot replaces thread's snapshot.
+	SaveSnapshot(ctx context.Context, thread string, data []byte) error
+	// LoadSnapshot returns thread's snapshot, or nil when it has none.
+	LoadSnapshot(ctx context.Context, thread string) ([]byte, error)
+}
+
 // Leaser manages the leases in the claims bucket. A lease decides liveness
 // only: who should work on a thread, and when a dead holder's thread may be
 // taken. Safety rests on the claim marker and [Fenced].

@@ -11,6 +11,7 @@ import (
 
 	"artifactr/actors/thread"
 	"artifactr/events"
+	"artifactr/projections"
 )
 
 // Messages to the runner actor.
@@ -31,6 +32,7 @@ type (
 	claimResult     struct {
 		thread  string
 		claim   events.Claim
+		view    *projections.Thread // from a snapshot, or nil
 		history []events.Envelope
 		err     error
 	}
@@ -191,13 +193,57 @@ func (ra *runnerActor) pump(ctx actor.Context) {
 		r.goDo(func() {
 			cctx, cancel := context.WithTimeout(r.ctx, r.cfg.CallTimeout)
 			defer cancel()
-			c, h, err := events.AcquireSessionClaim(cctx, r.store, sess, th, holder, 0, r.now())
-			r.sys.Root.Send(self, claimResult{thread: th, claim: c, history: h, err: err})
+			res := r.claim(cctx, sess, th, holder)
+			r.sys.Root.Send(self, res)
 		})
 	}
 	if len(ra.queue) == 0 && cap(ra.queue) > 1024 {
 		ra.queue = nil // let a drained burst's backing array go
 	}
+}
+
+// claim claims th under sess, starting from the thread's snapshot when the
+// store keeps them and it verifies. It runs off the actor's goroutine.
+func (r *Runner) claim(ctx context.Context, sess events.Session, th, holder string) claimResult {
+	view := r.loadSnapshot(ctx, th)
+	var from uint64
+	if view != nil {
+		from = view.LastSeq + 1
+	}
+	c, h, err := events.AcquireSessionClaim(ctx, r.store, sess, th, holder, from, r.now())
+	if err == nil && view != nil && view.LastSeq >= c.Seq {
+		// A snapshot at or past the new marker cannot be of this log.
+		r.stats.snapshotsBad.Add(1)
+		r.log.Warn("snapshot ignored: past the claim's marker", "thread", th, "snapshot_seq", view.LastSeq, "claim_seq", c.Seq)
+		view = nil
+		if bl, ok := r.store.(events.BoundedLoader); ok {
+			h, err = bl.LoadUpTo(ctx, th, 1, c.Seq)
+		} else {
+			h, err = r.store.Load(ctx, th, 1)
+		}
+	}
+	return claimResult{thread: th, claim: c, view: view, history: h, err: err}
+}
+
+// loadSnapshot returns th's fold from its snapshot, or nil when the store
+// keeps none, it has none, or it does not verify (reported, never trusted).
+func (r *Runner) loadSnapshot(ctx context.Context, th string) *projections.Thread {
+	ss, ok := r.store.(events.SnapshotStore)
+	if !ok || r.cfg.SnapshotEvery < 0 {
+		return nil
+	}
+	data, err := ss.LoadSnapshot(ctx, th)
+	if err != nil || data == nil {
+		return nil
+	}
+	view, err := projections.DecodeSnapshot(th, data)
+	if err != nil {
+		r.stats.snapshotsBad.Add(1)
+		r.log.Warn("snapshot ignored", "thread", th, "err", err)
+		return nil
+	}
+	r.stats.snapshotsLoaded.Add(1)
+	return view
 }
 
 func (ra *runnerActor) claimed(ctx actor.Context, m claimResult) {
@@ -240,7 +286,7 @@ func (ra *runnerActor) claimed(ctx actor.Context, m claimResult) {
 		history = append(history, cl.envs...) // Core skips what it holds
 	}
 	fate := &childFate{}
-	ta := newThreadActor(r, m.claim, history, cl != nil && cl.probe, fate)
+	ta := newThreadActor(r, m.claim, m.view, history, cl != nil && cl.probe, fate)
 	pid, err := ctx.SpawnNamed(actor.PropsFromProducer(func() actor.Actor { return ta }), m.thread)
 	if err != nil {
 		r.log.Error("spawn thread actor", "thread", m.thread, "err", err)

@@ -46,6 +46,11 @@ type Config struct {
 	ShutdownGrace time.Duration
 	// CallTimeout bounds each storage call the runner makes. Default 10s.
 	CallTimeout time.Duration
+	// SnapshotEvery is how many events a thread's view must have moved
+	// past the snapshot its claim started from for its release to save a
+	// new one, when the store keeps snapshots. Default 32; negative turns
+	// snapshots off.
+	SnapshotEvery int
 	// MaxClaiming bounds the claims in flight at once; more wait. Default
 	// 256.
 	MaxClaiming int
@@ -91,6 +96,9 @@ func (c *Config) setDefaults() error {
 	if c.CallTimeout <= 0 {
 		c.CallTimeout = 10 * time.Second
 	}
+	if c.SnapshotEvery == 0 {
+		c.SnapshotEvery = 32
+	}
 	if c.MaxClaiming <= 0 {
 		c.MaxClaiming = 256
 	}
@@ -113,10 +121,15 @@ type Stats struct {
 	Held      int64 // claims held now
 	Panics    int64 // thread actors stopped by a panic
 	Sessions  int64 // sessions opened
+
+	SnapshotsLoaded int64 // claims that started from a snapshot
+	SnapshotsBad    int64 // snapshots that did not verify, ignored
+	SnapshotsSaved  int64 // snapshots encoded at release
 }
 
 type stats struct {
 	claims, abandoned, fenced, completed, failed, held, panics, sessions atomic.Int64
+	snapshotsLoaded, snapshotsBad, snapshotsSaved                        atomic.Int64
 }
 
 // Runner finds threads with work, claims them and hosts one thread actor per
@@ -169,6 +182,8 @@ func (r *Runner) Stats() Stats {
 		Claims: r.stats.claims.Load(), Abandoned: r.stats.abandoned.Load(), Fenced: r.stats.fenced.Load(),
 		Completed: r.stats.completed.Load(), Failed: r.stats.failed.Load(), Held: r.stats.held.Load(),
 		Panics: r.stats.panics.Load(), Sessions: r.stats.sessions.Load(),
+		SnapshotsLoaded: r.stats.snapshotsLoaded.Load(), SnapshotsBad: r.stats.snapshotsBad.Load(),
+		SnapshotsSaved: r.stats.snapshotsSaved.Load(),
 	}
 }
 

@@ -16,6 +16,7 @@ import (
 	"artifactr/actors/thread"
 	"artifactr/events"
 	"artifactr/events/eventspb"
+	"artifactr/projections"
 )
 
 // Messages the thread actor gets from the runner actor, its goroutines and
@@ -43,8 +44,10 @@ var testHookReceive func(thread string, msg any)
 type threadActor struct {
 	r       *Runner
 	claim   events.Claim
+	view    *projections.Thread // the snapshot the claim started from, or nil
 	history []events.Envelope
-	probe   bool // claimed through a lapsed session: give up at once if idle
+	snapSeq uint64 // the sequence of the snapshot it started from
+	probe   bool   // claimed through a lapsed session: give up at once if idle
 	fate    *childFate
 	core    *thread.Core
 
@@ -59,8 +62,12 @@ type threadActor struct {
 	runs map[string]*runHandle
 }
 
-func newThreadActor(r *Runner, c events.Claim, history []events.Envelope, probe bool, fate *childFate) *threadActor {
-	return &threadActor{r: r, claim: c, history: history, probe: probe, fate: fate}
+func newThreadActor(r *Runner, c events.Claim, view *projections.Thread, history []events.Envelope, probe bool, fate *childFate) *threadActor {
+	a := &threadActor{r: r, claim: c, view: view, history: history, probe: probe, fate: fate}
+	if view != nil {
+		a.snapSeq = view.LastSeq
+	}
+	return a
 }
 
 // log returns the actor's logger. It is made on use: a logger with fields
@@ -99,7 +106,7 @@ func (a *threadActor) Receive(ctx actor.Context) {
 		a.decide(ctx, thread.Shutdown{})
 	case releaseDone:
 		if m.err != nil {
-			a.log().Warn("release failed; the lease lapses with the session", "err", m.err)
+			a.log().Warn("release failed; claiming the thread again", "err", m.err)
 		}
 		ctx.Stop(a.self)
 	case *actor.Stopping:
@@ -110,12 +117,17 @@ func (a *threadActor) Receive(ctx actor.Context) {
 func (a *threadActor) started(ctx actor.Context) {
 	a.self = ctx.Self()
 	a.ctx, a.cancel = context.WithCancel(a.r.ctx)
-	a.core = thread.New(thread.Config{
+	cfg := thread.Config{
 		Agent:     a.r.cfg.Agent.Name(),
 		Steerable: a.r.cfg.Agent.Steerable(),
 		IdleTicks: 1,
-	}, a.claim, a.history)
-	a.history = nil
+	}
+	if a.view != nil {
+		a.core = thread.NewFromView(cfg, a.claim, a.view, a.history)
+	} else {
+		a.core = thread.New(cfg, a.claim, a.history)
+	}
+	a.history, a.view = nil, nil
 	a.exec(ctx, a.core.Start())
 	if a.probe {
 		// Found through a lapsed session: if it has nothing to do, give
@@ -191,6 +203,7 @@ func (a *threadActor) release(why string) {
 		lastPosted = v.Messages[n-1].Seq
 	}
 	store, fate := a.r.store, a.fate
+	snap := a.snapshot()
 	a.r.goDo(func() {
 		rctx, cancel := context.WithTimeout(context.WithoutCancel(a.ctx), a.r.cfg.CallTimeout)
 		defer cancel()
@@ -200,7 +213,18 @@ func (a *threadActor) release(why string) {
 		} else {
 			err = events.ReleaseClaim(rctx, store, c, why, a.r.now())
 		}
-		if err == nil && why != "shutdown" {
+		if snap != nil {
+			if serr := snap.save(rctx); serr != nil {
+				a.log().Debug("snapshot not saved", "err", serr)
+			}
+		}
+		switch {
+		case err != nil:
+			// The marker or the lease may still be ours, under a session
+			// that lives on: claim again, or the thread waits for this
+			// runner's end.
+			fate.rework.Store(true)
+		case why != "shutdown":
 			last, lerr := store.LastSeq(rctx, c.Thread, events.KindPosted)
 			if pending || lerr != nil || last > lastPosted {
 				fate.rework.Store(true)
@@ -208,6 +232,36 @@ func (a *threadActor) release(why string) {
 		}
 		a.send(releaseDone{err: err})
 	})
+}
+
+// pendingSnapshot is a snapshot encoded on the actor's goroutine, to be
+// saved off it.
+type pendingSnapshot struct {
+	store  events.SnapshotStore
+	thread string
+	data   []byte
+}
+
+func (p *pendingSnapshot) save(ctx context.Context) error {
+	return p.store.SaveSnapshot(ctx, p.thread, p.data)
+}
+
+// snapshot encodes the view when the store keeps snapshots and the view has
+// moved SnapshotEvery events past the one the claim started from.
+func (a *threadActor) snapshot() *pendingSnapshot {
+	ss, ok := a.r.store.(events.SnapshotStore)
+	every := a.r.cfg.SnapshotEvery
+	v := a.core.View()
+	if !ok || every < 0 || v.LastSeq < a.snapSeq+uint64(every) {
+		return nil
+	}
+	data, err := v.EncodeSnapshot()
+	if err != nil {
+		a.log().Warn("snapshot not encoded", "err", err)
+		return nil
+	}
+	a.r.stats.snapshotsSaved.Add(1)
+	return &pendingSnapshot{store: ss, thread: a.claim.Thread, data: data}
 }
 
 func (a *threadActor) append(ap *thread.Append) {

@@ -107,6 +107,23 @@ func New(cfg Config, c events.Claim, history []events.Envelope) *Core {
 	return core
 }
 
+// NewFromView returns the core of a fresh claim whose thread was folded up
+// to view.LastSeq (a verified snapshot) and continues with history, which
+// reaches at least the claim's marker. The core owns view from now on.
+func NewFromView(cfg Config, c events.Claim, view *projections.Thread, history []events.Envelope) *Core {
+	for i := range history {
+		view.Apply(history[i])
+	}
+	return &Core{
+		cfg:      cfg,
+		claim:    c,
+		view:     view,
+		started:  make(map[string]bool),
+		finished: make(map[string]bool),
+		awaitSeq: c.Seq,
+	}
+}
+
 // View returns the core's view of the thread. The caller must not change it.
 func (c *Core) View() *projections.Thread { return c.view }
 

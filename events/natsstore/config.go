@@ -41,6 +41,9 @@ type Config struct {
 	Prefix string
 	// Bucket is the KV bucket holding the leases. Default DefaultBucket.
 	Bucket string
+	// SnapshotBucket is the KV bucket of thread snapshots, created on the
+	// first save. Default DefaultSnapshotBucket.
+	SnapshotBucket string
 	// Replicas is the replica count of the stream and the bucket when New
 	// creates them. Default 1; use 3 on a cluster.
 	Replicas int
@@ -69,6 +72,9 @@ func (c *Config) setDefaults() {
 	}
 	if c.Bucket == "" {
 		c.Bucket = DefaultBucket
+	}
+	if c.SnapshotBucket == "" {
+		c.SnapshotBucket = DefaultSnapshotBucket
 	}
 	if c.Replicas == 0 {
 		c.Replicas = DefaultReplicas
@@ -102,6 +108,8 @@ func (c *Config) validate() error {
 		return fmt.Errorf("natsstore: Config.Prefix %q is not a single subject token", c.Prefix)
 	case !isToken(c.Bucket):
 		return fmt.Errorf("natsstore: Config.Bucket %q is not a valid bucket name", c.Bucket)
+	case !isToken(c.SnapshotBucket):
+		return fmt.Errorf("natsstore: Config.SnapshotBucket %q is not a valid bucket name", c.SnapshotBucket)
 	case c.Replicas < 1 || c.Replicas > 5:
 		return fmt.Errorf("natsstore: Config.Replicas %d is not 1 to 5", c.Replicas)
 	case c.MaxEventBytes < 0:

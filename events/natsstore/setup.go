@@ -21,18 +21,21 @@ const markerTTL = 15 * time.Minute
 // all off.
 func (s *Store) streamConfig() jetstream.StreamConfig {
 	return jetstream.StreamConfig{
-		Name:               s.cfg.Stream,
-		Description:        "artifactr thread events (audit log: never delete, purge, roll up or expire)",
-		Subjects:           []string{s.subj.All()},
-		Retention:          jetstream.LimitsPolicy,
-		Storage:            jetstream.FileStorage,
-		Replicas:           s.cfg.Replicas,
-		Duplicates:         s.cfg.DuplicateWindow,
-		MaxMsgs:            -1,
-		MaxBytes:           -1,
-		MaxAge:             0,
-		MaxMsgsPerSubject:  -1,
-		MaxMsgSize:         -1,
+		Name:              s.cfg.Stream,
+		Description:       "artifactr thread events (audit log: never delete, purge, roll up or expire)",
+		Subjects:          []string{s.subj.All()},
+		Retention:         jetstream.LimitsPolicy,
+		Storage:           jetstream.FileStorage,
+		Replicas:          s.cfg.Replicas,
+		Duplicates:        s.cfg.DuplicateWindow,
+		MaxMsgs:           -1,
+		MaxBytes:          -1,
+		MaxAge:            0,
+		MaxMsgsPerSubject: -1,
+		MaxMsgSize:        -1,
+		// Runners need a few consumers each (the follow, the lease watch,
+		// the work queue), never one per thread; no cap to trip over.
+		MaxConsumers:       -1,
 		Discard:            jetstream.DiscardOld,
 		DenyDelete:         true,
 		DenyPurge:          true,
@@ -124,8 +127,12 @@ func (s *Store) ensureBucket(ctx context.Context) error {
 			Bucket:      s.cfg.Bucket,
 			Description: "artifactr thread leases (liveness only; safety is the claim marker)",
 			History:     1,
-			Storage:     jetstream.FileStorage,
-			Replicas:    s.cfg.Replicas,
+			// One key per thread ever leased plus one per live runner; a
+			// released lease's delete marker expires after markerTTL.
+			MaxBytes:     -1,
+			MaxValueSize: 1 << 10, // a lease value is a few dozen bytes
+			Storage:      jetstream.FileStorage,
+			Replicas:     s.cfg.Replicas,
 			// Turns on per-key TTL, so a dead holder's lease goes away by
 			// itself (NATS-NOTES: KV leases and TTL).
 			LimitMarkerTTL: markerTTL,

@@ -36,6 +36,7 @@ type Store struct {
 	getterOnce sync.Once
 	mgetter    *multiGetter // direct gets' replies; made on first use
 	getterErr  error
+	snaps      snapshots
 	closed     atomic.Bool
 
 	// send publishes one attempt. Tests replace it to lose acks; it is

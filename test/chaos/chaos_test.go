@@ -22,6 +22,13 @@ func TestChaos_soak(t *testing.T) {
 	runSoak(t, soakConfig(t))
 }
 
+// TestChaos_manyThreads: the soak over 5,000 threads, whose runners freeze
+// past the TTL and lose connections; after the drain the audit finds no
+// violation and every acknowledged post was consumed exactly once.
+func TestChaos_manyThreads(t *testing.T) {
+	runSoak(t, manyConfig(t))
+}
+
 // TestChaos_cluster: the soak on a 3-node cluster with the stream and the
 // lease bucket at R3, with stream and bucket leader step-downs and a node
 // restarted mid-run. NATS-NOTES: 10164s and unknown outcomes around leader

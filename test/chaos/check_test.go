@@ -116,17 +116,31 @@ func (h *harness) settled(answered map[string]time.Time) (bool, string) {
 	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
 	defer cancel()
 	var waiting []string
+	// One replay of the whole log per poll, not a load per thread: the
+	// many-threads case has thousands.
+	all := map[string][]events.Envelope{}
+	_, err := h.admin.Replay(ctx, events.Subjects{}.All(), 1, func(env events.Envelope) error {
+		all[env.Thread] = append(all[env.Thread], env)
+		return nil
+	})
+	if err != nil {
+		return false, fmt.Sprintf("replay: %v", err)
+	}
 	for _, th := range h.threads {
-		envs, err := h.admin.Load(ctx, th, 1)
-		if err != nil {
-			return false, fmt.Sprintf("load %s: %v", th, err)
+		envs := all[th]
+		if len(envs) == 0 {
+			continue
 		}
 		v := projections.Fold(th, envs)
 		pending := len(v.Pending())
 		if pending == 0 && v.ActiveRun == nil {
 			continue
 		}
-		waiting = append(waiting, fmt.Sprintf("%s(pending %d, active %v, holder %s)", th, pending, v.ActiveRun != nil, v.Claim.Holder))
+		if len(waiting) < 20 {
+			waiting = append(waiting, fmt.Sprintf("%s(pending %d, active %v, holder %s)", th, pending, v.ActiveRun != nil, v.Claim.Holder))
+		} else {
+			waiting[19] = "..."
+		}
 		if pending == 0 && len(v.OpenRequests()) > 0 && time.Since(answered[th]) > 3*h.cfg.ttl {
 			answered[th] = time.Now()
 			id := fmt.Sprintf("a%06d", h.posts.next.Add(1))

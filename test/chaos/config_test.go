@@ -17,6 +17,7 @@ var (
 	flagSeed    = flag.String("chaos.seed", os.Getenv("CHAOS_SEED"), "chaos: PRNG seed of the fault schedule (default: random for the soaks, fixed for the mutation check; printed)")
 	flagSoak    = flag.String("chaos.soak", os.Getenv("SOAK"), "chaos: fault phase of the single-server soak, such as 10m (default 55s)")
 	flagCluster = flag.String("chaos.cluster", os.Getenv("SOAK_CLUSTER"), "chaos: fault phase of the cluster soak (default 45s)")
+	flagMany    = flag.String("chaos.many", os.Getenv("SOAK_MANY"), "chaos: fault phase of the 5,000-thread soak (default 25s)")
 )
 
 // mutationSeed is the mutation check's default seed: the check must fail the
@@ -107,6 +108,22 @@ func soakConfig(t *testing.T) config {
 		skews:    []float64{-2, -1.2, 0, 0, 0, 1.2, 2},
 		pDupPost: 0.1, pRetryPost: 0.05,
 	}
+}
+
+// manyConfig is the soak over 5,000 threads: most get a post or two while
+// runners freeze past the TTL (their sessions lapse and the others take
+// every thread they held), are killed, and lose their connections.
+func manyConfig(t *testing.T) config {
+	c := soakConfig(t)
+	c.name = "many"
+	c.threads = 5000
+	c.posters = 4
+	c.postGap = [2]time.Duration{5 * time.Millisecond, 20 * time.Millisecond}
+	c.ttl = 2 * time.Second
+	c.faults = duration(t, *flagMany, "-chaos.many / SOAK_MANY", 25*time.Second)
+	c.drain = 150 * time.Second
+	c.pPause = 0.8
+	return c
 }
 
 func clusterConfig(t *testing.T) config {
