@@ -1,14 +1,18 @@
 package main
 
 import (
-	"artifactr/internal/testkit"
 	"context"
 	"encoding/json"
 	"fmt"
+	"net"
+	"os"
+	"path/filepath"
 	"regexp"
 	"strings"
 	"testing"
 	"time"
+
+	"artifactr/internal/testkit"
 )
 
 var listenRE = regexp.MustCompile(`NATS listening on (nats://[^,\s]+)`)
@@ -17,42 +21,69 @@ var listenRE = regexp.MustCompile(`NATS listening on (nats://[^,\s]+)`)
 // URL; the server drains and stops when the test ends.
 func serveInProcess(t *testing.T, args ...string) (string, *testkit.SyncBuffer) {
 	t.Helper()
+	s := startServe(t, t.TempDir(), args...)
+	t.Cleanup(s.stop)
+	return s.url, &s.out
+}
+
+// inProcessServe is a `serve` running in-process.
+type inProcessServe struct {
+	t           *testing.T
+	url         string
+	out, errOut testkit.SyncBuffer
+	cancel      context.CancelFunc
+	done        chan int
+	stopped     bool
+}
+
+// startServe starts `serve --data data` in-process on a free port and waits
+// until it is ready. Stop it with stop.
+func startServe(t *testing.T, data string, args ...string) *inProcessServe {
+	t.Helper()
 	t.Setenv(envNATS, "")
 	ctx, cancel := context.WithCancel(context.Background())
-	var out, errOut testkit.SyncBuffer
-	done := make(chan int, 1)
+	s := &inProcessServe{t: t, cancel: cancel, done: make(chan int, 1)}
 	go func() {
-		done <- run(ctx, append([]string{"serve", "--data", t.TempDir(), "--listen", "127.0.0.1:0", "--no-sync", "--log-level", "warn"}, args...), &out, &errOut)
+		s.done <- run(ctx, append([]string{"serve", "--data", data, "--listen", "127.0.0.1:0", "--no-sync", "--log-level", "warn"}, args...), &s.out, &s.errOut)
 	}()
-	t.Cleanup(func() {
-		cancel()
-		select {
-		case code := <-done:
-			if code != exitOK {
-				t.Errorf("serve exit %d; stderr:\n%s", code, errOut.String())
-			}
-			if !strings.Contains(out.String(), "stopped:") {
-				t.Errorf("serve did not report its stop:\n%s", out.String())
-			}
-		case <-time.After(20 * time.Second):
-			t.Errorf("serve did not stop; stdout:\n%s", out.String())
-		}
-	})
-	var url string
 	testkit.CheckFor(t, 15*time.Second, func() error {
 		select {
-		case code := <-done:
-			t.Fatalf("serve exited %d; stderr:\n%s", code, errOut.String())
+		case code := <-s.done:
+			cancel()
+			t.Fatalf("serve exited %d; stderr:\n%s", code, s.errOut.String())
 		default:
 		}
-		s := out.String()
-		if !strings.Contains(s, " ready on stream ") {
-			return fmt.Errorf("serve not ready:\n%s", s)
+		out := s.out.String()
+		if !strings.Contains(out, " ready on stream ") {
+			return fmt.Errorf("serve not ready:\n%s", out)
 		}
-		url = listenRE.FindStringSubmatch(s)[1]
+		s.url = listenRE.FindStringSubmatch(out)[1]
 		return nil
 	})
-	return url, &out
+	return s
+}
+
+// stop drains the serve and checks that it stopped cleanly. It is safe to
+// call more than once.
+func (s *inProcessServe) stop() {
+	t := s.t
+	t.Helper()
+	if s.stopped {
+		return
+	}
+	s.stopped = true
+	s.cancel()
+	select {
+	case code := <-s.done:
+		if code != exitOK {
+			t.Errorf("serve exit %d; stderr:\n%s", code, s.errOut.String())
+		}
+		if !strings.Contains(s.out.String(), "stopped:") {
+			t.Errorf("serve did not report its stop:\n%s", s.out.String())
+		}
+	case <-time.After(20 * time.Second):
+		t.Errorf("serve did not stop; stdout:\n%s", s.out.String())
+	}
 }
 
 // TestRun_serveAndClients drives an in-process serve with the client
@@ -127,5 +158,81 @@ func TestRun_postWaitTimeout(t *testing.T) {
 	}
 	if !strings.Contains(errOut, "still active") && !strings.Contains(errOut, "still pending") {
 		t.Errorf("stderr does not say where the message is:\n%s", errOut)
+	}
+}
+
+// TestRun_serveSameDataDir: a second serve on a data directory in use exits
+// 1 at once, naming the directory and the holder; the first keeps serving,
+// and what it acked survives its restart (issue 12, blocker 1: two servers
+// on one directory acked posts at the same sequences and lost them).
+func TestRun_serveSameDataDir(t *testing.T) {
+	data := t.TempDir()
+	first := startServe(t, data)
+	t.Cleanup(first.stop)
+	nats := []string{"--nats", first.url}
+	code, out, errOut := runCLI(t, t.Context(), append([]string{"post", "t1", "one", "--wait"}, nats...)...)
+	if code != exitOK || !strings.Contains(out, "echo: one") {
+		t.Fatalf("post to the first serve: exit %d\n%s%s", code, out, errOut)
+	}
+
+	// Bounded: without the lock the second serve would run, not exit.
+	sctx, cancel := context.WithTimeout(t.Context(), 10*time.Second)
+	defer cancel()
+	code, out, errOut = runCLI(t, sctx, "serve", "--data", data, "--listen", "127.0.0.1:0", "--no-sync", "--log-level", "warn")
+	if code != exitFail {
+		t.Fatalf("second serve on %s: exit %d, want %d\nstdout:\n%s\nstderr:\n%s", data, code, exitFail, out, errOut)
+	}
+	for _, want := range []string{data, "in use", fmt.Sprintf("pid %d", os.Getpid())} {
+		if !strings.Contains(errOut, want) {
+			t.Errorf("second serve's error lacks %q:\n%s", want, errOut)
+		}
+	}
+	if strings.Contains(out, "NATS listening") {
+		t.Errorf("second serve started a server:\n%s", out)
+	}
+
+	code, out, errOut = runCLI(t, t.Context(), append([]string{"post", "t1", "two", "--wait"}, nats...)...)
+	if code != exitOK || !strings.Contains(out, "echo: two") {
+		t.Fatalf("post to the first serve after the refused second: exit %d\n%s%s", code, out, errOut)
+	}
+	first.stop()
+
+	again := startServe(t, data)
+	t.Cleanup(again.stop)
+	code, out, _ = runCLI(t, t.Context(), "show", "t1", "--json", "--nats", again.url)
+	var v threadView
+	if err := json.Unmarshal([]byte(out), &v); code != exitOK || err != nil {
+		t.Fatalf("show after restart: exit %d, %v:\n%s", code, err, out)
+	}
+	if len(v.Messages) != 2 || len(v.Runs) != 2 || v.Runs[0].Output != "echo: one" || v.Runs[1].Output != "echo: two" {
+		t.Errorf("after restart the thread lost acked work:\n%s", out)
+	}
+	if len(v.Anomalies) != 0 {
+		t.Errorf("anomalies after restart: %+v", v.Anomalies)
+	}
+}
+
+// TestRun_servePortTaken: serve on a port another listener holds exits 1
+// at once, naming the address, and opens nothing in its data directory.
+func TestRun_servePortTaken(t *testing.T) {
+	t.Setenv(envNATS, "")
+	l, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer l.Close()
+	addr := l.Addr().String()
+	data := filepath.Join(t.TempDir(), "data")
+	ctx, cancel := context.WithTimeout(t.Context(), 10*time.Second)
+	defer cancel()
+	code, out, errOut := runCLI(t, ctx, "serve", "--data", data, "--listen", addr, "--no-sync", "--log-level", "warn")
+	if code != exitFail {
+		t.Fatalf("serve on a taken port: exit %d, want %d\nstdout:\n%s\nstderr:\n%s", code, exitFail, out, errOut)
+	}
+	if !strings.Contains(errOut, addr) || !strings.Contains(errOut, "in use") {
+		t.Errorf("error does not name the address %s:\n%s", addr, errOut)
+	}
+	if _, err := os.Stat(filepath.Join(data, "jetstream")); !os.IsNotExist(err) {
+		t.Errorf("serve opened the store before checking the port: %v", err)
 	}
 }

@@ -287,3 +287,50 @@ func TestServe_sigtermHandsOver(t *testing.T) {
 	}
 	auditClean(t, url)
 }
+
+// TestServe_dataDirLock: a second serve on a data directory in use exits 1
+// at once, naming the directory and the first one's pid, while the first
+// keeps serving; kill -9 of the holder frees the directory, and a restart
+// finds every acked post (issue 12, blocker 1).
+func TestServe_dataDirLock(t *testing.T) {
+	data := filepath.Join(t.TempDir(), "data")
+	listen := freeListen(t)
+	url := "nats://" + listen
+	a := serve(t, "serve-A", "--data", data, "--listen", listen, "--no-sync")
+	code, out, errOut := cli(t, "post", "t1", "one", "--wait", "--nats", url)
+	if code != 0 || !strings.Contains(out, "echo: one") {
+		t.Fatalf("post to A: exit %d\n%s%s", code, out, errOut)
+	}
+
+	b := start(t, "serve-B", "serve", "--data", data, "--listen", freeListen(t), "--no-sync", "--log-level", "warn")
+	if code := b.wait(20 * time.Second); code != 1 {
+		t.Fatalf("second serve on %s: exit %d, want 1", data, code)
+	}
+	for _, want := range []string{data, "in use", fmt.Sprintf("pid %d", a.cmd.Process.Pid)} {
+		if !strings.Contains(b.errOut.String(), want) {
+			t.Errorf("second serve's error lacks %q:\n%s", want, b.errOut.String())
+		}
+	}
+	code, out, errOut = cli(t, "post", "t1", "two", "--wait", "--nats", url)
+	if code != 0 || !strings.Contains(out, "echo: two") {
+		t.Fatalf("post to A after B was refused: exit %d\n%s%s", code, out, errOut)
+	}
+
+	// A second serve on A's port, with a directory of its own.
+	other := filepath.Join(t.TempDir(), "other")
+	c := start(t, "serve-C", "serve", "--data", other, "--listen", listen, "--no-sync", "--log-level", "warn")
+	if code := c.wait(20 * time.Second); code != 1 {
+		t.Fatalf("serve on A's port: exit %d, want 1", code)
+	}
+	if !strings.Contains(c.errOut.String(), listen) {
+		t.Errorf("serve on a taken port does not name %s:\n%s", listen, c.errOut.String())
+	}
+
+	a.kill9()
+	serve(t, "serve-A2", "--data", data, "--listen", listen, "--no-sync")
+	code, out, _ = cli(t, "show", "t1", "--nats", url)
+	if code != 0 || !strings.Contains(out, "echo: one") || !strings.Contains(out, "echo: two") {
+		t.Errorf("after kill -9 and restart, show t1: exit %d\n%s", code, out)
+	}
+	auditClean(t, url)
+}
