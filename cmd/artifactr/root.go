@@ -184,8 +184,19 @@ func (c *connFlags) validate() error {
 	return nil
 }
 
-// open connects to the store. An unreachable server fails with a hint.
+// open connects to the store, creating the stream and the lease bucket
+// when missing. An unreachable server fails with a hint.
 func (a *app) open(ctx context.Context, c *connFlags, replicas int) (*natsstore.Store, error) {
+	return a.openStore(ctx, c, replicas, false)
+}
+
+// openRead connects to the store of a command that only reads: it creates
+// nothing, and a server without the stream fails with exit 1.
+func (a *app) openRead(ctx context.Context, c *connFlags) (*natsstore.Store, error) {
+	return a.openStore(ctx, c, 0, true)
+}
+
+func (a *app) openStore(ctx context.Context, c *connFlags, replicas int, readOnly bool) (*natsstore.Store, error) {
 	if err := c.validate(); err != nil {
 		return nil, err
 	}
@@ -195,6 +206,7 @@ func (a *app) open(ctx context.Context, c *connFlags, replicas int) (*natsstore.
 		Replicas: replicas,
 		Timeout:  c.timeout,
 		Logger:   a.log,
+		NoCreate: readOnly,
 	})
 	if err != nil {
 		return nil, openError(c.url, err)
@@ -202,10 +214,13 @@ func (a *app) open(ctx context.Context, c *connFlags, replicas int) (*natsstore.
 	return s, nil
 }
 
-// openError explains a failed connection.
+// openError explains a failed connection, with one hint.
 func openError(url string, err error) error {
-	if errors.Is(err, events.ErrUnavailable) {
+	switch {
+	case errors.Is(err, events.ErrUnavailable):
 		return failf("cannot reach NATS at %s: %v\nhint: is `artifactr serve` running? start it, or pass --nats URL (or set %s)", url, err, envNATS)
+	case errors.Is(err, natsstore.ErrNoStream):
+		return failf("%v\nhint: start 'artifactr serve' there (it creates the stream), or check --nats and --stream", err)
 	}
 	return fail(err)
 }
