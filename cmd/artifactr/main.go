@@ -48,5 +48,5 @@ import (
 )
 
 func main() {
-	os.Exit(run(context.Background(), os.Args[1:], os.Stdout, os.Stderr))
+	os.Exit(runIO(context.Background(), os.Args[1:], os.Stdin, os.Stdout, os.Stderr))
 }

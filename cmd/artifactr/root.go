@@ -56,14 +56,19 @@ func usagef(format string, args ...any) error { return usage(fmt.Errorf(format, 
 // silent exits with code after the command printed its own outcome.
 func silent(code int, err error) error { return &exitError{code: code, err: err, quiet: true} }
 
-// run is the whole CLI; main only calls it, so tests can run it in-process.
+// run is the whole CLI with an empty stdin, as tests run it in-process.
 func run(ctx context.Context, args []string, stdout, stderr io.Writer) int {
-	app := &app{stdout: stdout, stderr: stderr}
+	return runIO(ctx, args, strings.NewReader(""), stdout, stderr)
+}
+
+// runIO is the whole CLI; main only calls it.
+func runIO(ctx context.Context, args []string, stdin io.Reader, stdout, stderr io.Writer) int {
+	app := &app{stdin: stdin, stdout: stdout, stderr: stderr}
 	root := app.rootCommand()
 	root.SetArgs(args)
 	root.SetOut(stdout)
 	root.SetErr(stderr)
-	root.SetIn(strings.NewReader(""))
+	root.SetIn(stdin)
 	cmd, err := root.ExecuteContextC(ctx)
 	if err == nil {
 		return exitOK
@@ -94,6 +99,7 @@ func pathSpace(p string) string {
 
 // app holds what every command shares.
 type app struct {
+	stdin          io.Reader // post - reads the text from it
 	stdout, stderr io.Writer
 	logLevel       string
 	log            *slog.Logger
@@ -230,6 +236,8 @@ func storeError(url string, err error) error {
 	switch {
 	case errors.Is(err, events.ErrInvalidThreadID):
 		return usage(err)
+	case errors.Is(err, events.ErrConflict):
+		return fail(err)
 	case errors.Is(err, events.ErrUnavailable):
 		return failf("NATS at %s: %v", url, err)
 	}

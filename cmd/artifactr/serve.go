@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"log/slog"
 	"os"
+	"os/exec"
 	"os/signal"
 	"path/filepath"
 	"syscall"
@@ -120,6 +121,11 @@ func (f *serveFlags) agent(cmd *cobra.Command, args []string) (agent.Agent, erro
 	case "exec":
 		if len(args) == 0 {
 			return nil, usagef("--agent exec needs a program after --, as in: serve --agent exec -- python3 examples/echo-agent.py")
+		}
+		// Found now, not at the first turn: a typo would otherwise fail
+		// every run, long after serve said it was ready.
+		if _, err := exec.LookPath(args[0]); err != nil {
+			return nil, usagef("--agent exec: program %q cannot be run: %v", args[0], err)
 		}
 		return agent.Exec{Path: args[0], Args: args[1:], Timeout: f.execTimeout, Steer: f.steer}, nil
 	}

@@ -236,3 +236,80 @@ func TestRun_servePortTaken(t *testing.T) {
 		t.Errorf("serve opened the store before checking the port: %v", err)
 	}
 }
+
+// TestRun_postTextSources: post reads long texts from stdin ("-") and from
+// --file; reposting an id with another text is a conflict, exit 1.
+func TestRun_postTextSources(t *testing.T) {
+	url, _ := serveInProcess(t)
+	ctx := t.Context()
+	// Above the ~128 KiB that one command-line argument may hold.
+	long := strings.Repeat("0123456789abcdef", 300<<10/16)
+	var out, errOut testkit.SyncBuffer
+	code := runIO(ctx, []string{"post", "t1", "-", "--id", "long", "--nats", url, "--wait"}, strings.NewReader(long+"\n"), &out, &errOut)
+	if code != exitOK || !strings.Contains(out.String(), "echo: "+long+"\n") {
+		t.Fatalf("post - with %d bytes: exit %d; stderr:\n%s", len(long), code, errOut.String())
+	}
+	file := filepath.Join(t.TempDir(), "prompt.txt")
+	if err := os.WriteFile(file, []byte("from a file\n"), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	code, stdout, stderr := runCLI(t, ctx, "post", "t1", "--file", file, "--nats", url, "--wait")
+	if code != exitOK || !strings.Contains(stdout, "echo: from a file\n") {
+		t.Fatalf("post --file: exit %d\n%s%s", code, stdout, stderr)
+	}
+
+	code, stdout, _ = runCLI(t, ctx, "post", "t1", "--file", file, "--id", "f1", "--nats", url)
+	if code != exitOK {
+		t.Fatalf("post --id f1: exit %d", code)
+	}
+	code, stdout, _ = runCLI(t, ctx, "post", "t1", "--file", file, "--id", "f1", "--nats", url)
+	if code != exitOK || !strings.Contains(stdout, "duplicate") {
+		t.Errorf("same repost: exit %d, %q; want duplicate", code, stdout)
+	}
+	code, stdout, stderr = runCLI(t, ctx, "post", "t1", "other text", "--id", "f1", "--nats", url)
+	if code != exitFail || !strings.Contains(stderr, "conflict") || !strings.Contains(stderr, `"f1"`) {
+		t.Errorf("repost of f1 with another text: exit %d, want %d\n%s%s", code, exitFail, stdout, stderr)
+	}
+
+	if err := os.WriteFile(file, []byte{0xff, 0xfe, 0}, 0o644); err != nil {
+		t.Fatal(err)
+	}
+	code, _, stderr = runCLI(t, ctx, "post", "t1", "--file", file, "--nats", url)
+	if code != exitFail || !strings.Contains(stderr, "not valid UTF-8") {
+		t.Errorf("post of a binary file: exit %d\n%s", code, stderr)
+	}
+	code, _, stderr = runCLI(t, ctx, "post", "t1", "--file", filepath.Join(t.TempDir(), "missing"), "--nats", url)
+	if code != exitFail || !strings.Contains(stderr, "missing") {
+		t.Errorf("post of a missing file: exit %d\n%s", code, stderr)
+	}
+}
+
+// TestRun_tourAskAnswer: the README tour's ask/answer step, run as pasted
+// (each command to its end before the next), many times: post --wait of
+// the ask returns once the run asks, so the answer is always posted after
+// the request is open and always answers it (issue 12: with the ask in the
+// background, the answer sometimes became a new prompt).
+func TestRun_tourAskAnswer(t *testing.T) {
+	url, _ := serveInProcess(t)
+	ctx := t.Context()
+	post := func(thread, text, want string) {
+		t.Helper()
+		code, out, errOut := runCLI(t, ctx, "post", thread, text, "--wait", "--nats", url)
+		if code != exitOK || !strings.Contains(out, want) {
+			t.Fatalf("post %s %q --wait: exit %d, want output %q\nstdout:\n%s\nstderr:\n%s", thread, text, code, want, out, errOut)
+		}
+	}
+	for i := range 10 {
+		thread := "t1" // one thread, as the tour, then fresh ones
+		if i%2 == 1 {
+			thread = fmt.Sprintf("tour-%d", i)
+		}
+		post(thread, "hello", "echo: hello")
+		post(thread, "ask: what is your name?", "asks: what is your name?")
+		post(thread, "Ada", "echo: what is your name? -> Ada")
+	}
+	code, out, _ := runCLI(t, ctx, "audit", "--nats", url)
+	if code != exitOK || !strings.Contains(out, "audit OK") {
+		t.Errorf("audit: exit %d\n%s", code, out)
+	}
+}

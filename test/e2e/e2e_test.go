@@ -51,32 +51,40 @@ func TestServe_embedded(t *testing.T) {
 	}
 }
 
-// askAndAnswer posts "ask: question" with --wait, answers it with a later
-// post, and checks that the wait prints want.
+// askAndAnswer runs the README tour's ask/answer step as pasted: post
+// "ask: question" --wait returns once the run asks; post answer --wait then
+// answers it and prints want.
 func askAndAnswer(t *testing.T, url, thread, question, answer, want string) {
 	t.Helper()
-	asker := start(t, "asker", "post", thread, "ask: "+question, "--wait", "--nats", url)
-	store := openStore(t, url)
-	testkit.CheckFor(t, 20*time.Second, func() error {
-		v, err := fold(t, store, thread)
-		if err != nil {
-			return err
+	code, out, errOut := cli(t, "post", thread, "ask: "+question, "--wait", "--nats", url)
+	if code != 0 || !strings.Contains(out, "asks: "+question) {
+		t.Fatalf("post --wait of the ask: exit %d, want it to print the question\n%s%s", code, out, errOut)
+	}
+	code, out, errOut = cli(t, "post", thread, answer, "--wait", "--nats", url)
+	if code != 0 || !strings.Contains(out, want) {
+		t.Fatalf("post --wait of the answer: exit %d, want %q\n%s%s", code, want, out, errOut)
+	}
+}
+
+// TestServe_tourAskAnswer: the README tour's commands, pasted one after the
+// other against the built binary, work every time: the answer is never
+// taken as a new prompt.
+func TestServe_tourAskAnswer(t *testing.T) {
+	listen := freeListen(t)
+	url := "nats://" + listen
+	serve(t, "serve-tour", "--data", t.TempDir(), "--listen", listen, "--no-sync")
+	for i := range 8 {
+		code, out, errOut := cli(t, "post", "t1", fmt.Sprintf("hello %d", i), "--wait", "--nats", url)
+		if code != 0 || !strings.Contains(out, fmt.Sprintf("echo: hello %d", i)) {
+			t.Fatalf("round %d: post --wait: exit %d\n%s%s", i, code, out, errOut)
 		}
-		if len(v.OpenRequests()) == 0 {
-			return fmt.Errorf("%s: no open request yet", thread)
-		}
-		return nil
-	})
-	code, _, errOut := cli(t, "post", thread, answer, "--nats", url)
-	if code != 0 {
-		t.Fatalf("answer post: exit %d: %s", code, errOut)
+		askAndAnswer(t, url, "t1", "what is your name?", "Ada", "echo: what is your name? -> Ada")
 	}
-	if code := asker.wait(30 * time.Second); code != 0 {
-		t.Fatalf("post --wait of the ask: exit %d: %s", code, asker.errOut.String())
+	code, out, _ := cli(t, "show", "t1", "--nats", url)
+	if code != 0 || strings.Contains(out, "anomal") || strings.Contains(out, "echo: Ada") {
+		t.Errorf("show t1: exit %d; an answer became a prompt, or anomalies:\n%s", code, out)
 	}
-	if out := asker.out.String(); !strings.Contains(out, want) {
-		t.Errorf("post --wait of the ask printed %q, want %q", out, want)
-	}
+	auditClean(t, url)
 }
 
 // TestServe_execAgent: the example Python agent answers through the exec
