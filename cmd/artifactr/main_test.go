@@ -179,8 +179,16 @@ func TestRun_help(t *testing.T) {
 		})
 	}
 	code, stdout, _ := runCLI(t, t.Context(), "help", "post")
-	if code != exitOK || !strings.Contains(stdout, "--wait") {
-		t.Errorf("help post: exit %d:\n%s", code, stdout)
+	if code != exitOK || !strings.Contains(stdout, "--wait") || !strings.Contains(stdout, "[A-Za-z0-9_-]") {
+		t.Errorf("help post: exit %d, want --wait and the id pattern:\n%s", code, stdout)
+	}
+	// serve's help points to the exec protocol and says what a shutdown
+	// does to a run waiting for an answer.
+	code, stdout, _ = runCLI(t, t.Context(), "serve", "--help")
+	for _, want := range []string{"actors/agent/PROTOCOL.md", "waiting for an answer", "run_failed", "--steer", "--exec-timeout"} {
+		if code != exitOK || !strings.Contains(stdout, want) {
+			t.Errorf("serve --help: exit %d, lacks %q", code, want)
+		}
 	}
 }
 

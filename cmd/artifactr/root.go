@@ -226,7 +226,7 @@ func openError(url string, err error) error {
 	case errors.Is(err, events.ErrUnavailable):
 		return failf("cannot reach NATS at %s: %v\nhint: is `artifactr serve` running? start it, or pass --nats URL (or set %s)", url, err, envNATS)
 	case errors.Is(err, natsstore.ErrNoStream):
-		return failf("%v\nhint: start 'artifactr serve' there (it creates the stream), or check --nats and --stream", err)
+		return failf("%v\nhint: 'artifactr serve' or 'artifactr post' creates it; or are --nats and --stream right?", err)
 	}
 	return fail(err)
 }

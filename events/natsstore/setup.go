@@ -64,8 +64,7 @@ func (s *Store) where() string {
 func (s *Store) ensureStream(ctx context.Context) error {
 	st, err := s.js.Stream(ctx, s.cfg.Stream)
 	if errors.Is(err, jetstream.ErrStreamNotFound) && s.cfg.NoCreate {
-		return &notSetUp{fmt.Sprintf("natsstore: no artifactr stream %s at %s (the first 'artifactr serve' or 'post' creates it; is --stream or --nats wrong?)",
-			s.cfg.Stream, s.where())}
+		return &notSetUp{fmt.Sprintf("natsstore: no artifactr stream %s at %s", s.cfg.Stream, s.where())}
 	}
 	if errors.Is(err, jetstream.ErrStreamNotFound) {
 		st, err = s.js.CreateStream(ctx, s.streamConfig())
@@ -140,8 +139,7 @@ func (s *Store) checkStream(c jetstream.StreamConfig) error {
 func (s *Store) ensureBucket(ctx context.Context) error {
 	_, err := s.js.KeyValue(ctx, s.cfg.Bucket)
 	if errors.Is(err, jetstream.ErrBucketNotFound) && s.cfg.NoCreate {
-		return &notSetUp{fmt.Sprintf("natsstore: stream %s has no lease bucket %s at %s (the first 'artifactr serve' or 'post' creates it)",
-			s.cfg.Stream, s.cfg.Bucket, s.where())}
+		return &notSetUp{fmt.Sprintf("natsstore: stream %s at %s has no lease bucket %s", s.cfg.Stream, s.where(), s.cfg.Bucket)}
 	}
 	if errors.Is(err, jetstream.ErrBucketNotFound) {
 		_, err = s.js.CreateKeyValue(ctx, jetstream.KeyValueConfig{

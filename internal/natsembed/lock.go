@@ -8,6 +8,7 @@ import (
 	"path/filepath"
 	"strconv"
 	"strings"
+	"syscall"
 )
 
 // ErrDataDirLocked is returned by [Start] when another server, in this
@@ -95,9 +96,12 @@ func checkListen(what, host string, port int) error {
 	}
 	addr := net.JoinHostPort(host, strconv.Itoa(port))
 	l, err := net.Listen("tcp", addr)
+	if errors.Is(err, syscall.EADDRINUSE) {
+		return fmt.Errorf("%w: %s address %s is taken (by another artifactr serve or nats-server?); stop it, or listen elsewhere",
+			ErrListenInUse, what, addr)
+	}
 	if err != nil {
-		return fmt.Errorf("%w: %s address %s: %w (is another artifactr serve or nats-server running? pass another --listen)",
-			ErrListenInUse, what, addr, err)
+		return fmt.Errorf("natsembed: cannot listen on %s address %s: %w", what, addr, err)
 	}
 	return l.Close()
 }
