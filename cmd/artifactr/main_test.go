@@ -99,14 +99,22 @@ func TestRun_badThreadID(t *testing.T) {
 		{"show", "t*"},
 		{"watch", "t>"},
 		{"audit", "--thread", strings.Repeat("x", 129)},
+		{"show", "café"},
 	} {
 		t.Run(args[0], func(t *testing.T) {
 			code, _, stderr := runCLI(t, t.Context(), append(args, "--nats", url)...)
 			if code != exitUsage {
 				t.Errorf("%v: exit %d, want %d; stderr:\n%s", args, code, exitUsage, stderr)
 			}
-			if !strings.Contains(stderr, "invalid thread id") {
-				t.Errorf("%v: stderr does not explain the id:\n%s", args, stderr)
+			// The error names the rule, and a non-ASCII character as
+			// itself, not as a byte.
+			for _, want := range []string{"invalid thread id", "[A-Za-z0-9_-]{1,128}"} {
+				if !strings.Contains(stderr, want) {
+					t.Errorf("%v: stderr lacks %q:\n%s", args, want, stderr)
+				}
+			}
+			if strings.Contains(args[1], "é") && !strings.Contains(stderr, "'é'") {
+				t.Errorf("%v: the non-ASCII character is not shown as itself:\n%s", args, stderr)
 			}
 		})
 	}
