@@ -7,6 +7,11 @@
 // The defaults are durable: JetStream fsyncs every write. [Config.NoSync]
 // trades that for speed and says so in the log.
 //
+// One server per data directory: [Start] holds an exclusive flock on
+// [LockFile] in it until [Server.Shutdown] or the process's death, and
+// checks the listen addresses before it opens the store, so a second server
+// fails with [ErrDataDirLocked] or [ErrListenInUse] and touches nothing.
+//
 // # Usage
 //
 //	srv, err := natsembed.Start(natsembed.Config{DataDir: dir, Logger: log})
