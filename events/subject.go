@@ -3,6 +3,8 @@ package events
 import (
 	"fmt"
 	"strings"
+	"unicode"
+	"unicode/utf8"
 )
 
 // MaxThreadIDLen is the longest thread id accepted.
@@ -21,23 +23,55 @@ const (
 	KindRun    Kind = "run"
 )
 
+// ThreadIDPattern is the form of a valid thread id, for messages.
+const ThreadIDPattern = "[A-Za-z0-9_-]{1,128}"
+
+// MaxMessageIDLen is the longest message id accepted.
+const MaxMessageIDLen = 128
+
 // ValidateThreadID returns an error wrapping [ErrInvalidThreadID] unless id is
-// 1 to 128 characters from [A-Za-z0-9_-].
+// 1 to 128 characters from [A-Za-z0-9_-]. The error names the offending
+// character (as a Unicode character, not a byte) and the allowed pattern.
 func ValidateThreadID(id string) error {
-	if id == "" {
-		return fmt.Errorf("%w: empty (want [A-Za-z0-9_-]{1,%d})", ErrInvalidThreadID, MaxThreadIDLen)
-	}
-	if len(id) > MaxThreadIDLen {
-		return fmt.Errorf("%w: %d characters, more than %d", ErrInvalidThreadID, len(id), MaxThreadIDLen)
-	}
-	for i := 0; i < len(id); i++ {
-		c := id[i]
-		ok := c >= 'a' && c <= 'z' || c >= 'A' && c <= 'Z' || c >= '0' && c <= '9' || c == '_' || c == '-'
-		if !ok {
-			return fmt.Errorf("%w: %q has %q at offset %d (want [A-Za-z0-9_-]{1,%d})", ErrInvalidThreadID, id, c, i, MaxThreadIDLen)
-		}
+	if why := checkToken(id, MaxThreadIDLen); why != "" {
+		return fmt.Errorf("%w: %s (want %s)", ErrInvalidThreadID, why, ThreadIDPattern)
 	}
 	return nil
+}
+
+// ValidateMessageID returns an error wrapping [ErrInvalidEvent] unless id is
+// 1 to 128 characters from [A-Za-z0-9_-], as thread ids are: the id goes
+// into the Nats-Msg-Id header and shows in logs, so it is kept plain.
+func ValidateMessageID(id string) error {
+	if why := checkToken(id, MaxMessageIDLen); why != "" {
+		return fmt.Errorf("%w: invalid message id: %s (want [A-Za-z0-9_-]{1,%d})", ErrInvalidEvent, why, MaxMessageIDLen)
+	}
+	return nil
+}
+
+// checkToken says what is wrong with id as a token of at most max
+// characters from [A-Za-z0-9_-], or "" when nothing is.
+func checkToken(id string, max int) string {
+	if id == "" {
+		return "empty"
+	}
+	for i, r := range id {
+		ok := r >= 'a' && r <= 'z' || r >= 'A' && r <= 'Z' || r >= '0' && r <= '9' || r == '_' || r == '-'
+		if ok {
+			continue
+		}
+		switch {
+		case r == utf8.RuneError && !utf8.ValidString(id):
+			return fmt.Sprintf("%q is not valid UTF-8 at byte %d", id, i)
+		case r > unicode.MaxASCII:
+			return fmt.Sprintf("%q has the non-ASCII character %q (%U) at byte %d; only ASCII letters, digits, _ and - are allowed", id, r, r, i)
+		}
+		return fmt.Sprintf("%q has %q at byte %d", id, r, i)
+	}
+	if len(id) > max {
+		return fmt.Sprintf("%d characters, more than %d", len(id), max)
+	}
+	return ""
 }
 
 // Subjects names the subjects of a stream with a given prefix.

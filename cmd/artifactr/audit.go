@@ -17,9 +17,6 @@ import (
 	"artifactr/spec"
 )
 
-// exitCantAudit is audit's code for "could not run": 1 means violations.
-const exitCantAudit = 2
-
 func (a *app) auditCommand() *cobra.Command {
 	var (
 		conn   connFlags
@@ -50,16 +47,13 @@ and the actions the spec allowed there. It exits 1 on such an event.
 events (which claim is newest, what was consumed) may then report findings
 that a full replay would not.
 
-Exit codes: 0 no violations (anomalies alone do not fail an audit),
-1 violations found, 2 the audit could not run (bad usage, NATS unreachable).`,
+Exit codes, as for every command: 0 no violations (anomalies alone do not
+fail an audit), 1 violations found or the audit could not run (NATS
+unreachable, no stream, --thread with no events; the message on stderr
+says which), 2 usage error.`,
 		Args: cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error {
-			err := a.audit(cmd.Context(), &conn, thread, from, asJSON, spec)
-			var ee *exitError
-			if errors.As(err, &ee) && ee.code == exitFail && !ee.quiet {
-				ee.code = exitCantAudit
-			}
-			return err
+			return a.audit(cmd.Context(), &conn, thread, from, asJSON, spec)
 		},
 	}
 	addConnFlags(cmd, &conn)
@@ -80,7 +74,7 @@ func (a *app) audit(ctx context.Context, conn *connFlags, thread string, from ui
 	if withSpec && from > 1 {
 		return usage(fmt.Errorf("--spec validates whole threads from their first event: drop --from"))
 	}
-	store, err := a.open(ctx, conn, 0)
+	store, err := a.openRead(ctx, conn)
 	if err != nil {
 		return err
 	}
@@ -98,6 +92,9 @@ func (a *app) audit(ctx context.Context, conn *connFlags, thread string, from ui
 		r, err = auditStream(ctx, store, conn.stream, from, prog)
 	}
 	prog.done()
+	if errors.Is(err, errThreadEmpty) {
+		return fail(err)
+	}
 	if err != nil {
 		return storeError(conn.url, err)
 	}
@@ -157,6 +154,9 @@ func auditThread(ctx context.Context, store events.Store, thread string, from ui
 	envs, err := store.Load(ctx, thread, from)
 	if err != nil {
 		return audit.Report{}, err
+	}
+	if len(envs) == 0 {
+		return audit.Report{}, errNoEvents(thread, from)
 	}
 	au := audit.New()
 	prog.total = uint64(len(envs))

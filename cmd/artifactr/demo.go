@@ -152,8 +152,8 @@ func post(ctx context.Context, store events.Poster, thread, text string) (events
 	return store.Post(ctx, thread, &eventspb.MessagePosted{Author: "demo", Text: text})
 }
 
-// demoLapse stages ADR-0069's counterexample on the real store, and shows
-// the fence refusing the stale holder's write.
+// demoLapse stages the lapse counterexample (spec/README.md) on the real
+// store, and shows the fence refusing the stale holder's write.
 func demoLapse(ctx context.Context, p *livePrinter, storeA *natsstore.Store, url string, ttl time.Duration, log *slog.Logger) error {
 	const th = "gamma"
 	// B is another process: its own connection and store handle.
@@ -270,7 +270,7 @@ func demoRefusal(ctx context.Context, p *livePrinter, storeA events.Store, th st
 	p.say("   Nats-Expected-Last-Subject-Sequence-Subject: %s, but the last claim marker", subj.Thread(th, events.KindClaim))
 	p.say("   there is B's, seq %d, so JetStream refused the write atomically. Without the", cB.Seq)
 	p.say("   fence, message %d would be the prompt of two runs (I1) and two runs would be", msg)
-	p.say("   active at once (I3): ADR-0069's counterexample. The lease only decides who should")
+	p.say("   active at once (I3): the lapse counterexample of spec/. The lease only decides who should")
 	p.say("   work; the newest claim marker decides whose writes land, whatever the clocks say.")
 	p.say("-- A stops (I4): its refused run consumed nothing; the thread is B's.")
 	return nil

@@ -13,8 +13,9 @@
 //	artifactr bench turns                # throughput and latency figures
 //	artifactr bench audit                # audit rate against the raw read rate
 //
-// Exit codes: 0 success, 1 the work failed, 2 usage error (audit: 1 means
-// violations found, 2 means the audit could not run).
+// Exit codes, for every command: 0 success, 1 the work failed (an
+// unreachable server, a missing stream or thread, a failed run; for audit
+// also violations found), 2 usage error.
 //
 // # JSON shapes
 //
@@ -47,5 +48,5 @@ import (
 )
 
 func main() {
-	os.Exit(run(context.Background(), os.Args[1:], os.Stdout, os.Stderr))
+	os.Exit(runIO(context.Background(), os.Args[1:], os.Stdin, os.Stdout, os.Stderr))
 }

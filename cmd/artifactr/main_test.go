@@ -1,12 +1,18 @@
 package main
 
 import (
-	"artifactr/internal/testkit"
 	"context"
+	"errors"
 	"net"
 	"strings"
 	"testing"
 	"time"
+
+	"github.com/nats-io/nats.go"
+	"github.com/nats-io/nats.go/jetstream"
+
+	"artifactr/internal/natsembed"
+	"artifactr/internal/testkit"
 )
 
 // runCLI runs the CLI in-process and returns its exit code and outputs.
@@ -39,8 +45,11 @@ func TestRun_usageErrors(t *testing.T) {
 		{"no command", nil, "Usage:"},
 		{"unknown command", []string{"frob"}, `unknown command "frob"`},
 		{"unknown flag", []string{"post", "--bogus", "t", "x"}, "unknown flag: --bogus"},
-		{"post one arg", []string{"post", "t1"}, "accepts 2 arg(s)"},
-		{"post three args", []string{"post", "t1", "a", "b"}, "accepts 2 arg(s)"},
+		{"post one arg", []string{"post", "t1"}, "post needs the text"},
+		{"post three args", []string{"post", "t1", "a", "b"}, "accepts between 1 and 2 arg(s)"},
+		{"post text and file", []string{"post", "t1", "a", "--file", "x.txt"}, "not both"},
+		{"post bad id", []string{"post", "t1", "a", "--id", "a:b"}, "invalid message id"},
+		{"post non-ASCII id", []string{"post", "t1", "a", "--id", "ä"}, "non-ASCII character 'ä'"},
 		{"post bad wait timeout", []string{"post", "t1", "x", "--wait-timeout", "0s"}, "--wait-timeout"},
 		{"bad duration", []string{"post", "t1", "x", "--timeout", "soon"}, "invalid argument"},
 		{"zero timeout", []string{"threads", "--timeout", "0s"}, "--timeout"},
@@ -52,6 +61,9 @@ func TestRun_usageErrors(t *testing.T) {
 		{"bad log level", []string{"threads", "--log-level", "loud"}, "--log-level"},
 		{"serve bad agent", []string{"serve", "--agent", "magic"}, `--agent "magic"`},
 		{"serve exec no program", []string{"serve", "--agent", "exec"}, "needs a program after --"},
+		{"serve exec missing program", []string{"serve", "--agent", "exec", "--", "no-such-agent-program-xyz"}, `"no-such-agent-program-xyz" cannot be run`},
+		{"serve exec not executable", []string{"serve", "--agent", "exec", "--", "./main.go"}, `"./main.go" cannot be run`},
+		{"serve exec directory", []string{"serve", "--agent", "exec", "--", "/"}, `"/" cannot be run`},
 		{"serve echo with program", []string{"serve", "--", "python3", "x.py"}, "--agent echo takes no program"},
 		{"serve stray arg", []string{"serve", "extra"}, "serve takes no arguments"},
 		{"serve replicas embedded", []string{"serve", "--replicas", "3"}, "needs a cluster"},
@@ -87,14 +99,22 @@ func TestRun_badThreadID(t *testing.T) {
 		{"show", "t*"},
 		{"watch", "t>"},
 		{"audit", "--thread", strings.Repeat("x", 129)},
+		{"show", "café"},
 	} {
 		t.Run(args[0], func(t *testing.T) {
 			code, _, stderr := runCLI(t, t.Context(), append(args, "--nats", url)...)
 			if code != exitUsage {
 				t.Errorf("%v: exit %d, want %d; stderr:\n%s", args, code, exitUsage, stderr)
 			}
-			if !strings.Contains(stderr, "invalid thread id") {
-				t.Errorf("%v: stderr does not explain the id:\n%s", args, stderr)
+			// The error names the rule, and a non-ASCII character as
+			// itself, not as a byte.
+			for _, want := range []string{"invalid thread id", "[A-Za-z0-9_-]{1,128}"} {
+				if !strings.Contains(stderr, want) {
+					t.Errorf("%v: stderr lacks %q:\n%s", args, want, stderr)
+				}
+			}
+			if strings.Contains(args[1], "é") && !strings.Contains(stderr, "'é'") {
+				t.Errorf("%v: the non-ASCII character is not shown as itself:\n%s", args, stderr)
 			}
 		})
 	}
@@ -111,7 +131,9 @@ func TestRun_natsUnreachable(t *testing.T) {
 		{[]string{"watch"}, exitFail},
 		{[]string{"threads"}, exitFail},
 		{[]string{"show", "t1"}, exitFail},
-		{[]string{"audit"}, exitCantAudit}, // audit: 1 means violations
+		{[]string{"audit"}, exitFail},
+		{[]string{"audit", "--thread", "t1"}, exitFail},
+		{[]string{"projections", "status"}, exitFail},
 		{[]string{"serve", "--runner-id", "r1"}, exitFail},
 	} {
 		t.Run(tc.args[0], func(t *testing.T) {
@@ -127,6 +149,13 @@ func TestRun_natsUnreachable(t *testing.T) {
 				if !strings.Contains(stderr, want) {
 					t.Errorf("%v: stderr lacks %q:\n%s", tc.args, want, stderr)
 				}
+			}
+			// One hint, and no usage hint: the command line was fine.
+			if n := strings.Count(stderr, "artifactr serve"); n != 1 {
+				t.Errorf("%v: the hint appears %d times:\n%s", tc.args, n, stderr)
+			}
+			if strings.Contains(stderr, "--help") {
+				t.Errorf("%v: a usage hint for an unreachable server:\n%s", tc.args, stderr)
 			}
 		})
 	}
@@ -158,8 +187,16 @@ func TestRun_help(t *testing.T) {
 		})
 	}
 	code, stdout, _ := runCLI(t, t.Context(), "help", "post")
-	if code != exitOK || !strings.Contains(stdout, "--wait") {
-		t.Errorf("help post: exit %d:\n%s", code, stdout)
+	if code != exitOK || !strings.Contains(stdout, "--wait") || !strings.Contains(stdout, "[A-Za-z0-9_-]") {
+		t.Errorf("help post: exit %d, want --wait and the id pattern:\n%s", code, stdout)
+	}
+	// serve's help points to the exec protocol and says what a shutdown
+	// does to a run waiting for an answer.
+	code, stdout, _ = runCLI(t, t.Context(), "serve", "--help")
+	for _, want := range []string{"actors/agent/PROTOCOL.md", "waiting for an answer", "run_failed", "--steer", "--exec-timeout"} {
+		if code != exitOK || !strings.Contains(stdout, want) {
+			t.Errorf("serve --help: exit %d, lacks %q", code, want)
+		}
 	}
 }
 
@@ -195,5 +232,84 @@ func TestRun_demo(t *testing.T) {
 	}
 	if d := time.Since(start); d > 30*time.Second {
 		t.Errorf("demo took %s", d)
+	}
+}
+
+// TestRun_readOnlyCreatesNothing: the commands that read never create the
+// stream or a bucket: on a server without them they exit 1 saying so, and
+// the server has no stream afterwards (issue 12).
+func TestRun_readOnlyCreatesNothing(t *testing.T) {
+	srv := natsembed.RunForTest(t)
+	url := srv.ClientURL()
+	wctx, cancel := context.WithTimeout(t.Context(), 20*time.Second)
+	defer cancel()
+	for _, args := range [][]string{
+		{"show", "t1"},
+		{"threads"},
+		{"watch"},
+		{"watch", "t1", "--from", "all"},
+		{"audit"},
+		{"audit", "--thread", "t1"},
+		{"projections", "status"},
+		{"threads", "--stream", "NOPE"},
+	} {
+		t.Run(strings.Join(args, " "), func(t *testing.T) {
+			code, _, stderr := runCLI(t, wctx, append(args, "--nats", url)...)
+			if code != exitFail {
+				t.Errorf("exit %d, want %d; stderr:\n%s", code, exitFail, stderr)
+			}
+			if !strings.Contains(stderr, "no artifactr stream") || !strings.Contains(stderr, url) {
+				t.Errorf("stderr does not say there is no stream at %s:\n%s", url, stderr)
+			}
+		})
+	}
+	nc, err := nats.Connect(url)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer nc.Close()
+	js, _ := jetstream.New(nc)
+	names := js.StreamNames(t.Context())
+	for n := range names.Name() {
+		t.Errorf("a read-only command created stream %s", n)
+	}
+
+	// Once set up, --stream NOPE still creates nothing.
+	code, _, errOut := runCLI(t, t.Context(), "post", "t1", "hi", "--nats", url)
+	if code != exitOK {
+		t.Fatalf("post: exit %d: %s", code, errOut)
+	}
+	code, _, errOut = runCLI(t, t.Context(), "threads", "--stream", "NOPE", "--nats", url)
+	if code != exitFail || !strings.Contains(errOut, "no artifactr stream NOPE") {
+		t.Errorf("threads --stream NOPE: exit %d:\n%s", code, errOut)
+	}
+	if _, err := js.Stream(t.Context(), "NOPE"); !errors.Is(err, jetstream.ErrStreamNotFound) {
+		t.Errorf("threads --stream NOPE created it: %v", err)
+	}
+}
+
+// TestRun_threadWithNoEvents: show and audit --thread of a thread with no
+// events exit 1 saying so: the id is most likely a typo.
+func TestRun_threadWithNoEvents(t *testing.T) {
+	srv := natsembed.RunForTest(t)
+	url := srv.ClientURL()
+	if code, _, errOut := runCLI(t, t.Context(), "post", "t1", "hi", "--nats", url); code != exitOK {
+		t.Fatalf("post: exit %d: %s", code, errOut)
+	}
+	for _, args := range [][]string{
+		{"show", "t2"},
+		{"show", "t2", "--json"},
+		{"audit", "--thread", "t2"},
+		{"audit", "--thread", "t1", "--from", "99"},
+	} {
+		code, stdout, stderr := runCLI(t, t.Context(), append(args, "--nats", url)...)
+		if code != exitFail || !strings.Contains(stderr, "has no events") {
+			t.Errorf("%v: exit %d, want %d saying the thread has no events; stdout:\n%s\nstderr:\n%s", args, code, exitFail, stdout, stderr)
+		}
+	}
+	for _, args := range [][]string{{"show", "t1"}, {"audit", "--thread", "t1"}} {
+		if code, _, stderr := runCLI(t, t.Context(), append(args, "--nats", url)...); code != exitOK {
+			t.Errorf("%v: exit %d: %s", args, code, stderr)
+		}
 	}
 }

@@ -66,7 +66,7 @@ projector owns the read model.
 Exit code 1 when the read model does not exist yet.`,
 		Args: cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error {
-			store, err := a.open(cmd.Context(), &f.conn, 0)
+			store, err := a.openRead(cmd.Context(), &f.conn)
 			if err != nil {
 				return err
 			}
@@ -140,7 +140,7 @@ takes the read model back once the rebuild is done.`,
 			if batch < 1 || batch > 50_000 {
 				return usagef("--batch %d: want 1 to 50000", batch)
 			}
-			store, err := a.open(cmd.Context(), &f.conn, 0)
+			store, err := a.openRead(cmd.Context(), &f.conn)
 			if err != nil {
 				return err
 			}

@@ -56,14 +56,19 @@ func usagef(format string, args ...any) error { return usage(fmt.Errorf(format, 
 // silent exits with code after the command printed its own outcome.
 func silent(code int, err error) error { return &exitError{code: code, err: err, quiet: true} }
 
-// run is the whole CLI; main only calls it, so tests can run it in-process.
+// run is the whole CLI with an empty stdin, as tests run it in-process.
 func run(ctx context.Context, args []string, stdout, stderr io.Writer) int {
-	app := &app{stdout: stdout, stderr: stderr}
+	return runIO(ctx, args, strings.NewReader(""), stdout, stderr)
+}
+
+// runIO is the whole CLI; main only calls it.
+func runIO(ctx context.Context, args []string, stdin io.Reader, stdout, stderr io.Writer) int {
+	app := &app{stdin: stdin, stdout: stdout, stderr: stderr}
 	root := app.rootCommand()
 	root.SetArgs(args)
 	root.SetOut(stdout)
 	root.SetErr(stderr)
-	root.SetIn(strings.NewReader(""))
+	root.SetIn(stdin)
 	cmd, err := root.ExecuteContextC(ctx)
 	if err == nil {
 		return exitOK
@@ -94,6 +99,7 @@ func pathSpace(p string) string {
 
 // app holds what every command shares.
 type app struct {
+	stdin          io.Reader // post - reads the text from it
 	stdout, stderr io.Writer
 	logLevel       string
 	log            *slog.Logger
@@ -184,8 +190,19 @@ func (c *connFlags) validate() error {
 	return nil
 }
 
-// open connects to the store. An unreachable server fails with a hint.
+// open connects to the store, creating the stream and the lease bucket
+// when missing. An unreachable server fails with a hint.
 func (a *app) open(ctx context.Context, c *connFlags, replicas int) (*natsstore.Store, error) {
+	return a.openStore(ctx, c, replicas, false)
+}
+
+// openRead connects to the store of a command that only reads: it creates
+// nothing, and a server without the stream fails with exit 1.
+func (a *app) openRead(ctx context.Context, c *connFlags) (*natsstore.Store, error) {
+	return a.openStore(ctx, c, 0, true)
+}
+
+func (a *app) openStore(ctx context.Context, c *connFlags, replicas int, readOnly bool) (*natsstore.Store, error) {
 	if err := c.validate(); err != nil {
 		return nil, err
 	}
@@ -195,6 +212,7 @@ func (a *app) open(ctx context.Context, c *connFlags, replicas int) (*natsstore.
 		Replicas: replicas,
 		Timeout:  c.timeout,
 		Logger:   a.log,
+		NoCreate: readOnly,
 	})
 	if err != nil {
 		return nil, openError(c.url, err)
@@ -202,10 +220,13 @@ func (a *app) open(ctx context.Context, c *connFlags, replicas int) (*natsstore.
 	return s, nil
 }
 
-// openError explains a failed connection.
+// openError explains a failed connection, with one hint.
 func openError(url string, err error) error {
-	if errors.Is(err, events.ErrUnavailable) {
+	switch {
+	case errors.Is(err, events.ErrUnavailable):
 		return failf("cannot reach NATS at %s: %v\nhint: is `artifactr serve` running? start it, or pass --nats URL (or set %s)", url, err, envNATS)
+	case errors.Is(err, natsstore.ErrNoStream):
+		return failf("%v\nhint: 'artifactr serve' or 'artifactr post' creates it; or are --nats and --stream right?", err)
 	}
 	return fail(err)
 }
@@ -215,6 +236,8 @@ func storeError(url string, err error) error {
 	switch {
 	case errors.Is(err, events.ErrInvalidThreadID):
 		return usage(err)
+	case errors.Is(err, events.ErrConflict):
+		return fail(err)
 	case errors.Is(err, events.ErrUnavailable):
 		return failf("NATS at %s: %v", url, err)
 	}

@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"log/slog"
 	"os"
+	"os/exec"
 	"os/signal"
 	"path/filepath"
 	"syscall"
@@ -49,20 +50,31 @@ agent.
 
 By default serve embeds nats-server with JetStream: it listens on --listen
 and keeps its data in --data, so the other commands (and the nats CLI) can
-connect to it. With --nats URL, or ARTIFACTR_NATS set, it embeds nothing and
-uses that server or cluster instead; start any number of serves on one NATS
-and they share the threads (use --replicas 3 on a cluster).
+connect to it. While it runs it holds a lock on the data directory (the file
+` + natsembed.LockFile + ` in it; the kernel drops it when the process dies, kill -9
+too): a second serve on the same --data, or on a --listen address that is
+taken, exits 1 at once and opens nothing. With --nats URL, or ARTIFACTR_NATS
+set, it embeds nothing and uses that server or cluster instead; start any
+number of serves on one NATS and they share the threads (use --replicas 3
+on a cluster).
 
 The agent is "echo" (deterministic: "hello" -> "echo: hello"; "ask: Q"
 opens a request the next message answers; "fail: R" fails) or "exec", which
-runs the program after -- once per turn, speaking JSON lines (see
-actors/agent/doc.go and examples/echo-agent.py).
+runs the program after -- once per turn, speaking JSON lines on stdin and
+stdout. The exec protocol, with its size limits, is in
+actors/agent/PROTOCOL.md (examples/echo-agent.py implements it); serve
+checks at start that the program can be run. --exec-timeout bounds a turn;
+--steer gives messages posted while a run is active to that run as steering
+instead of queueing them as the next prompts.
 
-The first SIGINT or SIGTERM stops gracefully: no new claims, active runs get
---shutdown-grace to finish (then they are cancelled and recorded as failed),
-every claim is released, then the server stops. A second signal exits at
-once; leases then lapse after --claim-ttl and the next runner abandons the
-unfinished runs.`,
+The first SIGINT or SIGTERM stops gracefully: no new claims; active runs
+get --shutdown-grace to finish. A run still active then is cancelled and
+recorded as run_failed, and that includes a run waiting for an answer to a
+request: its question stays unanswered, and a message posted afterwards is
+the next runner's new prompt, not an answer. Messages not yet taken stay
+pending for the next runner. Every claim is released, then the server stops.
+A second signal exits at once: leases then lapse after --claim-ttl and the
+next runner abandons the unfinished runs (run_abandoned).`,
 		Example: `  artifactr serve
   artifactr serve --data /var/lib/artifactr --listen 0.0.0.0:4222
   artifactr serve --agent exec -- python3 examples/echo-agent.py
@@ -120,6 +132,11 @@ func (f *serveFlags) agent(cmd *cobra.Command, args []string) (agent.Agent, erro
 	case "exec":
 		if len(args) == 0 {
 			return nil, usagef("--agent exec needs a program after --, as in: serve --agent exec -- python3 examples/echo-agent.py")
+		}
+		// Found now, not at the first turn: a typo would otherwise fail
+		// every run, long after serve said it was ready.
+		if _, err := exec.LookPath(args[0]); err != nil {
+			return nil, usagef("--agent exec: program %q cannot be run: %v", args[0], err)
 		}
 		return agent.Exec{Path: args[0], Args: args[1:], Timeout: f.execTimeout, Steer: f.steer}, nil
 	}

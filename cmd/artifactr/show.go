@@ -2,6 +2,7 @@ package main
 
 import (
 	"encoding/json"
+	"errors"
 	"fmt"
 	"io"
 	"slices"
@@ -53,7 +54,7 @@ you can see the thread as it was.
 			if err != nil {
 				return err
 			}
-			store, err := a.open(cmd.Context(), &conn, 0)
+			store, err := a.openRead(cmd.Context(), &conn)
 			if err != nil {
 				return err
 			}
@@ -61,6 +62,9 @@ you can see the thread as it was.
 			envs, err := store.Load(cmd.Context(), thread, 1)
 			if err != nil {
 				return storeError(conn.url, err)
+			}
+			if len(envs) == 0 {
+				return fail(errNoEvents(thread, 1))
 			}
 			envs = slices.DeleteFunc(envs, func(e events.Envelope) bool { return !keep(e) })
 			t := projections.Fold(thread, envs)
@@ -70,6 +74,7 @@ you can see the thread as it was.
 				return errOrNil(enc.Encode(showView(t)))
 			}
 			if len(envs) == 0 {
+				// The thread exists, but not yet at --at.
 				fmt.Fprintf(a.stdout, "thread %s has no events%s\n", thread, atSuffix(at))
 				return nil
 			}
@@ -80,6 +85,16 @@ you can see the thread as it was.
 	cmd.Flags().BoolVar(&asJSON, "json", false, "print the state as JSON")
 	cmd.Flags().StringVar(&at, "at", "", "replay only events up to this stream sequence or RFC 3339 time")
 	return cmd
+}
+
+// errThreadEmpty is a thread id with no events: most often a typo.
+var errThreadEmpty = errors.New("no events")
+
+func errNoEvents(thread string, from uint64) error {
+	if from > 1 {
+		return fmt.Errorf("thread %s has %w from seq %d (see 'artifactr threads' for the threads there are)", thread, errThreadEmpty, from)
+	}
+	return fmt.Errorf("thread %s has %w (see 'artifactr threads' for the threads there are)", thread, errThreadEmpty)
 }
 
 func atSuffix(at string) string {

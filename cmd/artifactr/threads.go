@@ -73,7 +73,7 @@ thread's events instead.
     "pending","messages","runs","last_seq","last_activity","anomalies"}]`,
 		Args: cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error {
-			store, err := a.open(cmd.Context(), &conn, 0)
+			store, err := a.openRead(cmd.Context(), &conn)
 			if err != nil {
 				return err
 			}

@@ -55,7 +55,7 @@ on), "all" (from the start of the stream), or a stream sequence.`,
 				}
 				filter = events.Subjects{}.ThreadAll(args[0])
 			}
-			store, err := a.open(cmd.Context(), &conn, 0)
+			store, err := a.openRead(cmd.Context(), &conn)
 			if err != nil {
 				return err
 			}

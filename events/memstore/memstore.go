@@ -155,6 +155,11 @@ func (s *Store) Post(ctx context.Context, thread string, m *eventspb.MessagePost
 	if err := events.ValidateThreadID(thread); err != nil {
 		return events.Ack{}, err
 	}
+	if id := m.GetMessageId(); id != "" {
+		if err := events.ValidateMessageID(id); err != nil {
+			return events.Ack{}, err
+		}
+	}
 	if err := ctx.Err(); err != nil {
 		return events.Ack{}, err
 	}
@@ -168,7 +173,13 @@ func (s *Store) Post(ctx context.Context, thread string, m *eventspb.MessagePost
 		return events.Ack{}, err
 	}
 	h[events.HeaderMsgID] = []string{thread + ":" + m.MessageId}
-	return s.write("post", s.cfg.Subjects.Thread(thread, events.KindPosted), h, data, "", 0)
+	ack, err := s.write("post", s.cfg.Subjects.Thread(thread, events.KindPosted), h, data, "", 0)
+	if err == nil && ack.Duplicate {
+		if err := s.checkRepost(m, ack.Seq); err != nil {
+			return events.Ack{}, err
+		}
+	}
+	return ack, err
 }
 
 // Append implements [events.Appender].
@@ -390,4 +401,22 @@ func subjectMatch(filter, subject string) bool {
 		}
 		filter, subject = frest, srest
 	}
+}
+
+// checkRepost returns an error wrapping [events.ErrConflict] when the post
+// stored at seq, which m's id duplicates, has another text or author, as
+// natsstore does.
+func (s *Store) checkRepost(m *eventspb.MessagePosted, seq uint64) error {
+	l := s.log
+	l.mu.Lock()
+	r := l.recs[seq-1]
+	l.mu.Unlock()
+	var ev eventspb.Event
+	if err := proto.Unmarshal(r.data, &ev); err == nil {
+		if old := ev.GetMessagePosted(); old != nil && old.GetText() == m.GetText() && old.GetAuthor() == m.GetAuthor() {
+			return nil
+		}
+	}
+	return fmt.Errorf("%w: message id %q was posted before (seq %d) with another text or author; the new one was not written",
+		events.ErrConflict, m.GetMessageId(), seq)
 }

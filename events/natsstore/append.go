@@ -16,13 +16,24 @@ import (
 
 // Post implements [events.Poster]. The Nats-Msg-Id is <thread>:<message_id>,
 // because JetStream keys ids stream-wide. m is not modified; an empty
-// MessageId is filled in on a copy.
+// MessageId is filled in on a copy, and a given one must pass
+// [events.ValidateMessageID].
+//
+// A repost of an id within the stream's deduplication window returns the
+// original's ack with Duplicate set when its text and author are the same,
+// and an error wrapping [events.ErrConflict] when they differ: the new text
+// was not written.
 func (s *Store) Post(ctx context.Context, thread string, m *eventspb.MessagePosted) (events.Ack, error) {
 	if err := events.ValidateThreadID(thread); err != nil {
 		return events.Ack{}, err
 	}
 	if m == nil {
 		return events.Ack{}, fmt.Errorf("%w: nil message", events.ErrInvalidEvent)
+	}
+	if id := m.GetMessageId(); id != "" {
+		if err := events.ValidateMessageID(id); err != nil {
+			return events.Ack{}, err
+		}
 	}
 	if err := s.checkOpen(); err != nil {
 		return events.Ack{}, err
@@ -54,7 +65,33 @@ func (s *Store) Post(ctx context.Context, thread string, m *eventspb.MessagePost
 		// Posts carry no check; a refusal here is a server bug.
 		return events.Ack{}, fmt.Errorf("natsstore: post to %s refused: %w", subject, o.refused)
 	}
+	if o.err == nil && o.ack.Duplicate {
+		if err := s.checkRepost(ctx, subject, m, o.ack.Seq); err != nil {
+			return events.Ack{}, err
+		}
+	}
 	return o.ack, o.err
+}
+
+// checkRepost compares a post that came back as a duplicate with the
+// message stored at seq under its id. The same id with another text or
+// author is a conflict: JetStream kept the first and dropped this one, and
+// the caller must not believe that its text was posted.
+func (s *Store) checkRepost(ctx context.Context, subject string, m *eventspb.MessagePosted, seq uint64) error {
+	raw, err := s.getMsg(ctx, s.cfg.Stream, msgGetRequest{Seq: seq})
+	if err != nil {
+		return unavailable(fmt.Sprintf("read back message %d, the original of a repost of id %q", seq, m.GetMessageId()), err)
+	}
+	env := s.decodeRaw(raw)
+	old := env.Event.GetMessagePosted()
+	switch {
+	case env.Err != nil || old == nil || env.Subject != subject:
+		return fmt.Errorf("%w: message id %q: seq %d, the message stored under it, is not a post to %s", events.ErrConflict, m.GetMessageId(), seq, subject)
+	case old.GetText() != m.GetText() || old.GetAuthor() != m.GetAuthor():
+		return fmt.Errorf("%w: message id %q was posted before (seq %d) with another text or author; the new one was not written",
+			events.ErrConflict, m.GetMessageId(), seq)
+	}
+	return nil
 }
 
 // Append implements [events.Appender]. The check becomes JetStream's

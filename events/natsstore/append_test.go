@@ -258,6 +258,11 @@ func TestStore_Post_badInputWritesNothing(t *testing.T) {
 			t.Errorf("post to %q: %v", id, err)
 		}
 	}
+	for _, id := range []string{"a:b", "a b", "ü", strings.Repeat("i", events.MaxMessageIDLen+1)} {
+		if _, err := s.Post(ctxT(t), "T", &eventspb.MessagePosted{MessageId: id, Text: "x"}); !errors.Is(err, events.ErrInvalidEvent) {
+			t.Errorf("post with message id %q: %v, want ErrInvalidEvent", id, err)
+		}
+	}
 	_, err := s.Post(ctxT(t), "T", &eventspb.MessagePosted{Text: strings.Repeat("x", events.DefaultMaxEventBytes)})
 	if !errors.Is(err, events.ErrTooLarge) || !strings.Contains(err.Error(), "1048576-byte limit") {
 		t.Errorf("oversized post: %v, want ErrTooLarge naming size and limit", err)
@@ -281,4 +286,55 @@ func countType(envs []events.Envelope, typ events.Type) int {
 		}
 	}
 	return n
+}
+
+// TestStore_Post_repostConflict: reposting an id with the same text is a
+// duplicate; with another text or author it is a conflict, and nothing new
+// is stored (issue 12: it used to be a silent duplicate).
+func TestStore_Post_repostConflict(t *testing.T) {
+	srv := natsembed.RunForTest(t)
+	s := open(t, srv)
+	_, js := connect(t, srv)
+	first, err := s.Post(ctxT(t), "T", &eventspb.MessagePosted{MessageId: "m1", Author: "ann", Text: "hello"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	again, err := s.Post(ctxT(t), "T", &eventspb.MessagePosted{MessageId: "m1", Author: "ann", Text: "hello"})
+	if err != nil || !again.Duplicate || again.Seq != first.Seq {
+		t.Fatalf("same repost: %+v, %v; want a duplicate of %d", again, err, first.Seq)
+	}
+	for _, m := range []*eventspb.MessagePosted{
+		{MessageId: "m1", Author: "ann", Text: "goodbye"},
+		{MessageId: "m1", Author: "bob", Text: "hello"},
+	} {
+		_, err := s.Post(ctxT(t), "T", m)
+		if !errors.Is(err, events.ErrConflict) || !strings.Contains(err.Error(), `"m1"`) {
+			t.Errorf("repost of m1 as %q by %q: %v, want ErrConflict naming the id", m.Text, m.Author, err)
+		}
+	}
+	// Ids are per thread: the same id elsewhere is a new message.
+	if ack, err := s.Post(ctxT(t), "U", &eventspb.MessagePosted{MessageId: "m1", Text: "other"}); err != nil || ack.Duplicate {
+		t.Errorf("m1 in another thread: %+v, %v", ack, err)
+	}
+	if n := streamMsgs(t, js, DefaultStream); n != 2 {
+		t.Errorf("%d messages stored, want 2", n)
+	}
+}
+
+// TestStore_Post_lostAckNoConflict: a post whose ack was lost is retried
+// and comes back as a duplicate of itself, which is not a conflict.
+func TestStore_Post_lostAckNoConflict(t *testing.T) {
+	srv := natsembed.RunForTest(t)
+	s := open(t, srv)
+	loseAck(s, func(n int32, real func() (*jetstream.PubAck, error)) (*jetstream.PubAck, error) {
+		pa, err := real()
+		if n == 1 && err == nil {
+			return nil, nats.ErrTimeout
+		}
+		return pa, err
+	})
+	ack, err := s.Post(ctxT(t), "T", &eventspb.MessagePosted{MessageId: "m1", Text: "hello"})
+	if err != nil || !ack.Duplicate {
+		t.Fatalf("post after a lost ack: %+v, %v; want a duplicate ack", ack, err)
+	}
 }

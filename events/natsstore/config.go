@@ -61,6 +61,11 @@ type Config struct {
 	// DuplicateWindow is the stream's deduplication window for Nats-Msg-Id
 	// when New creates it. Default DefaultDuplicateWindow.
 	DuplicateWindow time.Duration
+	// NoCreate opens an existing stream and lease bucket only: New creates
+	// nothing, and returns an error wrapping [ErrNoStream] when either is
+	// missing. Commands that only read set it, so that pointing one at the
+	// wrong server or stream never creates a stream that cannot be deleted.
+	NoCreate bool
 }
 
 func (c *Config) setDefaults() {

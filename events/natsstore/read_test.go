@@ -2,6 +2,7 @@ package natsstore
 
 import (
 	"errors"
+	"fmt"
 	"net"
 	"slices"
 	"strings"
@@ -40,7 +41,7 @@ func TestStore_Load_manyAndFrom(t *testing.T) {
 	n := 2*loadBatch + 17
 	seqs := make([]uint64, n)
 	for i := range n {
-		seqs[i] = post(t, s, "T", strings.Repeat("m", 1+i%3)+string(rune('a'+i%26))+time.Now().String())
+		seqs[i] = post(t, s, "T", fmt.Sprintf("m%d", i))
 	}
 	envs := load(t, s, "T")
 	if len(envs) != n {

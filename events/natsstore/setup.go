@@ -47,8 +47,30 @@ func (s *Store) streamConfig() jetstream.StreamConfig {
 	}
 }
 
+// ErrNoStream is returned by [New] with [Config.NoCreate] when the stream or
+// the lease bucket does not exist on the server. Nothing was created.
+var ErrNoStream = errors.New("natsstore: no artifactr stream")
+
+// notSetUp is a missing stream or bucket under NoCreate; it matches
+// [ErrNoStream].
+type notSetUp struct{ msg string }
+
+func (e *notSetUp) Error() string        { return e.msg }
+func (e *notSetUp) Is(target error) bool { return target == ErrNoStream }
+
+// where names the server the store is connected to, for errors.
+func (s *Store) where() string {
+	if u := s.nc.ConnectedUrlRedacted(); u != "" {
+		return u
+	}
+	return s.cfg.URL
+}
+
 func (s *Store) ensureStream(ctx context.Context) error {
 	st, err := s.js.Stream(ctx, s.cfg.Stream)
+	if errors.Is(err, jetstream.ErrStreamNotFound) && s.cfg.NoCreate {
+		return &notSetUp{fmt.Sprintf("natsstore: no artifactr stream %s at %s", s.cfg.Stream, s.where())}
+	}
 	if errors.Is(err, jetstream.ErrStreamNotFound) {
 		st, err = s.js.CreateStream(ctx, s.streamConfig())
 		if errors.Is(err, jetstream.ErrStreamNameAlreadyInUse) {
@@ -122,6 +144,9 @@ func (s *Store) checkStream(c jetstream.StreamConfig) error {
 
 func (s *Store) ensureBucket(ctx context.Context) error {
 	_, err := s.js.KeyValue(ctx, s.cfg.Bucket)
+	if errors.Is(err, jetstream.ErrBucketNotFound) && s.cfg.NoCreate {
+		return &notSetUp{fmt.Sprintf("natsstore: stream %s at %s has no lease bucket %s", s.cfg.Stream, s.where(), s.cfg.Bucket)}
+	}
 	if errors.Is(err, jetstream.ErrBucketNotFound) {
 		_, err = s.js.CreateKeyValue(ctx, jetstream.KeyValueConfig{
 			Bucket:      s.cfg.Bucket,

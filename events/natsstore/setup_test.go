@@ -175,11 +175,56 @@ func TestStore_New_smallMaxPayload(t *testing.T) {
 	if !errors.Is(err, events.ErrTooLarge) {
 		t.Fatalf("post over the lowered limit: %v", err)
 	}
+	// Message ids are at most 128 characters, so they cannot push the
+	// headers past the room kept for them.
 	_, err = s.Post(ctxT(t), "T", &eventspb.MessagePosted{MessageId: strings.Repeat("i", 20<<10), Text: strings.Repeat("x", 50<<10)})
-	if !errors.Is(err, events.ErrTooLarge) || errors.Is(err, events.ErrUnavailable) {
-		t.Fatalf("post whose headers overflow the max payload: %v, want ErrTooLarge", err)
+	if !errors.Is(err, events.ErrInvalidEvent) || errors.Is(err, events.ErrUnavailable) {
+		t.Fatalf("post with a 20 KiB message id: %v, want ErrInvalidEvent", err)
 	}
 	if n := lastSeq(t, s, "T", events.KindPosted); n != 0 {
 		t.Fatalf("refused posts stored seq %d", n)
+	}
+}
+
+// TestStore_New_noCreate: with NoCreate, New on a server without the stream
+// fails with ErrNoStream naming the stream and the server, and creates
+// nothing; on a set-up server it opens what is there.
+func TestStore_New_noCreate(t *testing.T) {
+	srv := natsembed.RunForTest(t)
+	_, js := connect(t, srv)
+	_, err := New(ctxT(t), Config{URL: srv.ClientURL(), NoCreate: true})
+	if !errors.Is(err, ErrNoStream) || errors.Is(err, events.ErrUnavailable) {
+		t.Fatalf("New(NoCreate) on an empty server: %v, want ErrNoStream", err)
+	}
+	for _, want := range []string{DefaultStream, srv.ClientURL()} {
+		if !strings.Contains(err.Error(), want) {
+			t.Errorf("error %q does not name %s", err, want)
+		}
+	}
+	names := js.StreamNames(ctxT(t))
+	for n := range names.Name() {
+		t.Errorf("New(NoCreate) created stream %s", n)
+	}
+	if names.Err() != nil {
+		t.Fatal(names.Err())
+	}
+
+	open(t, srv) // sets the server up
+	s := open(t, srv, func(c *Config) { c.NoCreate = true })
+	if _, err := s.Post(ctxT(t), "T", &eventspb.MessagePosted{Text: "hi"}); err != nil {
+		t.Fatalf("post through a NoCreate store on a set-up server: %v", err)
+	}
+	_, err = New(ctxT(t), Config{URL: srv.ClientURL(), Stream: "NOPE", NoCreate: true})
+	if !errors.Is(err, ErrNoStream) || !strings.Contains(err.Error(), "NOPE") {
+		t.Fatalf("New(NoCreate, Stream NOPE): %v, want ErrNoStream naming NOPE", err)
+	}
+
+	// A stream without its lease bucket is not set up either.
+	_, err = New(ctxT(t), Config{URL: srv.ClientURL(), Bucket: "other", NoCreate: true})
+	if !errors.Is(err, ErrNoStream) || !strings.Contains(err.Error(), "other") {
+		t.Fatalf("New(NoCreate, Bucket other): %v, want ErrNoStream naming the bucket", err)
+	}
+	if _, err := js.KeyValue(ctxT(t), "other"); !errors.Is(err, jetstream.ErrBucketNotFound) {
+		t.Errorf("New(NoCreate) created bucket other: %v", err)
 	}
 }

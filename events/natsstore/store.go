@@ -48,8 +48,9 @@ var _ events.Store = (*Store)(nil)
 
 // New connects (when cfg.URL is set) and creates or checks the stream and
 // the lease bucket. It returns an error wrapping [events.ErrUnavailable] when
-// the server cannot be reached within cfg.Timeout, and one wrapping
-// [ErrUnsafeConfig] when the stream or bucket exists with an unsafe config.
+// the server cannot be reached within cfg.Timeout, one wrapping
+// [ErrUnsafeConfig] when the stream or bucket exists with an unsafe config,
+// and, with cfg.NoCreate, one wrapping [ErrNoStream] when either is missing.
 func New(ctx context.Context, cfg Config) (*Store, error) {
 	cfg.setDefaults()
 	if err := cfg.validate(); err != nil {
@@ -85,8 +86,7 @@ func (s *Store) connect() error {
 			nats.MaxReconnects(-1),
 		)
 		if err != nil {
-			return fmt.Errorf("natsstore: connect to %s: %w: %w (is nats-server running there? `artifactr serve` embeds one)",
-				s.cfg.URL, events.ErrUnavailable, err)
+			return fmt.Errorf("natsstore: connect to %s: %w: %w", s.cfg.URL, events.ErrUnavailable, err)
 		}
 		s.nc, s.ownConn = nc, true
 	}
@@ -105,12 +105,19 @@ func (s *Store) connect() error {
 	return nil
 }
 
-// setup creates or checks the stream and the bucket.
+// setup creates or checks the stream and the bucket. A missing one under
+// NoCreate is returned as is: its error says what is missing where.
 func (s *Store) setup(ctx context.Context) error {
 	if err := s.ensureStream(ctx); err != nil {
+		if errors.Is(err, ErrNoStream) {
+			return err
+		}
 		return unavailable(fmt.Sprintf("set up stream %s", s.cfg.Stream), err)
 	}
 	if err := s.ensureBucket(ctx); err != nil {
+		if errors.Is(err, ErrNoStream) {
+			return err
+		}
 		return unavailable(fmt.Sprintf("set up lease bucket %s", s.cfg.Bucket), err)
 	}
 	return nil

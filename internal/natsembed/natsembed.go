@@ -7,6 +7,11 @@
 // The defaults are durable: JetStream fsyncs every write. [Config.NoSync]
 // trades that for speed and says so in the log.
 //
+// One server per data directory: [Start] holds an exclusive flock on
+// [LockFile] in it until [Server.Shutdown] or the process's death, and
+// checks the listen addresses before it opens the store, so a second server
+// fails with [ErrDataDirLocked] or [ErrListenInUse] and touches nothing.
+//
 // # Usage
 //
 //	srv, err := natsembed.Start(natsembed.Config{DataDir: dir, Logger: log})
@@ -24,6 +29,7 @@ import (
 	"net"
 	"net/url"
 	"strconv"
+	"sync"
 	"time"
 
 	"github.com/nats-io/nats-server/v2/server"
@@ -104,13 +110,21 @@ func (c *Config) validate() error {
 
 // Server is a running embedded nats-server.
 type Server struct {
-	ns  *server.Server
-	cfg Config
+	ns       *server.Server
+	cfg      Config
+	lock     *dirLock
+	unlocked sync.Once
 }
 
 // Start runs a nats-server with JetStream in cfg.DataDir and waits, for at
 // most cfg.ReadyTimeout, until it accepts clients. On failure nothing keeps
 // running.
+//
+// Before the server touches the store, Start takes an exclusive lock on the
+// data directory (its [LockFile]), held until Shutdown or the process's
+// death, and checks that the listen addresses are free. A second server on
+// the same directory fails with [ErrDataDirLocked], one on a taken address
+// with [ErrListenInUse]; neither opens anything.
 func Start(cfg Config) (*Server, error) {
 	cfg.setDefaults()
 	if err := cfg.validate(); err != nil {
@@ -120,8 +134,19 @@ func Start(cfg Config) (*Server, error) {
 	if err != nil {
 		return nil, err
 	}
+	// The lock comes first, before the server reads or writes the store:
+	// two servers on one directory lose acknowledged writes.
+	lock, err := lockDataDir(cfg.DataDir)
+	if err != nil {
+		return nil, err
+	}
+	if err := checkListens(opts); err != nil {
+		lock.release()
+		return nil, err
+	}
 	ns, err := server.NewServer(opts)
 	if err != nil {
+		lock.release()
 		return nil, fmt.Errorf("natsembed: configure nats-server: %w", err)
 	}
 	log := newLogAdapter(cfg.Logger)
@@ -136,9 +161,22 @@ func Start(cfg Config) (*Server, error) {
 	if err := waitReady(ns, log, cfg); err != nil {
 		ns.Shutdown()
 		ns.WaitForShutdown()
+		lock.release()
 		return nil, err
 	}
-	return &Server{ns: ns, cfg: cfg}, nil
+	return &Server{ns: ns, cfg: cfg, lock: lock}, nil
+}
+
+// checkListens checks the client and cluster addresses before anything is
+// opened, so that a second server fails at once with a clear error.
+func checkListens(opts *server.Options) error {
+	if err := checkListen("client", opts.Host, opts.Port); err != nil {
+		return err
+	}
+	if opts.Cluster.Name != "" {
+		return checkListen("cluster", opts.Cluster.Host, opts.Cluster.Port)
+	}
+	return nil
 }
 
 // waitReady polls the server until it listens (with JetStream on) or logs a
@@ -242,4 +280,5 @@ func (s *Server) NATS() *server.Server { return s.ns }
 func (s *Server) Shutdown() {
 	s.ns.Shutdown()
 	s.ns.WaitForShutdown()
+	s.unlocked.Do(s.lock.release)
 }
