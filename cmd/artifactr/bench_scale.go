@@ -32,6 +32,7 @@ type scaleFlags struct {
 	claimTTL time.Duration
 	posters  int
 	profile  string
+	memprof  string
 }
 
 // scaleResult is what `bench scale --json` prints.
@@ -97,6 +98,8 @@ per second while idle. Figures only: nothing is asserted.`,
 	fl.IntVar(&f.posters, "posters", 64, "concurrent posters")
 	fl.StringVar(&f.profile, "cpuprofile", "", "write a CPU profile of the posting and claiming to this file")
 	_ = fl.MarkHidden("cpuprofile")
+	fl.StringVar(&f.memprof, "memprofile", "", "write a heap profile after the idle phase to this file")
+	_ = fl.MarkHidden("memprofile")
 	return cmd
 }
 
@@ -209,6 +212,12 @@ func (a *app) benchScale(ctx context.Context, f *scaleFlags) error {
 	st := r.Stats()
 	res.Claimed, res.RunsCompleted = st.Held, st.Completed
 	res.RSSAfterBytes = rss()
+	if f.memprof != "" {
+		if pf, err := os.Create(f.memprof); err == nil {
+			_ = pprof.WriteHeapProfile(pf)
+			pf.Close()
+		}
+	}
 	res.BytesPerThread = float64(res.RSSAfterBytes-rssBefore) / float64(f.threads)
 
 	if f.json {

@@ -151,7 +151,9 @@ func (s *Store) directBatch(ctx context.Context, filter string, from uint64) ([]
 		for _, k := range []string{hdrStream, hdrSubject, hdrSequence, hdrTimeStamp, hdrNumPending, hdrLastSeq} {
 			h.Del(k)
 		}
-		envs = append(envs, s.decode(subject, seq, stored, events.Header(h), m.Data))
+		// Loaded events are kept (a claim's history): decode into memory
+		// of their own, not the reply's.
+		envs = append(envs, events.Decode(s.subj, subject, seq, stored, events.Header(h), m.Data))
 		next = seq + 1
 	}
 	return nil, 0, 0, fmt.Errorf("direct get from %s: replies ended without an end-of-batch", s.cfg.Stream)

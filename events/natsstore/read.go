@@ -114,6 +114,23 @@ func (s *Store) decodeMsg(m jetstream.Msg) (events.Envelope, *jetstream.MsgMetad
 	return env, md
 }
 
+// decodeOwned decodes m into an envelope that shares no memory with m: for
+// events that are kept, such as a thread actor's view, where a string that
+// shares its payload would keep the whole message alive.
+func (s *Store) decodeOwned(m jetstream.Msg) events.Envelope {
+	var seq uint64
+	var stored time.Time
+	md, err := m.Metadata()
+	if err == nil {
+		seq, stored = md.Sequence.Stream, md.Timestamp
+	}
+	env := events.Decode(s.subj, m.Subject(), seq, stored, events.Header(m.Headers()), m.Data())
+	if err != nil {
+		env.Err = errors.Join(env.Err, fmt.Errorf("no JetStream metadata: %w", err))
+	}
+	return env
+}
+
 func (s *Store) decodeRaw(m *jetstream.RawStreamMsg) events.Envelope {
 	return s.decode(m.Subject, m.Sequence, m.Time, events.Header(m.Header), m.Data)
 }

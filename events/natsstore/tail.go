@@ -66,8 +66,7 @@ func (t *tail) Next(ctx context.Context) (events.Envelope, error) {
 		}
 		return events.Envelope{}, unavailable("tail "+t.filter, err)
 	}
-	env, _ := t.s.decodeMsg(m)
-	return env, nil
+	return t.s.decodeOwned(m), nil
 }
 
 // Stop implements [events.Tail].
