@@ -66,6 +66,8 @@ type Config struct {
 	// BeforeAppend, if set, is called before each append a thread actor
 	// makes. Tests use it to stall writes past the TTL.
 	BeforeAppend func(ctx context.Context, ev *eventspb.Event)
+	// Observer is told what the runner does. Default: NopObserver.
+	Observer Observer
 }
 
 func (c *Config) setDefaults() error {
@@ -102,6 +104,9 @@ func (c *Config) setDefaults() error {
 	}
 	if c.Now == nil {
 		c.Now = time.Now
+	}
+	if c.Observer == nil {
+		c.Observer = NopObserver{}
 	}
 	return nil
 }

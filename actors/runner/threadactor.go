@@ -96,6 +96,7 @@ func (a *threadActor) Receive(ctx actor.Context) {
 			a.send(renewDone{lease: l, err: err})
 		})
 	case renewDone:
+		a.r.cfg.Observer.LeaseRenewed(m.err)
 		switch {
 		case m.err == nil:
 			a.lease = m.lease
@@ -136,6 +137,7 @@ func (a *threadActor) Receive(ctx actor.Context) {
 func (a *threadActor) started(ctx actor.Context) {
 	a.self = ctx.Self()
 	a.ctx, a.cancel = context.WithCancel(a.r.ctx)
+	a.r.cfg.Observer.Claimed(a.claim, a.history)
 	a.core = thread.New(thread.Config{
 		Agent:     a.r.cfg.Agent.Name(),
 		Steerable: a.r.cfg.Agent.Steerable(),
@@ -240,11 +242,13 @@ func (a *threadActor) append(ap *thread.Append) {
 	ev := proto.Clone(ap.Event).(*eventspb.Event)
 	ev.Time = timestamppb.New(a.r.now())
 	chk, id := ap.Check, ap.MsgID
+	observed := a.r.cfg.Observer.Appending(a.claim, ev, a.core.View())
 	a.goDo(func() {
 		if hook := a.r.cfg.BeforeAppend; hook != nil {
 			hook(a.ctx, ev)
 		}
 		ack, err := a.r.store.Append(a.ctx, ev, chk, events.WithMsgID(id))
+		observed(ack, err)
 		if err == nil && !ack.Duplicate && events.TypeOf(ev) == events.TypeRunAbandoned {
 			a.r.stats.abandoned.Add(1)
 		}
@@ -315,10 +319,12 @@ func (a *threadActor) stopAll() {
 	}
 	a.cancel()
 	a.wg.Wait()
+	a.r.cfg.Observer.ClaimEnded(a.claim)
 }
 
 func (a *threadActor) startRun(s thread.StartRun) {
 	rctx, cancel := context.WithCancel(a.ctx)
+	rctx = a.r.cfg.Observer.RunContext(rctx, a.claim, s.RunID)
 	h := &runHandle{
 		a: a, id: s.RunID, start: s, cancel: cancel,
 		answers:  make(map[string]chan agent.Message),

@@ -150,8 +150,12 @@ func unavailable(op string, f Fault) error {
 }
 
 // Post implements [events.Poster].
-func (s *Store) Post(ctx context.Context, thread string, m *eventspb.MessagePosted) (events.Ack, error) {
+func (s *Store) Post(ctx context.Context, thread string, m *eventspb.MessagePosted, opts ...events.PostOption) (events.Ack, error) {
 	if err := events.ValidateThreadID(thread); err != nil {
+		return events.Ack{}, err
+	}
+	po, err := events.ApplyPostOptions(opts)
+	if err != nil {
 		return events.Ack{}, err
 	}
 	if err := ctx.Err(); err != nil {
@@ -166,6 +170,7 @@ func (s *Store) Post(ctx context.Context, thread string, m *eventspb.MessagePost
 	if err != nil {
 		return events.Ack{}, err
 	}
+	po.SetHeaders(h)
 	h[events.HeaderMsgID] = []string{thread + ":" + m.MessageId}
 	return s.write("post", s.cfg.Subjects.Thread(thread, events.KindPosted), h, data, "", 0)
 }

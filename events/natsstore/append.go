@@ -17,8 +17,12 @@ import (
 // Post implements [events.Poster]. The Nats-Msg-Id is <thread>:<message_id>,
 // because JetStream keys ids stream-wide. m is not modified; an empty
 // MessageId is filled in on a copy.
-func (s *Store) Post(ctx context.Context, thread string, m *eventspb.MessagePosted) (events.Ack, error) {
+func (s *Store) Post(ctx context.Context, thread string, m *eventspb.MessagePosted, opts ...events.PostOption) (events.Ack, error) {
 	if err := events.ValidateThreadID(thread); err != nil {
+		return events.Ack{}, err
+	}
+	po, err := events.ApplyPostOptions(opts)
+	if err != nil {
 		return events.Ack{}, err
 	}
 	if m == nil {
@@ -36,6 +40,7 @@ func (s *Store) Post(ctx context.Context, thread string, m *eventspb.MessagePost
 	if err != nil {
 		return events.Ack{}, err
 	}
+	po.SetHeaders(h)
 	subject := s.subj.Thread(thread, events.KindPosted)
 	ctx, cancel := s.bound(ctx)
 	defer cancel()
