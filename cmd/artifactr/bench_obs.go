@@ -14,7 +14,7 @@ import (
 // --metrics runs it: metrics counted, and tracing only when the OTEL_*
 // variables turn it on. stop flushes the spans.
 func (a *app) benchObserver(ctx context.Context, log *slog.Logger) (*obs.Observer, func(), error) {
-	tp, stop, err := obs.TracerProviderFromEnv(ctx, "artifactr-bench")
+	tp, stop, err := obs.TracerProviderFromEnv(ctx, "artifactr-bench", a.stderr)
 	if err != nil {
 		return nil, nil, err
 	}

@@ -6,6 +6,7 @@ import (
 
 	"go.opentelemetry.io/otel/attribute"
 	"go.opentelemetry.io/otel/codes"
+	"go.opentelemetry.io/otel/trace"
 
 	"artifactr/events"
 	"artifactr/events/eventspb"
@@ -19,13 +20,17 @@ import (
 // post carries none. Telemetry never fails a post: a bad OTEL_*
 // configuration is logged and tracing left off.
 func (a *app) postTraced(ctx context.Context, store events.Poster, thread string, m *eventspb.MessagePosted) (events.Ack, error) {
-	tp, stop, err := obs.TracerProviderFromEnv(ctx, "artifactr")
+	tp, stop, err := obs.TracerProviderFromEnv(ctx, "artifactr", a.stderr)
 	if err != nil {
 		a.log.Warn("tracing off", "err", err)
 	}
 	defer func() { _ = stop(context.WithoutCancel(ctx)) }() // flushes the post span
 	ctx = obs.ContextWithTraceParent(ctx, os.Getenv("TRACEPARENT"), os.Getenv("TRACESTATE"))
-	ctx, span := obs.StartPost(ctx, tp, thread)
+	var provider trace.TracerProvider // nil: tracing off (tp is a nil pointer then)
+	if tp != nil {
+		provider = tp
+	}
+	ctx, span := obs.StartPost(ctx, provider, thread)
 	defer span.End()
 	traceparent, tracestate := obs.TraceContext(ctx)
 	ack, err := store.Post(ctx, thread, m, events.WithTraceContext(traceparent, tracestate))

@@ -28,7 +28,7 @@ type serveObs struct {
 // serves /metrics, /healthz and /readyz on it. Ready means connected to
 // NATS, the stream present, and the runner started.
 func (a *app) startObs(ctx context.Context, addr string, store *natsstore.Store, bucket string) (*serveObs, error) {
-	tp, stop, err := obs.TracerProviderFromEnv(ctx, "artifactr")
+	tp, stop, err := obs.TracerProviderFromEnv(ctx, "artifactr", a.stderr)
 	if err != nil {
 		return nil, fail(err)
 	}

@@ -6,7 +6,7 @@
 //
 //	reg := prometheus.NewRegistry()
 //	m, _ := obs.NewMetrics(reg)
-//	tp, shutdown, _ := obs.TracerProviderFromEnv(ctx, "artifactr") // nil: tracing off
+//	tp, shutdown, _ := obs.TracerProviderFromEnv(ctx, "artifactr", os.Stderr) // nil: tracing off
 //	defer shutdown(ctx)
 //	o := obs.New(obs.Config{Metrics: m, TracerProvider: tp, Logger: log})
 //	r, _ := runner.New(runner.Config{Store: store, Observer: o})

@@ -40,7 +40,7 @@ func TracingEnabled(getenv func(string) string) bool {
 // never nil.
 //
 // OTEL_TRACES_EXPORTER is "otlp" (the default when an endpoint is set) or
-// "console" (spans as JSON on stderr). The OTLP protocol is
+// "console" (spans as JSON on console). The OTLP protocol is
 // OTEL_EXPORTER_OTLP_TRACES_PROTOCOL or OTEL_EXPORTER_OTLP_PROTOCOL:
 // "http/protobuf" (the default) or "grpc". The exporters read their own
 // OTEL_EXPORTER_OTLP_* variables (endpoint, headers, timeout, insecure,
@@ -48,8 +48,8 @@ func TracingEnabled(getenv func(string) string) bool {
 // and OTEL_BSP_*; the resource reads OTEL_SERVICE_NAME and
 // OTEL_RESOURCE_ATTRIBUTES. service is the service name unless
 // OTEL_SERVICE_NAME is set.
-func TracerProviderFromEnv(ctx context.Context, service string) (*sdktrace.TracerProvider, func(context.Context) error, error) {
-	return tracerProvider(ctx, service, os.Getenv, os.Stderr)
+func TracerProviderFromEnv(ctx context.Context, service string, console io.Writer) (*sdktrace.TracerProvider, func(context.Context) error, error) {
+	return tracerProvider(ctx, service, os.Getenv, console)
 }
 
 func tracerProvider(ctx context.Context, service string, getenv func(string) string, console io.Writer) (*sdktrace.TracerProvider, func(context.Context) error, error) {

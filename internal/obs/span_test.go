@@ -1,0 +1,101 @@
+package obs_test
+
+import (
+	"context"
+	"testing"
+	"time"
+
+	"go.opentelemetry.io/otel/attribute"
+	"go.opentelemetry.io/otel/codes"
+	sdktrace "go.opentelemetry.io/otel/sdk/trace"
+	"go.opentelemetry.io/otel/sdk/trace/tracetest"
+
+	"artifactr/actors/runner"
+	"artifactr/events"
+	"artifactr/events/memstore"
+	"artifactr/internal/obs"
+)
+
+// spansNamed returns the ended spans called name.
+func spansNamed(rec *tracetest.SpanRecorder, name string) []sdktrace.ReadOnlySpan {
+	var out []sdktrace.ReadOnlySpan
+	for _, s := range rec.Ended() {
+		if s.Name() == name {
+			out = append(out, s)
+		}
+	}
+	return out
+}
+
+func attr(s sdktrace.ReadOnlySpan, k attribute.Key) attribute.Value {
+	for _, kv := range s.Attributes() {
+		if kv.Key == k {
+			return kv.Value
+		}
+	}
+	return attribute.Value{}
+}
+
+// A post carries its span's trace context; the turn it prompts is one span,
+// a child of the poster's, from run_started to the run's end, with the
+// thread, run id, claim_seq and outcome.
+func TestObserver_turnSpanContinuesPostersTrace(t *testing.T) {
+	rec := tracetest.NewSpanRecorder()
+	tp := sdktrace.NewTracerProvider(sdktrace.WithSpanProcessor(rec))
+	defer tp.Shutdown(context.Background())
+
+	s := memstore.New(memstore.Config{})
+	o := obs.New(obs.Config{TracerProvider: tp, Logger: testLogger()})
+	r := startRunner(t, runner.Config{Store: s, Observer: o, ClaimTTL: 2 * time.Second})
+	defer r.Stop(context.Background())
+
+	pctx, postSpan := obs.StartPost(context.Background(), tp, "tr")
+	traceparent, tracestate := obs.TraceContext(pctx)
+	if traceparent == "" {
+		t.Fatal("the post span has no traceparent")
+	}
+	post(t, s, "tr", "hello", events.WithTraceContext(traceparent, tracestate))
+	postSpan.End()
+	post(t, s, "tr", "fail: on purpose") // no trace context: a root span
+	waitFor(t, "both turns", settled(t, s, "tr"))
+	waitFor(t, "two turn spans", func() error {
+		if n := len(spansNamed(rec, "turn")); n != 2 {
+			return errorf("%d turn spans", n)
+		}
+		return nil
+	})
+
+	v := fold(t, s, "tr")
+	turns := spansNamed(rec, "turn")
+	ok, failed := turns[0], turns[1]
+	if attr(ok, obs.AttrOutcome).AsString() != obs.OutcomeCompleted {
+		ok, failed = failed, ok
+	}
+	want := postSpan.SpanContext()
+	if ok.Parent().SpanID() != want.SpanID() || ok.SpanContext().TraceID() != want.TraceID() {
+		t.Fatalf("turn span parent %s in trace %s, want the poster's span %s in trace %s",
+			ok.Parent().SpanID(), ok.SpanContext().TraceID(), want.SpanID(), want.TraceID())
+	}
+	if !ok.Parent().IsRemote() {
+		t.Error("the turn span's parent should be remote: it came through the log")
+	}
+	run := v.Runs[0]
+	if got := attr(ok, obs.AttrThread).AsString(); got != "tr" {
+		t.Errorf("thread %q", got)
+	}
+	if got := attr(ok, obs.AttrRunID).AsString(); got != run.ID {
+		t.Errorf("run id %q, want %q", got, run.ID)
+	}
+	if got := attr(ok, obs.AttrClaimSeq).AsInt64(); uint64(got) != run.ClaimSeq {
+		t.Errorf("claim_seq %d, want %d", got, run.ClaimSeq)
+	}
+	if ok.Status().Code == codes.Error {
+		t.Errorf("completed turn has status %v", ok.Status())
+	}
+	if failed.Parent().IsValid() {
+		t.Errorf("the turn of a post without trace context has parent %s", failed.Parent().SpanID())
+	}
+	if attr(failed, obs.AttrOutcome).AsString() != obs.OutcomeFailed || failed.Status().Code != codes.Error {
+		t.Errorf("failed turn: outcome %q status %v", attr(failed, obs.AttrOutcome).AsString(), failed.Status())
+	}
+}
