@@ -87,10 +87,10 @@ func TestRun_serveMetrics(t *testing.T) {
 		for series, want := range map[string]string{
 			`artifactr_turns_total{outcome="completed"}`: "1",
 			`artifactr_turns_total{outcome="failed"}`:    "1",
-			`artifactr_claims_total`:                      "1",
-			`artifactr_claimed_threads`:                   "1",
-			`artifactr_turn_duration_seconds_count`:       "2",
-			`artifactr_run_start_latency_seconds_count`:   "2",
+			`artifactr_claims_total`:                     "1",
+			`artifactr_claimed_threads`:                  "1",
+			`artifactr_turn_duration_seconds_count`:      "2",
+			`artifactr_run_start_latency_seconds_count`:  "2",
 		} {
 			if got := metricValue(body, series); got != want {
 				return fmt.Errorf("%s = %q, want %q", series, got, want)

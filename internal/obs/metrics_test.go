@@ -220,7 +220,7 @@ func TestObserver_metricsScraped(t *testing.T) {
 		{"artifactr_append_errors_total", []string{"code", "10071"}, 1},
 		{"artifactr_turns_total", []string{"outcome", "completed"}, 2},
 		{"artifactr_run_start_latency_seconds", nil, 3}, // the refused start never started
-		{"artifactr_turn_duration_seconds", nil, 4},    // a refused start is a failed turn
+		{"artifactr_turn_duration_seconds", nil, 4},     // a refused start is a failed turn
 		{"artifactr_claims_total", nil, 2},
 	} {
 		if got := m.get(c.name, c.labels...); got != c.want {
