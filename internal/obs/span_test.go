@@ -10,6 +10,7 @@ import (
 	sdktrace "go.opentelemetry.io/otel/sdk/trace"
 	"go.opentelemetry.io/otel/sdk/trace/tracetest"
 
+	"artifactr/actors/agent"
 	"artifactr/actors/runner"
 	"artifactr/events"
 	"artifactr/events/memstore"
@@ -97,5 +98,34 @@ func TestObserver_turnSpanContinuesPostersTrace(t *testing.T) {
 	}
 	if attr(failed, obs.AttrOutcome).AsString() != obs.OutcomeFailed || failed.Status().Code != codes.Error {
 		t.Errorf("failed turn: outcome %q status %v", attr(failed, obs.AttrOutcome).AsString(), failed.Status())
+	}
+}
+
+// An exec agent's turn line carries the turn span's trace context, so the
+// program's spans are children of the turn.
+func TestObserver_execAgentJoinsTheTurn(t *testing.T) {
+	rec := tracetest.NewSpanRecorder()
+	tp := sdktrace.NewTracerProvider(sdktrace.WithSpanProcessor(rec))
+	defer tp.Shutdown(context.Background())
+	s := memstore.New(memstore.Config{})
+	// The program answers with the traceparent of its turn line.
+	script := `read -r turn; tp=$(printf '%s' "$turn" | sed -n 's/.*"traceparent":"\([^"]*\)".*/\1/p'); echo "{\"type\":\"done\",\"output\":\"$tp\"}"`
+	r := startRunner(t, runner.Config{
+		Store: s, Agent: agent.Exec{Path: "/bin/sh", Args: []string{"-c", script}, Timeout: 20 * time.Second},
+		Observer: obs.New(obs.Config{TracerProvider: tp, Logger: testLogger()}),
+	})
+	defer r.Stop(context.Background())
+	post(t, s, "ex", "hello")
+	waitFor(t, "the turn", settled(t, s, "ex"))
+	waitFor(t, "the turn span", func() error {
+		if n := len(spansNamed(rec, "turn")); n != 1 {
+			return errorf("%d turn spans", n)
+		}
+		return nil
+	})
+	sc := spansNamed(rec, "turn")[0].SpanContext()
+	want := "00-" + sc.TraceID().String() + "-" + sc.SpanID().String() + "-01"
+	if got := fold(t, s, "ex").Runs[0].Output; got != want {
+		t.Fatalf("the program saw traceparent %q, want the turn span's %q", got, want)
 	}
 }
