@@ -56,10 +56,11 @@ type Config struct {
 // Observer turns a runner's hooks into metrics, turn spans and log lines.
 // It implements [runner.Observer]; set it as runner.Config.Observer.
 type Observer struct {
-	m      *Metrics
-	tracer trace.Tracer // nil when tracing is off
-	log    *slog.Logger
-	now    func() time.Time
+	m         *Metrics
+	tracer    trace.Tracer // nil when tracing is off
+	log       *slog.Logger
+	now       func() time.Time
+	byOutcome [4]prometheus.Counter // artifactr_turns_total by outcome, resolved once
 
 	mu    sync.Mutex        // protects turns
 	turns map[turnKey]*turn // open turn spans; empty when tracing is off
@@ -89,6 +90,9 @@ func New(cfg Config) *Observer {
 		// Unregistered: counted, never scraped, and no nil checks.
 		o.m, _ = NewMetrics(prometheus.NewRegistry())
 	}
+	for i, oc := range outcomes {
+		o.byOutcome[i] = o.m.Turns.WithLabelValues(oc)
+	}
 	if o.log == nil {
 		o.log = slog.Default()
 	}
@@ -96,6 +100,18 @@ func New(cfg Config) *Observer {
 		o.now = time.Now
 	}
 	return o
+}
+
+// outcomes are the turns_total outcomes, in byOutcome's order.
+var outcomes = [4]string{OutcomeCompleted, OutcomeFailed, OutcomeAbandoned, OutcomeRefused}
+
+func (o *Observer) turnsBy(outcome string) prometheus.Counter {
+	for i, oc := range outcomes {
+		if oc == outcome {
+			return o.byOutcome[i]
+		}
+	}
+	return o.m.Turns.WithLabelValues(outcome)
 }
 
 // Claimed implements [runner.Observer]: it counts the claim, and a takeover
@@ -159,13 +175,14 @@ func (o *Observer) RunContext(ctx context.Context, c events.Claim, runID string)
 			ctx = trace.ContextWithSpan(ctx, t.span)
 		}
 	}
+	thread := c.Thread
 	return agent.WithStderr(ctx, func(stderr string, err error) {
 		switch {
 		case stderr == "":
 		case err != nil:
-			o.log.Warn("agent stderr of a failed run", "thread", c.Thread, "run", runID, "stderr", stderr)
+			o.log.Warn("agent stderr of a failed run", "thread", thread, "run", runID, "stderr", stderr)
 		default:
-			o.log.Debug("agent stderr", "thread", c.Thread, "run", runID, "stderr", stderr)
+			o.log.Debug("agent stderr", "thread", thread, "run", runID, "stderr", stderr)
 		}
 	})
 }
@@ -194,6 +211,7 @@ func (o *Observer) Appending(c events.Claim, ev *eventspb.Event, view *projectio
 		}
 	}
 	prompt := promptOf(view, run)
+	k := turnKey{c.Thread, c.Seq, run}
 	at := o.now()
 	return func(_ events.Ack, err error) {
 		if err != nil {
@@ -204,19 +222,19 @@ func (o *Observer) Appending(c events.Claim, ev *eventspb.Event, view *projectio
 		if outcome == OutcomeAbandoned {
 			// The abandoned run's own span, if any, is its starter's; this
 			// one marks, in the poster's trace, where the turn ended.
-			t = o.newTurn(c, run, prompt, at)
+			t = o.newTurn(k, prompt, at)
 		} else {
-			t = o.takeTurn(c, run)
+			t = o.takeTurn(k)
 		}
-		o.turnEnded(c, run, outcome, prompt, t, reason)
+		o.turnEnded(k, outcome, prompt, t, reason)
 	}
 }
 
 // startAppend observes a run_started: its turn span starts now.
 func (o *Observer) startAppend(c events.Claim, typ events.Type, rs *eventspb.RunStarted, view *projections.Thread) func(events.Ack, error) {
 	prompt := messageAt(view, rs.GetPromptSeq())
-	run := rs.GetRunId()
-	t := o.openTurn(c, run, prompt)
+	k := turnKey{c.Thread, c.Seq, rs.GetRunId()}
+	t := o.openTurn(k, prompt)
 	return func(_ events.Ack, err error) {
 		if err == nil {
 			o.m.RunStartLatency.Observe(o.since(prompt.Posted))
@@ -225,8 +243,8 @@ func (o *Observer) startAppend(c events.Claim, typ events.Type, rs *eventspb.Run
 		o.appendFailed(typ, err)
 		if errors.Is(err, events.ErrThreadBusy) {
 			// ADR-0069: a run whose start is refused is a failed turn.
-			o.takeTurn(c, run)
-			o.turnEnded(c, run, OutcomeRefused, prompt, t, err.Error())
+			o.takeTurn(k)
+			o.turnEnded(k, OutcomeRefused, prompt, t, err.Error())
 		}
 		// Otherwise the outcome is unknown: the run may have started, and
 		// its span stays open until its end or its claim's.
@@ -235,18 +253,17 @@ func (o *Observer) startAppend(c events.Claim, typ events.Type, rs *eventspb.Run
 
 // openTurn starts the span of run's turn, or returns the one already open
 // (a retried run_started has the same run id). nil when tracing is off.
-func (o *Observer) openTurn(c events.Claim, run string, prompt projections.Message) *turn {
+func (o *Observer) openTurn(k turnKey, prompt promptInfo) *turn {
 	if o.tracer == nil {
 		return nil
 	}
-	k := turnKey{c.Thread, c.Seq, run}
 	o.mu.Lock()
 	t := o.turns[k]
 	o.mu.Unlock()
 	if t != nil {
 		return t
 	}
-	t = o.newTurn(c, run, prompt, o.now())
+	t = o.newTurn(k, prompt, o.now())
 	o.mu.Lock()
 	o.turns[k] = t
 	o.mu.Unlock()
@@ -255,7 +272,7 @@ func (o *Observer) openTurn(c events.Claim, run string, prompt projections.Messa
 
 // newTurn starts a turn span at start, as a child of the span whose trace
 // context the prompt's post carried. nil when tracing is off.
-func (o *Observer) newTurn(c events.Claim, run string, prompt projections.Message, start time.Time) *turn {
+func (o *Observer) newTurn(k turnKey, prompt promptInfo, start time.Time) *turn {
 	if o.tracer == nil {
 		return nil
 	}
@@ -267,18 +284,17 @@ func (o *Observer) newTurn(c events.Claim, run string, prompt projections.Messag
 		trace.WithTimestamp(start),
 		trace.WithSpanKind(trace.SpanKindConsumer),
 		trace.WithAttributes(
-			AttrThread.String(c.Thread), AttrRunID.String(run),
-			AttrClaimSeq.Int64(int64(c.Seq)), AttrPrompt.Int64(int64(prompt.Seq)),
+			AttrThread.String(k.thread), AttrRunID.String(k.run),
+			AttrClaimSeq.Int64(int64(k.claimSeq)), AttrPrompt.Int64(int64(prompt.Seq)),
 		))
 	return &turn{ctx: ctx, span: span}
 }
 
 // takeTurn removes and returns run's open turn span, nil if none.
-func (o *Observer) takeTurn(c events.Claim, run string) *turn {
+func (o *Observer) takeTurn(k turnKey) *turn {
 	if o.tracer == nil {
 		return nil
 	}
-	k := turnKey{c.Thread, c.Seq, run}
 	o.mu.Lock()
 	defer o.mu.Unlock()
 	t := o.turns[k]
@@ -287,9 +303,9 @@ func (o *Observer) takeTurn(c events.Claim, run string) *turn {
 }
 
 // turnEnded counts, ends the span of, and logs a turn's end.
-func (o *Observer) turnEnded(c events.Claim, run, outcome string, prompt projections.Message, t *turn, reason string) {
+func (o *Observer) turnEnded(k turnKey, outcome string, prompt promptInfo, t *turn, reason string) {
 	d := o.since(prompt.Posted)
-	o.m.Turns.WithLabelValues(outcome).Inc()
+	o.turnsBy(outcome).Inc()
 	if !prompt.Posted.IsZero() {
 		o.m.TurnDuration.Observe(d)
 	}
@@ -301,7 +317,10 @@ func (o *Observer) turnEnded(c events.Claim, run, outcome string, prompt project
 		}
 		t.span.End()
 	}
-	attrs := []any{"thread", c.Thread, "run", run, "outcome", outcome, "duration", time.Duration(d * float64(time.Second)).Round(time.Millisecond)}
+	if !o.log.Enabled(context.Background(), slog.LevelInfo) {
+		return
+	}
+	attrs := []any{"thread", k.thread, "run", k.run, "outcome", outcome, "duration", time.Duration(d * float64(time.Second)).Round(time.Millisecond)}
 	if reason != "" {
 		attrs = append(attrs, "reason", reason)
 	}
@@ -350,23 +369,31 @@ func errorCode(err error) string {
 	return "unknown"
 }
 
-// messageAt returns view's message with sequence seq, or one with only its
-// Seq when the view does not hold it.
-func messageAt(view *projections.Thread, seq uint64) projections.Message {
+// promptInfo is what a turn needs of its prompt message: small, as closures
+// keep it.
+type promptInfo struct {
+	Seq         uint64
+	Posted      time.Time // zero when unknown
+	TraceParent string
+}
+
+// messageAt returns what view holds of the message with sequence seq.
+func messageAt(view *projections.Thread, seq uint64) promptInfo {
 	if view != nil {
 		if i, ok := slices.BinarySearchFunc(view.Messages, seq, func(m projections.Message, s uint64) int {
 			return cmp.Compare(m.Seq, s)
 		}); ok {
-			return view.Messages[i]
+			m := &view.Messages[i]
+			return promptInfo{Seq: m.Seq, Posted: m.Posted, TraceParent: m.TraceParent}
 		}
 	}
-	return projections.Message{Seq: seq}
+	return promptInfo{Seq: seq}
 }
 
 // promptOf returns the prompt of run in view.
-func promptOf(view *projections.Thread, run string) projections.Message {
+func promptOf(view *projections.Thread, run string) promptInfo {
 	if view == nil {
-		return projections.Message{}
+		return promptInfo{}
 	}
 	if r := view.ActiveRun; r != nil && r.ID == run {
 		return messageAt(view, r.PromptSeq)
@@ -376,7 +403,7 @@ func promptOf(view *projections.Thread, run string) projections.Message {
 			return messageAt(view, r.PromptSeq)
 		}
 	}
-	return projections.Message{}
+	return promptInfo{}
 }
 
 func truncate(s string, n int) string {
