@@ -76,7 +76,6 @@ type turnKey struct {
 
 // turn is an open turn span.
 type turn struct {
-	ctx  context.Context // carries span
 	span trace.Span
 }
 
@@ -280,14 +279,14 @@ func (o *Observer) newTurn(k turnKey, prompt promptInfo, start time.Time) *turn 
 	if prompt.TraceParent != "" {
 		parent = propagation.TraceContext{}.Extract(parent, propagation.MapCarrier{events.HeaderTraceParent: prompt.TraceParent})
 	}
-	ctx, span := o.tracer.Start(parent, "turn",
+	_, span := o.tracer.Start(parent, "turn",
 		trace.WithTimestamp(start),
 		trace.WithSpanKind(trace.SpanKindConsumer),
 		trace.WithAttributes(
 			AttrThread.String(k.thread), AttrRunID.String(k.run),
 			AttrClaimSeq.Int64(int64(k.claimSeq)), AttrPrompt.Int64(int64(prompt.Seq)),
 		))
-	return &turn{ctx: ctx, span: span}
+	return &turn{span: span}
 }
 
 // takeTurn removes and returns run's open turn span, nil if none.
