@@ -1,6 +1,8 @@
 package main
 
 import (
+	"context"
+	"encoding/json"
 	"fmt"
 	"io"
 	"net/http"
@@ -101,5 +103,84 @@ func TestRun_serveMetrics(t *testing.T) {
 			return fmt.Errorf("artifactr_projector_lag_events = %q, want 0 once caught up", got)
 		}
 		return nil
+	})
+}
+
+// consoleSpan is the part of a console-exported span the test reads.
+type consoleSpan struct {
+	Name        string
+	SpanContext struct{ TraceID, SpanID string }
+	Parent      struct{ TraceID, SpanID string }
+}
+
+// spansIn parses the console exporter's spans, one JSON object a line, out
+// of a log.
+func spansIn(log string) []consoleSpan {
+	var out []consoleSpan
+	for _, line := range strings.Split(log, "\n") {
+		var s consoleSpan
+		if strings.HasPrefix(line, "{") && json.Unmarshal([]byte(line), &s) == nil && s.Name != "" {
+			out = append(out, s)
+		}
+	}
+	return out
+}
+
+// With the OTEL_* variables set, post's span and the turn's span are one
+// trace: the turn span's parent is the post span.
+func TestRun_serveTraces(t *testing.T) {
+	t.Setenv("OTEL_TRACES_EXPORTER", "console")
+	t.Setenv("OTEL_BSP_SCHEDULE_DELAY", "50") // ms: export soon, not only at shutdown
+	t.Setenv("TRACEPARENT", "")
+	t.Setenv(envNATS, "")
+	ctx, cancel := context.WithCancel(context.Background())
+	var out, errOut testkit.SyncBuffer
+	done := make(chan int, 1)
+	go func() {
+		done <- run(ctx, []string{"serve", "--data", t.TempDir(), "--listen", "127.0.0.1:0", "--no-sync", "--log-level", "warn", "--claim-ttl", "2s"}, &out, &errOut)
+	}()
+	defer func() {
+		cancel()
+		select {
+		case <-done:
+		case <-time.After(20 * time.Second):
+			t.Errorf("serve did not stop")
+		}
+	}()
+	var url string
+	testkit.CheckFor(t, 15*time.Second, func() error {
+		m := listenRE.FindStringSubmatch(out.String())
+		if m == nil || !strings.Contains(out.String(), " ready on stream ") {
+			return fmt.Errorf("serve not ready:\n%s", out.String())
+		}
+		url = m[1]
+		return nil
+	})
+	if !strings.Contains(out.String(), "tracing on") {
+		t.Errorf("serve did not say tracing is on:\n%s", out.String())
+	}
+	code, _, postErr := runCLI(t, t.Context(), "post", "tt", "hello", "--wait", "--nats", url)
+	if code != exitOK {
+		t.Fatalf("post: exit %d: %s", code, postErr)
+	}
+	var post consoleSpan
+	for _, s := range spansIn(postErr) {
+		if s.Name == "post" {
+			post = s
+		}
+	}
+	if post.SpanContext.SpanID == "" {
+		t.Fatalf("post exported no post span; stderr:\n%s", postErr)
+	}
+	testkit.CheckFor(t, 15*time.Second, func() error {
+		for _, s := range spansIn(errOut.String()) {
+			if s.Name == "turn" {
+				if s.Parent.SpanID != post.SpanContext.SpanID || s.SpanContext.TraceID != post.SpanContext.TraceID {
+					t.Fatalf("turn span %+v is not a child of the post span %+v", s, post)
+				}
+				return nil
+			}
+		}
+		return fmt.Errorf("no turn span exported yet; serve stderr:\n%s", errOut.String())
 	})
 }
