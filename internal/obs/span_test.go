@@ -5,6 +5,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/prometheus/client_golang/prometheus"
 	"go.opentelemetry.io/otel/attribute"
 	"go.opentelemetry.io/otel/codes"
 	sdktrace "go.opentelemetry.io/otel/sdk/trace"
@@ -127,5 +128,73 @@ func TestObserver_execAgentJoinsTheTurn(t *testing.T) {
 	want := "00-" + sc.TraceID().String() + "-" + sc.SpanID().String() + "-01"
 	if got := fold(t, s, "ex").Runs[0].Output; got != want {
 		t.Fatalf("the program saw traceparent %q, want the turn span's %q", got, want)
+	}
+}
+
+// A runner killed mid-run leaves its turn span ended as lost; the runner that
+// takes the thread over counts a takeover and an abandoned turn, and records
+// the abandoned turn's end in the poster's trace.
+func TestObserver_abandonedTurn(t *testing.T) {
+	rec := tracetest.NewSpanRecorder()
+	tp := sdktrace.NewTracerProvider(sdktrace.WithSpanProcessor(rec))
+	defer tp.Shutdown(context.Background())
+	log := memstore.NewLog()
+	s := log.Open(memstore.Config{})
+	ttl := 300 * time.Millisecond
+	a := startRunner(t, runner.Config{
+		Store: s, ID: "A", ClaimTTL: ttl, Agent: agent.Echo{Delay: time.Hour},
+		Observer: obs.New(obs.Config{TracerProvider: tp, Logger: testLogger()}),
+	})
+	pctx, postSpan := obs.StartPost(context.Background(), tp, "k")
+	post(t, s, "k", "one", events.WithTraceContext(obs.TraceContext(pctx)))
+	postSpan.End()
+	post(t, s, "k", "two")
+	waitFor(t, "A's run active", func() error {
+		if fold(t, s, "k").ActiveRun == nil {
+			return errorf("no active run")
+		}
+		return nil
+	})
+	a.Kill()
+
+	reg := prometheus.NewRegistry()
+	m, err := obs.NewMetrics(reg)
+	if err != nil {
+		t.Fatal(err)
+	}
+	b := startRunner(t, runner.Config{
+		Store: log.Open(memstore.Config{}), ID: "B", ClaimTTL: ttl,
+		Observer: obs.New(obs.Config{Metrics: m, TracerProvider: tp, Logger: testLogger()}),
+	})
+	defer b.Stop(context.Background())
+	waitFor(t, "B answers the rest", settled(t, s, "k"))
+	scrape := newScraper(t, reg, nil)
+	waitFor(t, "B's counters", func() error {
+		got := scrape.scrape()
+		if got.get("artifactr_turns_total", "outcome", "abandoned") != 1 || got.get("artifactr_turns_total", "outcome", "completed") != 1 ||
+			got.get("artifactr_takeovers_total") != 1 || got.get("artifactr_turn_duration_seconds") != 2 {
+			return errorf("abandoned %v completed %v takeovers %v durations %v",
+				got.get("artifactr_turns_total", "outcome", "abandoned"), got.get("artifactr_turns_total", "outcome", "completed"),
+				got.get("artifactr_takeovers_total"), got.get("artifactr_turn_duration_seconds"))
+		}
+		return nil
+	})
+
+	byOutcome := map[string]sdktrace.ReadOnlySpan{}
+	for _, s := range spansNamed(rec, "turn") {
+		byOutcome[attr(s, obs.AttrOutcome).AsString()] = s
+	}
+	want := postSpan.SpanContext()
+	for _, o := range []string{obs.OutcomeLost, obs.OutcomeAbandoned} {
+		s := byOutcome[o]
+		if s == nil {
+			t.Fatalf("no %s turn span among %v", o, byOutcome)
+		}
+		if s.Parent().SpanID() != want.SpanID() || s.Status().Code != codes.Error {
+			t.Errorf("%s turn span: parent %s (want the poster's %s), status %v", o, s.Parent().SpanID(), want.SpanID(), s.Status())
+		}
+	}
+	if byOutcome[obs.OutcomeCompleted] == nil {
+		t.Errorf("no completed turn span for the second message")
 	}
 }
