@@ -184,3 +184,12 @@ func TestRun_serveTraces(t *testing.T) {
 		return fmt.Errorf("no turn span exported yet; serve stderr:\n%s", errOut.String())
 	})
 }
+
+// A --metrics address that cannot be listened on is a usage error, named.
+func TestRun_serveMetricsBadAddress(t *testing.T) {
+	t.Setenv(envNATS, "")
+	code, _, errOut := runCLI(t, t.Context(), "serve", "--data", t.TempDir(), "--listen", "127.0.0.1:0", "--no-sync", "--metrics", "127.0.0.1:99999")
+	if code != exitUsage || !strings.Contains(errOut, "127.0.0.1:99999") {
+		t.Errorf("exit %d, stderr %q; want %d naming the address", code, errOut, exitUsage)
+	}
+}
