@@ -112,6 +112,9 @@ type Envelope struct {
 	ExpectSeq     uint64
 	ExpectSubject string
 
+	// TraceParent is the W3C traceparent a post carried, "" when none.
+	TraceParent string
+
 	Event *eventspb.Event
 	Err   error
 }
@@ -160,6 +163,7 @@ func Decode(subjects Subjects, subject string, seq uint64, stored time.Time, h H
 		Type:          Type(h.Get(HeaderType)),
 		MsgID:         h.Get(HeaderMsgID),
 		ExpectSubject: h.Get(HeaderExpectSubj),
+		TraceParent:   h.Get(HeaderTraceParent),
 	}
 	if v := h.Get(HeaderExpectSeq); v != "" {
 		n, err := strconv.ParseUint(v, 10, 64)

@@ -33,7 +33,8 @@ type Poster interface {
 	// Post appends message_posted to threads.T.posted. It is idempotent by
 	// MessageId within the deduplication window: a repeat returns the
 	// original sequence with Duplicate set. An empty MessageId is filled in.
-	Post(ctx context.Context, thread string, m *eventspb.MessagePosted) (Ack, error)
+	// Options add headers, such as [WithTraceContext].
+	Post(ctx context.Context, thread string, m *eventspb.MessagePosted, opts ...PostOption) (Ack, error)
 }
 
 // Appender appends claim and run events.

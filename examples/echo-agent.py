@@ -29,7 +29,10 @@ def main():
         send({"type": "error", "reason": "expected a turn line"})
         return 1
     text = turn["prompt"]["text"]
-    print("turn %s of thread %s" % (turn["token"]["run_id"], turn["token"]["thread"]),
+    # With tracing on, "traceparent" names the turn's span: an agent using
+    # OpenTelemetry extracts it to make its own spans children of the turn.
+    print("turn %s of thread %s (traceparent %s)" % (turn["token"]["run_id"], turn["token"]["thread"],
+                                                     turn.get("traceparent", "none")),
           file=sys.stderr)
 
     steered = ""

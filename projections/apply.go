@@ -119,6 +119,7 @@ func (t *Thread) post(env *events.Envelope, b *eventspb.MessagePosted) {
 		Text:      b.GetText(),
 		Posted:    env.Stored,
 	})
+	t.Messages[len(t.Messages)-1].TraceParent = env.TraceParent
 }
 
 func (t *Thread) claimed(env *events.Envelope, b *eventspb.ThreadClaimed) {

@@ -54,6 +54,9 @@ type Message struct {
 	Text      string
 	Posted    time.Time    // the Stored time of its message_posted
 	Consumed  *Consumption // nil while pending
+
+	// TraceParent is the W3C trace context its post carried, "" when none.
+	TraceParent string
 }
 
 // ConsumptionKind says how a message was consumed.

@@ -83,6 +83,7 @@ func (e Exec) Run(ctx context.Context, t Turn) (string, error) {
 	}
 	out, err := p.converse(ctx, t, timeout)
 	p.stop(err == nil)
+	reportStderr(ctx, p.stderr.String(), err)
 	if err != nil {
 		return "", p.withStderr(err)
 	}
@@ -96,6 +97,9 @@ type (
 		Token   Token     `json:"token"`
 		Prompt  Message   `json:"prompt"`
 		History []Message `json:"history"`
+		// W3C trace context of the turn's span; omitted when tracing is off.
+		TraceParent string `json:"traceparent,omitempty"`
+		TraceState  string `json:"tracestate,omitempty"`
 	}
 	answerLine struct {
 		Type      string  `json:"type"` // "answer"
@@ -197,6 +201,7 @@ func (p *process) converse(ctx context.Context, t Turn, timeout time.Duration) (
 		history = []Message{}
 	}
 	first := turnLine{Type: "turn", Token: t.Token(), Prompt: t.Prompt(), History: history}
+	first.TraceParent, first.TraceState = traceContext(ctx)
 	if err := p.send(ctx, b, first); err != nil {
 		return "", err
 	}

@@ -68,6 +68,8 @@ type Config struct {
 	// makes, off the actor's goroutine. It is a fault-injection point: tests
 	// use it to stall writes past the TTL.
 	BeforeAppend func(ctx context.Context, ev *eventspb.Event)
+	// Observer is told what the runner does. Default: NopObserver.
+	Observer Observer
 }
 
 func (c *Config) setDefaults() error {
@@ -107,6 +109,9 @@ func (c *Config) setDefaults() error {
 	}
 	if c.Now == nil {
 		c.Now = time.Now
+	}
+	if c.Observer == nil {
+		c.Observer = NopObserver{}
 	}
 	return nil
 }
@@ -368,6 +373,7 @@ func (r *Runner) keepSession() {
 		cctx, cancel := context.WithTimeout(ctx, r.cfg.CallTimeout)
 		ns, err := r.store.RenewSession(cctx, s)
 		cancel()
+		r.cfg.Observer.LeaseRenewed(err)
 		switch {
 		case err == nil:
 			r.setSession(ns)

@@ -70,6 +70,23 @@ func newThreadActor(r *Runner, c events.Claim, view *projections.Thread, history
 	return a
 }
 
+// takeover reports whether the claim took the thread from a holder that
+// never released it: the claim marker before its own was not followed by a
+// release.
+func (a *threadActor) takeover() bool {
+	for i := len(a.history) - 1; i >= 0; i-- {
+		env := &a.history[i]
+		if env.Seq >= a.claim.Seq || env.Kind != events.KindClaim {
+			continue
+		}
+		return env.Type == events.TypeThreadClaimed
+	}
+	if a.view != nil {
+		return a.view.Claim.Seq != 0 && !a.view.Claim.Released
+	}
+	return false
+}
+
 // log returns the actor's logger. It is made on use: a logger with fields
 // costs memory that idle threads need not pay.
 func (a *threadActor) log() *slog.Logger {
@@ -117,6 +134,7 @@ func (a *threadActor) Receive(ctx actor.Context) {
 func (a *threadActor) started(ctx actor.Context) {
 	a.self = ctx.Self()
 	a.ctx, a.cancel = context.WithCancel(a.r.ctx)
+	a.r.cfg.Observer.Claimed(a.claim, a.takeover())
 	cfg := thread.Config{
 		Agent:     a.r.cfg.Agent.Name(),
 		Steerable: a.r.cfg.Agent.Steerable(),
@@ -269,11 +287,13 @@ func (a *threadActor) append(ap *thread.Append) {
 	ev.Time = timestamppb.New(a.r.now())
 	chk, id := ap.Check, ap.MsgID
 	ctx := a.ctx
+	observed := a.r.cfg.Observer.Appending(a.claim, ev, a.core.View())
 	a.r.goDo(func() {
 		if hook := a.r.cfg.BeforeAppend; hook != nil {
 			hook(ctx, ev)
 		}
 		ack, err := a.r.store.Append(ctx, ev, chk, events.WithMsgID(id))
+		observed(ack, err)
 		if err == nil && !ack.Duplicate && events.TypeOf(ev) == events.TypeRunAbandoned {
 			a.r.stats.abandoned.Add(1)
 		}
@@ -345,6 +365,7 @@ func (a *threadActor) stopAll() {
 	}
 	if a.cancel != nil {
 		a.cancel()
+		a.r.cfg.Observer.ClaimEnded(a.claim)
 	}
 }
 
@@ -353,6 +374,7 @@ func (a *threadActor) startRun(s thread.StartRun) {
 		a.runs = make(map[string]*runHandle)
 	}
 	rctx, cancel := context.WithCancel(a.ctx)
+	rctx = a.r.cfg.Observer.RunContext(rctx, a.claim, s.RunID)
 	h := &runHandle{
 		a: a, id: s.RunID, start: s, cancel: cancel,
 		answers:  make(map[string]chan agent.Message),

@@ -231,7 +231,12 @@ func (a *app) runTurns(ctx context.Context, store *natsstore.Store, f *benchFlag
 	})
 	defer func() { stop(); wg.Wait() }()
 
-	r, err := runner.New(runner.Config{Store: store, Agent: agent.Echo{}, ID: "bench", ClaimTTL: f.claimTTL, Logger: log})
+	observer, stopObs, err := a.benchObserver(ctx, log)
+	if err != nil {
+		return nil, 0, err
+	}
+	defer stopObs()
+	r, err := runner.New(runner.Config{Store: store, Agent: agent.Echo{}, ID: "bench", ClaimTTL: f.claimTTL, Logger: log, Observer: observer})
 	if err != nil {
 		return nil, 0, err
 	}

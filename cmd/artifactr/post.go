@@ -80,7 +80,7 @@ that the thread's next message answers.`,
 				return err
 			}
 			defer store.Close()
-			ack, err := store.Post(ctx, thread, &eventspb.MessagePosted{MessageId: id, Author: author, Text: text})
+			ack, err := a.postTraced(ctx, store, thread, &eventspb.MessagePosted{MessageId: id, Author: author, Text: text})
 			if err != nil {
 				return storeError(conn.url, err)
 			}

@@ -38,6 +38,7 @@ type serveFlags struct {
 	workQueue     string
 	projector     bool
 	summaries     string
+	metrics       string
 }
 
 func (a *app) serveCommand() *cobra.Command {
@@ -114,6 +115,7 @@ next runner abandons the unfinished runs (run_abandoned).`,
 	fl.StringVar(&f.workQueue, "work-queue", natsstore.DefaultWorkQueue, "durable consumer the runners share: each post wakes one of them")
 	fl.BoolVar(&f.projector, "projector", true, "keep the thread-summaries read model up to date (one serve at a time does; the others stand by)")
 	fl.StringVar(&f.summaries, "summaries-bucket", summaries.DefaultBucket, "KV bucket of the thread-summaries read model")
+	fl.StringVar(&f.metrics, "metrics", "", "serve Prometheus /metrics, /healthz and /readyz on this address (host:port); off when empty")
 	return cmd
 }
 
@@ -189,6 +191,11 @@ func (a *app) serve(ctx context.Context, f *serveFlags, ag agent.Agent, external
 		return err
 	}
 	defer store.Close()
+	so, err := a.startObs(ctx, f.metrics, store, f.summaries)
+	if err != nil {
+		return err
+	}
+	defer so.close(ctx)
 	// Posts wake runners through a shared durable consumer: one runner per
 	// post, rather than every runner through a tail of every post.
 	work, err := store.WorkQueue(ctx, f.workQueue)
@@ -204,6 +211,7 @@ func (a *app) serve(ctx context.Context, f *serveFlags, ag agent.Agent, external
 		IdleTimeout:   f.idleTimeout,
 		ShutdownGrace: f.shutdownGrace,
 		Logger:        a.log,
+		Observer:      so.runnerObserver(),
 	})
 	if err != nil {
 		return usage(err)
@@ -212,6 +220,7 @@ func (a *app) serve(ctx context.Context, f *serveFlags, ag agent.Agent, external
 		work.Stop()
 		return storeError(f.conn.url, err)
 	}
+	so.started()
 	if f.projector {
 		stop, err := a.startProjector(ctx, store, f.summaries, r.ID()+"/summaries")
 		if err != nil {

@@ -151,7 +151,7 @@ func unavailable(op string, f Fault) error {
 }
 
 // Post implements [events.Poster].
-func (s *Store) Post(ctx context.Context, thread string, m *eventspb.MessagePosted) (events.Ack, error) {
+func (s *Store) Post(ctx context.Context, thread string, m *eventspb.MessagePosted, opts ...events.PostOption) (events.Ack, error) {
 	if err := events.ValidateThreadID(thread); err != nil {
 		return events.Ack{}, err
 	}
@@ -159,6 +159,10 @@ func (s *Store) Post(ctx context.Context, thread string, m *eventspb.MessagePost
 		if err := events.ValidateMessageID(id); err != nil {
 			return events.Ack{}, err
 		}
+	}
+	po, err := events.ApplyPostOptions(opts)
+	if err != nil {
+		return events.Ack{}, err
 	}
 	if err := ctx.Err(); err != nil {
 		return events.Ack{}, err
@@ -172,6 +176,7 @@ func (s *Store) Post(ctx context.Context, thread string, m *eventspb.MessagePost
 	if err != nil {
 		return events.Ack{}, err
 	}
+	po.SetHeaders(h)
 	h[events.HeaderMsgID] = []string{thread + ":" + m.MessageId}
 	ack, err := s.write("post", s.cfg.Subjects.Thread(thread, events.KindPosted), h, data, "", 0)
 	if err == nil && ack.Duplicate {

@@ -23,8 +23,12 @@ import (
 // original's ack with Duplicate set when its text and author are the same,
 // and an error wrapping [events.ErrConflict] when they differ: the new text
 // was not written.
-func (s *Store) Post(ctx context.Context, thread string, m *eventspb.MessagePosted) (events.Ack, error) {
+func (s *Store) Post(ctx context.Context, thread string, m *eventspb.MessagePosted, opts ...events.PostOption) (events.Ack, error) {
 	if err := events.ValidateThreadID(thread); err != nil {
+		return events.Ack{}, err
+	}
+	po, err := events.ApplyPostOptions(opts)
+	if err != nil {
 		return events.Ack{}, err
 	}
 	if m == nil {
@@ -47,6 +51,7 @@ func (s *Store) Post(ctx context.Context, thread string, m *eventspb.MessagePost
 	if err != nil {
 		return events.Ack{}, err
 	}
+	po.SetHeaders(h)
 	subject := s.subj.Thread(thread, events.KindPosted)
 	ctx, cancel := s.bound(ctx)
 	defer cancel()

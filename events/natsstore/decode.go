@@ -67,6 +67,7 @@ func (s *Store) decodeFast(subject string, seq uint64, stored time.Time, h event
 		Stored:        stored,
 		ExpectSeq:     expect,
 		ExpectSubject: h.Get(events.HeaderExpectSubj),
+		TraceParent:   h.Get(events.HeaderTraceParent),
 		Event:         ev,
 	}, true
 }

@@ -1,0 +1,57 @@
+package runner
+
+import (
+	"context"
+
+	"artifactr/events"
+	"artifactr/events/eventspb"
+	"artifactr/projections"
+)
+
+// Observer is told what a runner does, for metrics, traces and logs
+// (internal/obs implements it). Its methods are called from the runner's
+// goroutines and thread actors at once: they must be safe for concurrent use,
+// quick, and never block.
+type Observer interface {
+	// Claimed is called when a thread actor starts with claim c; takeover
+	// says the thread's previous claim was never released.
+	Claimed(c events.Claim, takeover bool)
+	// ClaimEnded is called once, when the thread actor holding c stopped.
+	ClaimEnded(c events.Claim)
+	// Appending is called on the thread actor's goroutine just before an
+	// append under c goes out. view is the holder's view of the thread then;
+	// it must not be retained. The returned func is called with the
+	// append's result where the result is seen, whether or not the actor
+	// still lives, so every refusal is seen.
+	Appending(c events.Claim, ev *eventspb.Event, view *projections.Thread) func(events.Ack, error)
+	// RunContext returns the context run runID's agent runs in, from the
+	// one the runner made for it.
+	RunContext(ctx context.Context, c events.Claim, runID string) context.Context
+	// LeaseRenewed is called with the result of each renewal of the
+	// runner's session, the one lease a runner renews.
+	LeaseRenewed(err error)
+}
+
+// NopObserver observes nothing. It is the default [Config.Observer].
+type NopObserver struct{}
+
+// Claimed implements [Observer].
+func (NopObserver) Claimed(events.Claim, bool) {}
+
+// ClaimEnded implements [Observer].
+func (NopObserver) ClaimEnded(events.Claim) {}
+
+// Appending implements [Observer].
+func (NopObserver) Appending(events.Claim, *eventspb.Event, *projections.Thread) func(events.Ack, error) {
+	return nopDone
+}
+
+// RunContext implements [Observer].
+func (NopObserver) RunContext(ctx context.Context, _ events.Claim, _ string) context.Context {
+	return ctx
+}
+
+// LeaseRenewed implements [Observer].
+func (NopObserver) LeaseRenewed(error) {}
+
+func nopDone(events.Ack, error) {}
