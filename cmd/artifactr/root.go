@@ -162,6 +162,7 @@ type connFlags struct {
 	url     string
 	stream  string
 	timeout time.Duration
+	secFlags
 }
 
 func addConnFlags(cmd *cobra.Command, c *connFlags) {
@@ -172,6 +173,7 @@ func addConnFlags(cmd *cobra.Command, c *connFlags) {
 	cmd.Flags().StringVar(&c.url, "nats", def, "NATS server URL(s), comma-separated (env "+envNATS+")")
 	cmd.Flags().StringVar(&c.stream, "stream", natsstore.DefaultStream, "JetStream stream holding the threads")
 	cmd.Flags().DurationVar(&c.timeout, "timeout", natsstore.DefaultTimeout, "bound on connecting and on each NATS call")
+	addSecFlags(cmd, &c.secFlags)
 }
 
 func (c *connFlags) validate() error {
@@ -181,7 +183,7 @@ func (c *connFlags) validate() error {
 	if c.url == "" {
 		return usagef("--nats: empty URL")
 	}
-	return nil
+	return c.secFlags.validate()
 }
 
 // open connects to the store. An unreachable server fails with a hint.
@@ -189,12 +191,17 @@ func (a *app) open(ctx context.Context, c *connFlags, replicas int) (*natsstore.
 	if err := c.validate(); err != nil {
 		return nil, err
 	}
+	opts, err := c.natsOptions()
+	if err != nil {
+		return nil, err
+	}
 	s, err := natsstore.New(ctx, natsstore.Config{
-		URL:      c.url,
-		Stream:   c.stream,
-		Replicas: replicas,
-		Timeout:  c.timeout,
-		Logger:   a.log,
+		URL:            c.url,
+		Stream:         c.stream,
+		Replicas:       replicas,
+		Timeout:        c.timeout,
+		Logger:         a.log,
+		ConnectOptions: opts,
 	})
 	if err != nil {
 		return nil, openError(c.url, err)
@@ -204,6 +211,9 @@ func (a *app) open(ctx context.Context, c *connFlags, replicas int) (*natsstore.
 
 // openError explains a failed connection.
 func openError(url string, err error) error {
+	if aerr := authError(url, err); aerr != nil {
+		return aerr
+	}
 	if errors.Is(err, events.ErrUnavailable) {
 		return failf("cannot reach NATS at %s: %v\nhint: is `artifactr serve` running? start it, or pass --nats URL (or set %s)", url, err, envNATS)
 	}

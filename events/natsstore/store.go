@@ -72,11 +72,7 @@ func (s *Store) connect() error {
 		// Connect tries each URL once, each bounded by Timeout, and never
 		// retries in the background; once connected, reconnect forever:
 		// a store outlives server restarts.
-		nc, err := nats.Connect(s.cfg.URL,
-			nats.Name("artifactr"),
-			nats.Timeout(s.cfg.Timeout),
-			nats.MaxReconnects(-1),
-		)
+		nc, err := nats.Connect(s.cfg.URL, s.connectOptions()...)
 		if err != nil {
 			return fmt.Errorf("natsstore: connect to %s: %w: %w (is nats-server running there? `artifactr serve` embeds one)",
 				s.cfg.URL, events.ErrUnavailable, err)
