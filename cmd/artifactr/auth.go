@@ -174,10 +174,9 @@ func prepareAuth(dir string, names natsauth.Names) (*embeddedAuth, error) {
 // adminSetup creates, as admin, the stream and the buckets the runner may
 // only use: the lease bucket (natsstore.New) and the summaries read model.
 // Buckets added later must be created here too, since a runner may not.
-func (a *app) adminSetup(ctx context.Context, f *serveFlags, srv *natsembed.Server, admin natsauth.Key) error {
-	c := f.conn
-	c.url = srv.ClientURL()
-	c.key, c.inProcess = &admin, srv
+func (a *app) adminSetup(ctx context.Context, f *serveFlags, admin natsauth.Key) error {
+	c := f.conn // embed pointed it at srv, in process
+	c.key = &admin
 	store, err := a.open(ctx, &c, f.replicas)
 	if err != nil {
 		return err

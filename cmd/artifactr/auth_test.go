@@ -3,8 +3,11 @@ package main
 import (
 	"context"
 	"errors"
+	"fmt"
+	"net"
 	"os"
 	"path/filepath"
+	"regexp"
 	"strings"
 	"testing"
 	"time"
@@ -18,6 +21,7 @@ import (
 	"artifactr/events/natsstore"
 	"artifactr/internal/natsauth"
 	"artifactr/internal/natsauth/authtest"
+	"artifactr/internal/testkit"
 )
 
 // seedOf reads a seed file serve --auth wrote.
@@ -205,4 +209,141 @@ func streamState(t *testing.T, js jetstream.JetStream) streamSnap {
 	}
 	info := st.CachedInfo()
 	return streamSnap{cfg: info.Config, msgs: info.State.Msgs}
+}
+
+var tlsListenRE = regexp.MustCompile(`NATS listening on ((?:nats|tls)://[^,\s]+)`)
+
+// startServe runs serve until stop is called and returns its output once
+// it is ready.
+func startServe(t *testing.T, args ...string) (url string, out *testkit.SyncBuffer, stop func()) {
+	t.Helper()
+	t.Setenv(envNATS, "")
+	t.Setenv(envNKey, "")
+	ctx, cancel := context.WithCancel(context.Background())
+	out = &testkit.SyncBuffer{}
+	var errOut testkit.SyncBuffer
+	done := make(chan int, 1)
+	go func() {
+		done <- run(ctx, append([]string{"serve", "--no-sync", "--log-level", "warn"}, args...), out, &errOut)
+	}()
+	stopped := false
+	stop = func() {
+		if stopped {
+			return
+		}
+		stopped = true
+		cancel()
+		select {
+		case code := <-done:
+			if code != exitOK {
+				t.Errorf("serve exit %d; stderr:\n%s", code, errOut.String())
+			}
+		case <-time.After(20 * time.Second):
+			t.Errorf("serve did not stop; stdout:\n%s", out.String())
+		}
+	}
+	t.Cleanup(stop)
+	testkit.CheckFor(t, 15*time.Second, func() error {
+		select {
+		case code := <-done:
+			t.Fatalf("serve exited %d; stderr:\n%s", code, errOut.String())
+		default:
+		}
+		s := out.String()
+		if !strings.Contains(s, " ready on stream ") {
+			return fmt.Errorf("serve not ready:\n%s", s)
+		}
+		url = tlsListenRE.FindStringSubmatch(s)[1]
+		return nil
+	})
+	return url, out, stop
+}
+
+// A later serve --auth on the same data directory reuses the seeds: the
+// client's key still works.
+func TestRun_serveAuth_restartReusesKeys(t *testing.T) {
+	data := t.TempDir()
+	base := []string{"--auth", "--data", data, "--listen", "127.0.0.1:0"}
+	url, _, stop := startServe(t, base...)
+	client := filepath.Join(data, "auth", "client.nk")
+	seed, err := os.ReadFile(client)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if code, stdout, errOut := runCLI(t, t.Context(), "post", "t1", "one", "--nats", url, "--nkey", client); code != exitOK {
+		t.Fatalf("post: exit %d\n%s\n%s", code, stdout, errOut)
+	}
+	stop()
+	url, _, _ = startServe(t, base...)
+	again, err := os.ReadFile(client)
+	if err != nil || string(again) != string(seed) {
+		t.Fatalf("client seed changed across restarts (%v)", err)
+	}
+	code, stdout, errOut := runCLI(t, t.Context(), "post", "t1", "two", "--wait", "--nats", url, "--nkey", client)
+	if code != exitOK || !strings.Contains(stdout, "echo: two") {
+		t.Errorf("post after restart: exit %d\n%s\n%s", code, stdout, errOut)
+	}
+}
+
+// Listening beyond loopback turns auth on unless --auth=false is given.
+func TestRun_serveNonLoopbackAuthByDefault(t *testing.T) {
+	data := t.TempDir()
+	url, out, _ := startServe(t, "--data", data, "--listen", "0.0.0.0:0")
+	if !strings.Contains(out.String(), "auth on") {
+		t.Errorf("serve on 0.0.0.0 did not turn auth on:\n%s", out.String())
+	}
+	_, port, err := net.SplitHostPort(strings.TrimPrefix(url, "nats://"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	local := "nats://127.0.0.1:" + port
+	authtest.CheckNoAnonymous(t, local)
+	if code, stdout, errOut := runCLI(t, t.Context(), "threads", "--nats", local, "--nkey", filepath.Join(data, "auth", "client.nk")); code != exitOK {
+		t.Errorf("threads as client: exit %d\n%s\n%s", code, stdout, errOut)
+	}
+}
+
+// serve --tls-cert/--tls-key/--tls-ca serves TLS with client certificates;
+// clients pass the same flags.
+func TestRun_serveTLS(t *testing.T) {
+	f := authtest.WriteTLS(t)
+	url, out, _ := startServe(t, "--data", t.TempDir(), "--listen", "127.0.0.1:0", "--auth",
+		"--tls-cert", f.ServerCert, "--tls-key", f.ServerKey, "--tls-ca", f.CA)
+	if !strings.HasPrefix(url, "tls://") || !strings.Contains(out.String(), "TLS on") {
+		t.Fatalf("serve with TLS: url %s\n%s", url, out.String())
+	}
+	data := strings.TrimSuffix(strings.Split(strings.Split(out.String(), "--nkey ")[1], "\n")[0], "client.nk")
+	client := []string{"--nats", url, "--nkey", filepath.Join(data, "client.nk")}
+	code, stdout, errOut := runCLI(t, t.Context(), append([]string{"post", "t1", "hi", "--wait",
+		"--tls-ca", f.CA, "--tls-cert", f.ClientCert, "--tls-key", f.ClientKey}, client...)...)
+	if code != exitOK || !strings.Contains(stdout, "echo: hi") {
+		t.Errorf("post over TLS: exit %d\n%s\n%s", code, stdout, errOut)
+	}
+	code, _, errOut = runCLI(t, t.Context(), append([]string{"threads", "--tls-ca", f.CA, "--timeout", "2s"}, client...)...)
+	if code != exitFail {
+		t.Errorf("threads without a client certificate: exit %d, stderr:\n%s", code, errOut)
+	}
+}
+
+func TestRun_securityUsageErrors(t *testing.T) {
+	t.Setenv(envNATS, "")
+	seed := filepath.Join(t.TempDir(), "x.nk")
+	cases := []struct {
+		args []string
+		want string
+	}{
+		{[]string{"threads", "--nkey", seed, "--creds", seed}, "give one"},
+		{[]string{"threads", "--tls-cert", seed}, "--tls-cert and --tls-key"},
+		{[]string{"threads", "--nkey", seed}, "--nkey"},
+		{[]string{"serve", "--auth", "--nats", "nats://127.0.0.1:1"}, "with --nats, log in with --nkey"},
+		{[]string{"serve", "--agent", "exec", "--agent-env", "ARTIFACTR_NATS", "--", "true"}, "agents never get"},
+		{[]string{"serve", "--agent", "exec", "--agent-env", "NATS_CREDS", "--", "true"}, "agents never get"},
+		{[]string{"serve", "--agent", "exec", "--agent-env", "=x", "--", "true"}, "want KEY or KEY=VALUE"},
+	}
+	for _, tc := range cases {
+		code, _, stderr := runCLI(t, t.Context(), tc.args...)
+		if code != exitUsage || !strings.Contains(stderr, tc.want) {
+			t.Errorf("%v: exit %d, stderr:\n%s\nwant exit %d and %q", tc.args, code, stderr, exitUsage, tc.want)
+		}
+	}
 }

@@ -7,6 +7,7 @@ import (
 	"os"
 	"os/signal"
 	"path/filepath"
+	"strings"
 	"syscall"
 	"time"
 
@@ -261,11 +262,12 @@ func (a *app) embed(ctx context.Context, f *serveFlags) (*natsembed.Server, erro
 	if err != nil {
 		return nil, fail(err)
 	}
-	f.conn.url = srv.ClientURL()
-	// serve's own connections need no socket, so no TLS.
+	// serve's own connections need no socket, so no TLS: a tls:// URL
+	// would make the client start TLS on the in-process pipe.
+	f.conn.url = strings.Replace(srv.ClientURL(), "tls://", "nats://", 1)
 	f.conn.inProcess = srv
 	if ea != nil {
-		if err := a.adminSetup(ctx, f, srv, ea.admin); err != nil {
+		if err := a.adminSetup(ctx, f, ea.admin); err != nil {
 			srv.Shutdown()
 			return nil, err
 		}

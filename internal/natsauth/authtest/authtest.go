@@ -62,7 +62,13 @@ func Matrix() []Case {
 // Connect dials url as a user with seed, with extra options.
 func Connect(t testing.TB, url string, seed []byte, opts ...nats.Option) *nats.Conn {
 	t.Helper()
-	nc, err := nats.Connect(url, append([]nats.Option{nats.Nkey(mustPublic(t, seed), signer(seed)), nats.Timeout(5 * time.Second)}, opts...)...)
+	base := []nats.Option{
+		nats.Nkey(mustPublic(t, seed), signer(seed)),
+		nats.Timeout(5 * time.Second),
+		// Refusals are what these tests expect; LastError reports them.
+		nats.ErrorHandler(func(*nats.Conn, *nats.Subscription, error) {}),
+	}
+	nc, err := nats.Connect(url, append(base, opts...)...)
 	if err != nil {
 		t.Fatalf("connect: %v", err)
 	}
