@@ -233,3 +233,9 @@ func agentEnv(flags []string) (env, pass []string, err error) {
 	}
 	return env, pass, nil
 }
+
+// durabilityNote is printed by serve on an external server: whether it
+// fsyncs every write is in its /varz and /jsz, which only the system
+// account may read, so artifactr cannot check it.
+const durabilityNote = "artifactr serve: note: acknowledged events survive a power loss only if the NATS server fsyncs every write " +
+	"(jetstream { sync_interval: always }); artifactr cannot read that setting from a client account, so check it (examples/nats/server.conf)"

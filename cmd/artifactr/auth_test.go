@@ -21,6 +21,7 @@ import (
 	"artifactr/events/natsstore"
 	"artifactr/internal/natsauth"
 	"artifactr/internal/natsauth/authtest"
+	"artifactr/internal/natsembed"
 	"artifactr/internal/testkit"
 )
 
@@ -253,7 +254,9 @@ func startServe(t *testing.T, args ...string) (url string, out *testkit.SyncBuff
 		if !strings.Contains(s, " ready on stream ") {
 			return fmt.Errorf("serve not ready:\n%s", s)
 		}
-		url = tlsListenRE.FindStringSubmatch(s)[1]
+		if m := tlsListenRE.FindStringSubmatch(s); m != nil {
+			url = m[1] // "" with --nats: nothing embedded
+		}
 		return nil
 	})
 	return url, out, stop
@@ -345,5 +348,49 @@ func TestRun_securityUsageErrors(t *testing.T) {
 		if code != exitUsage || !strings.Contains(stderr, tc.want) {
 			t.Errorf("%v: exit %d, stderr:\n%s\nwant exit %d and %q", tc.args, code, stderr, exitUsage, tc.want)
 		}
+	}
+}
+
+// The external-cluster flow of examples/nats: on a server with the roles,
+// a runner may not create the stream, init as admin does, then a runner
+// logged in with its own key serves, and clients post.
+func TestRun_initAndExternalRunner(t *testing.T) {
+	dir := t.TempDir()
+	keys, err := natsauth.LoadOrCreate(dir, natsauth.Roles...)
+	if err != nil {
+		t.Fatal(err)
+	}
+	users := map[natsauth.Role]string{}
+	for _, k := range keys {
+		users[k.Role] = k.Public
+	}
+	n := natsauth.DefaultNames()
+	srv, err := natsembed.Start(natsembed.Config{DataDir: t.TempDir(), Listen: "127.0.0.1:-1", NoSync: true,
+		AuthConf: natsauth.PermissionsConf(n) + natsauth.AccountConf(n, users)})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(srv.Shutdown)
+	url := srv.ClientURL()
+	nkey := func(r natsauth.Role) []string {
+		return []string{"--nats", url, "--nkey", filepath.Join(dir, natsauth.SeedFile(r)), "--timeout", "2s"}
+	}
+	ctx := t.Context()
+	code, _, errOut := runCLI(t, ctx, append([]string{"init"}, nkey(natsauth.Runner)...)...)
+	if code != exitFail || !strings.Contains(errOut, "permission denied") || !strings.Contains(errOut, "admin") {
+		t.Errorf("init as runner: exit %d, stderr:\n%s", code, errOut)
+	}
+	for range 2 { // init twice: the second changes nothing
+		if code, stdout, errOut := runCLI(t, ctx, append([]string{"init"}, nkey(natsauth.Admin)...)...); code != exitOK {
+			t.Fatalf("init as admin: exit %d\n%s\n%s", code, stdout, errOut)
+		}
+	}
+	startServe(t, append([]string{"--claim-ttl", "2s"}, nkey(natsauth.Runner)...)...)
+	code, stdout, errOut := runCLI(t, ctx, append([]string{"post", "t1", "hello", "--wait"}, nkey(natsauth.Client)...)...)
+	if code != exitOK || !strings.Contains(stdout, "echo: hello") {
+		t.Errorf("post as client to an external runner: exit %d\n%s\n%s", code, stdout, errOut)
+	}
+	if code, stdout, _ := runCLI(t, ctx, append([]string{"audit"}, nkey(natsauth.Auditor)...)...); code != exitOK {
+		t.Errorf("audit: exit %d\n%s", code, stdout)
 	}
 }

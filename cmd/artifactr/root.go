@@ -127,6 +127,7 @@ Exit codes: 0 success, 1 the work failed, 2 usage error.`,
 	root.SetFlagErrorFunc(func(_ *cobra.Command, err error) error { return usage(err) })
 	root.AddCommand(
 		a.serveCommand(),
+		a.initCommand(),
 		a.postCommand(),
 		a.watchCommand(),
 		a.threadsCommand(),

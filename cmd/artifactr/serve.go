@@ -181,6 +181,7 @@ func (a *app) serve(ctx context.Context, f *serveFlags, ag agent.Agent, external
 		defer srv.Shutdown()
 	} else {
 		fmt.Fprintf(a.stdout, "artifactr serve: using NATS at %s\n", f.conn.url)
+		fmt.Fprintln(a.stdout, durabilityNote)
 	}
 	store, err := a.open(ctx, &f.conn, f.replicas)
 	if err != nil {

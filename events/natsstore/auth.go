@@ -47,3 +47,17 @@ func (s *Store) publishDenied(subject string) error {
 	}
 	return fmt.Errorf("%w: may not publish to %s (is this the right role's --nkey or --creds?): %w", ErrPermissionDenied, subject, err)
 }
+
+// denied adds [ErrPermissionDenied] to err, the failure of a JetStream API
+// request, when the server refused the connection that request: such a
+// request gets no reply, so err alone reads as an unreachable server.
+func (s *Store) denied(err error) error {
+	if err == nil || errors.Is(err, ErrPermissionDenied) {
+		return err
+	}
+	last := s.nc.LastError()
+	if last == nil || !errors.Is(last, nats.ErrPermissionViolation) || !strings.Contains(last.Error(), `"$JS.API.`) {
+		return err
+	}
+	return fmt.Errorf("%w (creating or changing the stream and buckets is the admin role's: artifactr init --nkey admin.nk): %w", ErrPermissionDenied, err)
+}

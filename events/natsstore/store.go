@@ -97,10 +97,10 @@ func (s *Store) connect() error {
 // setup creates or checks the stream and the bucket.
 func (s *Store) setup(ctx context.Context) error {
 	if err := s.ensureStream(ctx); err != nil {
-		return unavailable(fmt.Sprintf("set up stream %s", s.cfg.Stream), err)
+		return unavailable(fmt.Sprintf("set up stream %s", s.cfg.Stream), s.denied(err))
 	}
 	if err := s.ensureBucket(ctx); err != nil {
-		return unavailable(fmt.Sprintf("set up lease bucket %s", s.cfg.Bucket), err)
+		return unavailable(fmt.Sprintf("set up lease bucket %s", s.cfg.Bucket), s.denied(err))
 	}
 	return nil
 }
@@ -148,7 +148,7 @@ func unavailable(what string, err error) error {
 	if err == nil {
 		return nil
 	}
-	if errors.Is(err, ErrUnsafeConfig) || errors.Is(err, events.ErrClosed) {
+	if errors.Is(err, ErrUnsafeConfig) || errors.Is(err, events.ErrClosed) || errors.Is(err, ErrPermissionDenied) {
 		return fmt.Errorf("natsstore: %s: %w", what, err)
 	}
 	var apiErr *jetstream.APIError
