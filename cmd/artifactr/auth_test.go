@@ -2,6 +2,7 @@ package main
 
 import (
 	"context"
+	"encoding/json"
 	"errors"
 	"fmt"
 	"net"
@@ -392,5 +393,50 @@ func TestRun_initAndExternalRunner(t *testing.T) {
 	}
 	if code, stdout, _ := runCLI(t, ctx, append([]string{"audit"}, nkey(natsauth.Auditor)...)...); code != exitOK {
 		t.Errorf("audit: exit %d\n%s", code, stdout)
+	}
+}
+
+// Issue 10's first forgery on a server without --auth (or by a writer
+// with runner credentials): a run_completed for the active run, published
+// to threads.T.run with no check headers, is stored; the audit now flags
+// it (RunChain), where it used to report 0 violations.
+func TestRun_auditFlagsUncheckedRunCompleted(t *testing.T) {
+	url, _ := serveInProcess(t, "--echo-delay", "1m", "--shutdown-grace", "100ms")
+	ctx := t.Context()
+	if code, stdout, errOut := runCLI(t, ctx, "post", "T", "hello", "--nats", url); code != exitOK {
+		t.Fatalf("post: exit %d\n%s\n%s", code, stdout, errOut)
+	}
+	var v threadView
+	testkit.CheckFor(t, 10*time.Second, func() error {
+		_, out, _ := runCLI(t, ctx, "show", "T", "--json", "--nats", url)
+		if err := json.Unmarshal([]byte(out), &v); err != nil {
+			return err
+		}
+		if v.ActiveRun == nil || len(v.Runs) == 0 {
+			return fmt.Errorf("no active run yet:\n%s", out)
+		}
+		return nil
+	})
+	run := v.Runs[len(v.Runs)-1]
+	claim := events.Claim{Thread: "T", Holder: run.Holder, Seq: run.ClaimSeq}
+	data, h, err := events.Encode(events.NewRunCompleted(claim, time.Now(), run.ID, "the attacker's answer"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	nc, err := nats.Connect(url)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer nc.Close()
+	js, err := jetstream.New(nc)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := js.PublishMsg(ctx, &nats.Msg{Subject: "threads.T.run", Data: data, Header: nats.Header(h)}); err != nil {
+		t.Fatalf("forged publish (no auth, so stored): %v", err)
+	}
+	code, out, _ := runCLI(t, ctx, "audit", "--nats", url)
+	if code != exitFail || !strings.Contains(out, "RunChain thread T") || !strings.Contains(out, "no check") {
+		t.Errorf("audit of a forged unchecked run_completed: exit %d\n%s", code, out)
 	}
 }

@@ -280,6 +280,30 @@ func TestAuditor_Add_violations(t *testing.T) {
 		},
 		want: []wantViolation{{CheckRunChain, []uint64{3, 4}}},
 	}, {
+		// Issue 10's second forgery: run_started with no headers, naming
+		// the current holder's claim_seq, for an already consumed message.
+		name: "Forgery_runStartedNoHeaders_consumed",
+		build: func(l *eventgen.Log) {
+			m := l.Post(poster.Post("a", "x")).Seq      // 1
+			a := claim(l, "A")                          // 2
+			l.Fenced(a.Started("r1", m))                // 3
+			l.CAS(a.Completed("r1"))                    // 4
+			l.Event(a.Started("r2", m), events.Check{}) // 5: forged
+		},
+		want: []wantViolation{{CheckFence, []uint64{2, 5}}, {CheckI1, []uint64{1, 3, 5}}},
+	}, {
+		// Issue 10's third forgery: the same for the pending message while
+		// a run is active.
+		name: "Forgery_runStartedNoHeaders_whileActive",
+		build: func(l *eventgen.Log) {
+			m1 := l.Post(poster.Post("a", "x")).Seq      // 1
+			a := claim(l, "A")                           // 2
+			l.Fenced(a.Started("r1", m1))                // 3
+			m2 := l.Post(poster.Post("b", "y")).Seq      // 4
+			l.Event(a.Started("r2", m2), events.Check{}) // 5: forged
+		},
+		want: []wantViolation{{CheckFence, []uint64{2, 5}}, {CheckI3, []uint64{3, 5}}},
+	}, {
 		name: "AnswerOnce",
 		build: func(l *eventgen.Log) {
 			m1 := l.Post(poster.Post("a", "x")).Seq // 1
