@@ -90,6 +90,11 @@ func TestRun_serveAuth(t *testing.T) {
 			t.Errorf("%v as client: exit %d\n%s\n%s", args, code, stdout, errOut)
 		}
 	}
+	wctx, cancel := context.WithTimeout(ctx, time.Second)
+	defer cancel()
+	if code, stdout, errOut := runCLI(t, wctx, append([]string{"watch", "t1", "--from", "all", "--json"}, client...)...); code != exitOK || !strings.Contains(stdout, "message_posted") {
+		t.Errorf("watch as client: exit %d\n%s\n%s", code, stdout, errOut)
+	}
 	code, stdout, errOut = runCLI(t, ctx, append([]string{"audit"}, auditor...)...)
 	if code != exitOK || !strings.Contains(stdout, "audit OK") {
 		t.Errorf("audit as auditor: exit %d\n%s\n%s", code, stdout, errOut)

@@ -49,15 +49,19 @@ func (s *Store) publishDenied(subject string) error {
 }
 
 // denied adds [ErrPermissionDenied] to err, the failure of a JetStream API
-// request, when the server refused the connection that request: such a
-// request gets no reply, so err alone reads as an unreachable server.
-func (s *Store) denied(err error) error {
+// request to subject, when the server refused the connection that
+// request: such a request gets no reply, so err alone reads as an
+// unreachable server.
+func (s *Store) denied(err error, subject string) error {
 	if err == nil || errors.Is(err, ErrPermissionDenied) {
 		return err
 	}
 	last := s.nc.LastError()
-	if last == nil || !errors.Is(last, nats.ErrPermissionViolation) || !strings.Contains(last.Error(), `"$JS.API.`) {
+	if last == nil || !errors.Is(last, nats.ErrPermissionViolation) || !strings.Contains(last.Error(), `Publish to "`+subject+`"`) {
 		return err
 	}
-	return fmt.Errorf("%w (creating or changing the stream and buckets is the admin role's: artifactr init --nkey admin.nk): %w", ErrPermissionDenied, err)
+	return fmt.Errorf("%w: may not publish to %s (creating or changing the stream and buckets is the admin role's: artifactr init --nkey admin.nk): %w", ErrPermissionDenied, subject, err)
 }
+
+// createSubject is the JetStream API subject that creates stream.
+func createSubject(stream string) string { return "$JS.API.STREAM.CREATE." + stream }

@@ -97,10 +97,10 @@ func (s *Store) connect() error {
 // setup creates or checks the stream and the bucket.
 func (s *Store) setup(ctx context.Context) error {
 	if err := s.ensureStream(ctx); err != nil {
-		return unavailable(fmt.Sprintf("set up stream %s", s.cfg.Stream), s.denied(err))
+		return unavailable(fmt.Sprintf("set up stream %s", s.cfg.Stream), s.denied(err, createSubject(s.cfg.Stream)))
 	}
 	if err := s.ensureBucket(ctx); err != nil {
-		return unavailable(fmt.Sprintf("set up lease bucket %s", s.cfg.Bucket), s.denied(err))
+		return unavailable(fmt.Sprintf("set up lease bucket %s", s.cfg.Bucket), s.denied(err, createSubject(s.kvStream)))
 	}
 	return nil
 }
