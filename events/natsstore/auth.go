@@ -23,10 +23,16 @@ func (s *Store) connectOptions() []nats.Option {
 		// The server refuses a publish it does not permit with an
 		// asynchronous -ERR and no reply; say so in the log, since the
 		// caller only sees its request time out.
-		nats.ErrorHandler(func(_ *nats.Conn, _ *nats.Subscription, err error) {
+		nats.ErrorHandler(func(_ *nats.Conn, sub *nats.Subscription, err error) {
 			if errors.Is(err, nats.ErrPermissionViolation) {
 				s.cfg.Logger.Warn("natsstore: the NATS server refused a request: the user lacks the permission", "err", err)
+				return
 			}
+			subject := ""
+			if sub != nil {
+				subject = sub.Subject
+			}
+			s.cfg.Logger.Warn("natsstore: NATS connection error", "err", err, "subject", subject)
 		}),
 	}
 	return append(opts, s.cfg.ConnectOptions...)
