@@ -110,6 +110,9 @@ func authError(url string, err error) error {
 	if errors.Is(err, natsstore.ErrPermissionDenied) {
 		return fail(err)
 	}
+	if msg := err.Error(); strings.Contains(msg, "x509:") || strings.Contains(msg, "tls:") {
+		return failf("TLS with NATS at %s failed: %v\nhint: --tls-ca FILE trusts the server's CA; --tls-cert and --tls-key present a client certificate", url, err)
+	}
 	return nil
 }
 

@@ -328,6 +328,10 @@ func TestRun_serveTLS(t *testing.T) {
 	if code != exitOK || !strings.Contains(stdout, "echo: hi") {
 		t.Errorf("post over TLS: exit %d\n%s\n%s", code, stdout, errOut)
 	}
+	code, _, errOut = runCLI(t, t.Context(), append([]string{"threads", "--timeout", "2s"}, client...)...)
+	if code != exitFail || !strings.Contains(errOut, "hint: --tls-ca") {
+		t.Errorf("threads without trusting the CA: exit %d, stderr:\n%s", code, errOut)
+	}
 	code, _, errOut = runCLI(t, t.Context(), append([]string{"threads", "--tls-ca", f.CA, "--timeout", "2s"}, client...)...)
 	if code != exitFail {
 		t.Errorf("threads without a client certificate: exit %d, stderr:\n%s", code, errOut)
