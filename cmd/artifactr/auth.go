@@ -170,7 +170,7 @@ func prepareAuth(dir string, names natsauth.Names) (*embeddedAuth, error) {
 			ea.admin = k
 		}
 	}
-	ea.conf = natsauth.PermissionsConf(names) + natsauth.AccountConf(names, users)
+	ea.conf = natsauth.PermissionsConf(names) + natsauth.AuthorizationConf(users)
 	return ea, nil
 }
 

@@ -294,6 +294,22 @@ func TestRun_serveAuth_restartReusesKeys(t *testing.T) {
 	}
 }
 
+// Turning --auth on for a data directory a serve without it used keeps
+// the history: the users live in the account the stream was made in.
+func TestRun_serveAuthKeepsEarlierData(t *testing.T) {
+	data := t.TempDir()
+	url, _, stop := startServe(t, "--data", data, "--listen", "127.0.0.1:0")
+	if code, stdout, errOut := runCLI(t, t.Context(), "post", "t1", "before auth", "--wait", "--nats", url); code != exitOK {
+		t.Fatalf("post: exit %d\n%s\n%s", code, stdout, errOut)
+	}
+	stop()
+	url, _, _ = startServe(t, "--data", data, "--listen", "127.0.0.1:0", "--auth")
+	code, stdout, errOut := runCLI(t, t.Context(), "show", "t1", "--nats", url, "--nkey", filepath.Join(data, "auth", "client.nk"))
+	if code != exitOK || !strings.Contains(stdout, "before auth") {
+		t.Errorf("show after turning auth on: exit %d\n%s\n%s", code, stdout, errOut)
+	}
+}
+
 // Listening beyond loopback turns auth on unless --auth=false is given.
 func TestRun_serveNonLoopbackAuthByDefault(t *testing.T) {
 	data := t.TempDir()

@@ -64,3 +64,21 @@ func AccountConf(n Names, users map[Role]string) string {
 	b.WriteString("    ]\n  }\n}\n")
 	return b.String()
 }
+
+// AuthorizationConf renders an authorization block: the given roles'
+// public nkeys as users of the server's global account, with their
+// permissions from [PermissionsConf]. The embedded server uses it rather
+// than [AccountConf] so that its JetStream data stays in the one account
+// whether auth is on or off: turning --auth on for an existing data
+// directory keeps the stream.
+func AuthorizationConf(users map[Role]string) string {
+	var b strings.Builder
+	b.WriteString("authorization {\n  users: [\n")
+	for _, r := range Roles {
+		if k, ok := users[r]; ok {
+			fmt.Fprintf(&b, "    { nkey: %s, permissions: $%s }\n", k, varName(r))
+		}
+	}
+	b.WriteString("  ]\n}\n")
+	return b.String()
+}

@@ -62,8 +62,8 @@ type Config struct {
 	// DefaultReadyTimeout.
 	ReadyTimeout time.Duration
 
-	// AuthConf is nats-server configuration text defining the accounts and
-	// users clients must log in as (natsauth renders it); "" lets anyone in.
+	// AuthConf is nats-server configuration text defining the users (and
+	// accounts) clients must log in as (natsauth renders it); "" lets anyone in.
 	AuthConf string
 	// TLS serves clients over TLS when set.
 	TLS TLSFiles

@@ -27,13 +27,13 @@ func (t TLSFiles) validate() error {
 // and the TLS listener to opts.
 func (c *Config) applySecurity(opts *server.Options) error {
 	if c.AuthConf != "" {
-		// ProcessConfigString only sets what the text names: accounts,
-		// their users and permission variables.
+		// ProcessConfigString only sets what the text names: users,
+		// their permissions, accounts.
 		if err := opts.ProcessConfigString(c.AuthConf); err != nil {
 			return fmt.Errorf("natsembed: Config.AuthConf: %w", err)
 		}
-		if len(opts.Accounts) == 0 || len(opts.Nkeys)+len(opts.Users) == 0 {
-			return fmt.Errorf("natsembed: Config.AuthConf defines no account with users")
+		if len(opts.Nkeys)+len(opts.Users) == 0 {
+			return fmt.Errorf("natsembed: Config.AuthConf defines no users")
 		}
 	}
 	if !c.TLS.Enabled() {

@@ -88,7 +88,7 @@ func TestStart_authConfInvalid(t *testing.T) {
 		t.Fatal("started with an invalid nkey")
 	}
 	_, err = natsembed.Start(natsembed.Config{DataDir: t.TempDir(), Listen: "127.0.0.1:-1", AuthConf: "debug: false"})
-	if err == nil || !strings.Contains(err.Error(), "no account with users") {
+	if err == nil || !strings.Contains(err.Error(), "defines no users") {
 		t.Fatalf("AuthConf without users: %v", err)
 	}
 }
