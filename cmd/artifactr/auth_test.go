@@ -58,7 +58,7 @@ func refused(t *testing.T, nc *nats.Conn, subject string, call func(ctx context.
 // gets in. Spec: issue 10 tests "With --auth".
 func TestRun_serveAuth(t *testing.T) {
 	data := t.TempDir()
-	url, out := serveInProcess(t, "--auth", "--data", data, "--claim-ttl", "2s")
+	url, out, _ := startServe(t, "--auth", "--data", data, "--listen", "127.0.0.1:0", "--claim-ttl", "2s")
 	auth := filepath.Join(data, "auth")
 	for _, r := range []natsauth.Role{natsauth.Client, natsauth.Auditor, natsauth.Admin} {
 		p := filepath.Join(auth, natsauth.SeedFile(r))
@@ -124,7 +124,7 @@ func TestRun_serveAuth(t *testing.T) {
 // permissions exist for.
 func TestRun_serveAuth_forgeriesRefused(t *testing.T) {
 	data := t.TempDir()
-	url, _ := serveInProcess(t, "--auth", "--data", data, "--claim-ttl", "2s")
+	url, _, _ := startServe(t, "--auth", "--data", data, "--listen", "127.0.0.1:0", "--claim-ttl", "2s")
 	ctx := t.Context()
 	auth := filepath.Join(data, "auth")
 	client := []string{"--nats", url, "--nkey", filepath.Join(auth, "client.nk")}
@@ -247,6 +247,12 @@ func startServe(t *testing.T, args ...string) (url string, out *testkit.SyncBuff
 			}
 		case <-time.After(20 * time.Second):
 			t.Errorf("serve did not stop; stdout:\n%s", out.String())
+		}
+		// The runner's role must let it do all it does. (The server's own
+		// log also names refusals of the tests' forgeries; serve's store
+		// logs only its own.)
+		if e := errOut.String(); strings.Contains(e, "the NATS server refused a request") {
+			t.Errorf("serve was refused a request:\n%s", e)
 		}
 	}
 	t.Cleanup(stop)

@@ -33,7 +33,8 @@ const rolesHeader = `# artifactr's NATS roles as nats-server permissions. Genera
 #            the stream and the buckets.
 #
 # Everyone subscribes to _INBOX.> for JetStream replies. Nobody but ADMIN
-# may publish to $JS.API.STREAM.{CREATE,UPDATE,DELETE,PURGE,MSG.DELETE}.
+# may publish to $JS.API.STREAM.{CREATE,UPDATE,DELETE,PURGE,MSG.DELETE}:
+# run 'artifactr init' and 'artifactr projections rebuild' as ADMIN.
 
 `
 

@@ -169,6 +169,9 @@ func (n Names) Permissions(r Role) (Perm, bool) {
 			"$KV." + n.Summaries + ".>",
 			"$KV." + n.Snapshots + ".>",
 			"$JS.API.CONSUMER.DURABLE.CREATE." + n.Stream + ".*",
+			// The summaries projector moves its durable back to its
+			// checkpoint at each start and on a gap.
+			"$JS.API.CONSUMER.RESET." + n.Stream + ".*",
 			"$JS.ACK." + n.Stream + ".>",
 		}
 		return Perm{PubAllow: append(pub, n.readAPI()...), SubAllow: sub}, true

@@ -55,6 +55,7 @@ func Matrix() []Case {
 		{Subject: "$JS.API.CONSUMER.CREATE.ARTIFACTR.artifactr-runners.threads.*.posted", Allowed: runners},
 		{Subject: "$JS.API.CONSUMER.MSG.NEXT.ARTIFACTR.artifactr-runners", Allowed: runners},
 		{Subject: "$JS.API.CONSUMER.DELETE.ARTIFACTR.summaries", Allowed: runners, Destructive: true},
+		{Subject: "$JS.API.CONSUMER.RESET.ARTIFACTR.summaries", Allowed: runners, Destructive: true},
 		{Subject: "$JS.ACK.ARTIFACTR.artifactr-runners.1.1.1.1.0", Allowed: runners},
 	}
 }
