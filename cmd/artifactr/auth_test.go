@@ -58,7 +58,7 @@ func refused(t *testing.T, nc *nats.Conn, subject string, call func(ctx context.
 // gets in. Spec: issue 10 tests "With --auth".
 func TestRun_serveAuth(t *testing.T) {
 	data := t.TempDir()
-	url, out, _ := startServe(t, "--auth", "--data", data, "--listen", "127.0.0.1:0", "--claim-ttl", "2s")
+	url, out, _ := startServe(t, "--auth", "--data", data, "--listen", "127.0.0.1:0", "--claim-ttl", "2s", "--idle-timeout", "200ms")
 	auth := filepath.Join(data, "auth")
 	for _, r := range []natsauth.Role{natsauth.Client, natsauth.Auditor, natsauth.Admin} {
 		p := filepath.Join(auth, natsauth.SeedFile(r))
@@ -85,10 +85,34 @@ func TestRun_serveAuth(t *testing.T) {
 	if code != exitOK || !strings.Contains(stdout, "echo: hello") {
 		t.Fatalf("post as client: exit %d\nstdout:\n%s\nstderr:\n%s", code, stdout, errOut)
 	}
+	// A request and its answer: the runner's fenced answer_given.
+	if code, stdout, errOut := runCLI(t, ctx, append([]string{"post", "t1", "ask: name?"}, client...)...); code != exitOK {
+		t.Fatalf("post ask: exit %d\n%s\n%s", code, stdout, errOut)
+	}
+	code, stdout, errOut = runCLI(t, ctx, append([]string{"post", "t1", "Ada", "--wait"}, client...)...)
+	if code != exitOK || !strings.Contains(stdout, "name? -> Ada") {
+		t.Fatalf("answer as client: exit %d\n%s\n%s", code, stdout, errOut)
+	}
 	for _, args := range [][]string{{"threads"}, {"show", "t1"}, {"projections", "status"}} {
 		if code, stdout, errOut := runCLI(t, ctx, append(args, client...)...); code != exitOK {
 			t.Errorf("%v as client: exit %d\n%s\n%s", args, code, stdout, errOut)
 		}
+	}
+	// Idle claims are released (a KV delete and thread_released) and
+	// taken again by the next post.
+	testkit.CheckFor(t, 10*time.Second, func() error {
+		_, out, _ := runCLI(t, ctx, append([]string{"show", "t1", "--json"}, client...)...)
+		var v threadView
+		if err := json.Unmarshal([]byte(out), &v); err != nil {
+			return err
+		}
+		if v.Claim == nil || !v.Claim.Released {
+			return fmt.Errorf("claim not released yet: %+v", v.Claim)
+		}
+		return nil
+	})
+	if code, stdout, errOut := runCLI(t, ctx, append([]string{"post", "t1", "after release", "--wait"}, client...)...); code != exitOK || !strings.Contains(stdout, "echo: after release") {
+		t.Errorf("post after release: exit %d\n%s\n%s", code, stdout, errOut)
 	}
 	wctx, cancel := context.WithTimeout(ctx, time.Second)
 	defer cancel()
