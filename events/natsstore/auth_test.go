@@ -75,3 +75,45 @@ func TestStore_permissionDenied(t *testing.T) {
 		t.Errorf("run_completed as client: %v; want ErrPermissionDenied", err)
 	}
 }
+
+// A client may create consumers, and a push consumer delivers to any
+// subject, the claim subject included: its deliveries reach core
+// subscribers there but are not stored in the stream, so a client cannot
+// move a claim subject's sequence (and fence out its holder) that way.
+// This holds by nats-server's behaviour; the test guards it across
+// upgrades.
+func TestStore_pushConsumerCannotWriteStream(t *testing.T) {
+	srv, role := authServer(t)
+	as := func(r natsauth.Role) func(*Config) {
+		return func(c *Config) { c.ConnectOptions = []nats.Option{role[r]} }
+	}
+	admin := open(t, srv, as(natsauth.Admin))
+	if _, err := admin.Bucket(ctxT(t), "thread_summaries", true); err != nil {
+		t.Fatal(err)
+	}
+	b, err := open(t, srv, as(natsauth.Runner)).Bucket(ctxT(t), "thread_summaries", false)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, errs := b.PutMany(ctxT(t), []Put{{Key: "T", Value: []byte(`{}`)}}); errs[0] != nil {
+		t.Fatal(errs[0])
+	}
+	client := open(t, srv, as(natsauth.Client)).Conn()
+	sub, err := client.SubscribeSync("threads.T.claim")
+	if err != nil {
+		t.Fatal(err)
+	}
+	req := `{"stream_name":"KV_thread_summaries","config":{"name":"inject","deliver_subject":"threads.T.claim","deliver_policy":"all","ack_policy":"none"}}`
+	if _, err := client.Request("$JS.API.CONSUMER.CREATE.KV_thread_summaries.inject", []byte(req), 5*time.Second); err != nil {
+		t.Fatalf("create push consumer: %v", err)
+	}
+	if _, err := sub.NextMsg(10 * time.Second); err != nil {
+		t.Fatalf("the push consumer delivered nothing: %v", err)
+	}
+	if err := client.Flush(); err != nil {
+		t.Fatal(err)
+	}
+	if last, err := admin.LastSeq(ctxT(t), "T", events.KindClaim); err != nil || last != 0 {
+		t.Fatalf("threads.T.claim last seq %d (%v): a push consumer wrote into the stream", last, err)
+	}
+}
