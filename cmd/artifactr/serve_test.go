@@ -20,9 +20,12 @@ func serveInProcess(t *testing.T, args ...string) (string, *testkit.SyncBuffer) 
 	t.Setenv(envNATS, "")
 	ctx, cancel := context.WithCancel(context.Background())
 	var out, errOut testkit.SyncBuffer
+	// Made before the stop below is registered, so that it is removed
+	// after serve stopped writing to it (cleanups run last first).
+	data := t.TempDir()
 	done := make(chan int, 1)
 	go func() {
-		done <- run(ctx, append([]string{"serve", "--data", t.TempDir(), "--listen", "127.0.0.1:0", "--no-sync", "--log-level", "warn"}, args...), &out, &errOut)
+		done <- run(ctx, append([]string{"serve", "--data", data, "--listen", "127.0.0.1:0", "--no-sync", "--log-level", "warn"}, args...), &out, &errOut)
 	}()
 	t.Cleanup(func() {
 		cancel()
