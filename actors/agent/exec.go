@@ -54,8 +54,13 @@ type Exec struct {
 	// Steer makes the agent Steerable: steering messages are written to the
 	// program's stdin as they arrive.
 	Steer bool
-	// Env holds KEY=value pairs added to artifactr's own environment.
+	// Env holds KEY=value pairs for the program. The program does not
+	// inherit artifactr's environment: it gets PATH, HOME and LANG, the
+	// variables PassEnv names, and Env; never ARTIFACTR_* or NATS_*.
 	Env []string
+	// PassEnv names variables of artifactr's environment the program may
+	// see (serve --agent-env).
+	PassEnv []string
 	// Dir is the program's working directory; empty means artifactr's.
 	Dir string
 }
@@ -151,9 +156,7 @@ func (e Exec) start(ctx context.Context) (*process, error) {
 	pctx, cancel := context.WithCancel(ctx)
 	cmd := exec.CommandContext(pctx, e.Path, e.Args...)
 	cmd.Dir = e.Dir
-	if len(e.Env) > 0 {
-		cmd.Env = append(os.Environ(), e.Env...)
-	}
+	cmd.Env = e.env()
 	cmd.WaitDelay = waitDelay
 	setProcessGroup(cmd)
 	// Our own pipes, not StdinPipe/StdoutPipe: their write deadlines bound

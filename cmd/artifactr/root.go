@@ -133,6 +133,7 @@ Exit codes: 0 success, 1 the work failed, 2 usage error.`,
 	root.SetFlagErrorFunc(func(_ *cobra.Command, err error) error { return usage(err) })
 	root.AddCommand(
 		a.serveCommand(),
+		a.initCommand(),
 		a.postCommand(),
 		a.watchCommand(),
 		a.threadsCommand(),
@@ -168,6 +169,7 @@ type connFlags struct {
 	url     string
 	stream  string
 	timeout time.Duration
+	secFlags
 }
 
 func addConnFlags(cmd *cobra.Command, c *connFlags) {
@@ -178,6 +180,7 @@ func addConnFlags(cmd *cobra.Command, c *connFlags) {
 	cmd.Flags().StringVar(&c.url, "nats", def, "NATS server URL(s), comma-separated (env "+envNATS+")")
 	cmd.Flags().StringVar(&c.stream, "stream", natsstore.DefaultStream, "JetStream stream holding the threads")
 	cmd.Flags().DurationVar(&c.timeout, "timeout", natsstore.DefaultTimeout, "bound on connecting and on each NATS call")
+	addSecFlags(cmd, &c.secFlags)
 }
 
 func (c *connFlags) validate() error {
@@ -187,7 +190,7 @@ func (c *connFlags) validate() error {
 	if c.url == "" {
 		return usagef("--nats: empty URL")
 	}
-	return nil
+	return c.secFlags.validate()
 }
 
 // open connects to the store, creating the stream and the lease bucket
@@ -206,13 +209,18 @@ func (a *app) openStore(ctx context.Context, c *connFlags, replicas int, readOnl
 	if err := c.validate(); err != nil {
 		return nil, err
 	}
+	opts, err := c.natsOptions()
+	if err != nil {
+		return nil, err
+	}
 	s, err := natsstore.New(ctx, natsstore.Config{
-		URL:      c.url,
-		Stream:   c.stream,
-		Replicas: replicas,
-		Timeout:  c.timeout,
-		Logger:   a.log,
-		NoCreate: readOnly,
+		URL:            c.url,
+		Stream:         c.stream,
+		Replicas:       replicas,
+		Timeout:        c.timeout,
+		Logger:         a.log,
+		NoCreate:       readOnly,
+		ConnectOptions: opts,
 	})
 	if err != nil {
 		return nil, openError(c.url, err)
@@ -222,6 +230,9 @@ func (a *app) openStore(ctx context.Context, c *connFlags, replicas int, readOnl
 
 // openError explains a failed connection, with one hint.
 func openError(url string, err error) error {
+	if aerr := authError(url, err); aerr != nil {
+		return aerr
+	}
 	switch {
 	case errors.Is(err, events.ErrUnavailable):
 		return failf("cannot reach NATS at %s: %v\nhint: is `artifactr serve` running? start it, or pass --nats URL (or set %s)", url, err, envNATS)

@@ -8,6 +8,7 @@ import (
 	"os/exec"
 	"os/signal"
 	"path/filepath"
+	"strings"
 	"syscall"
 	"time"
 
@@ -39,6 +40,8 @@ type serveFlags struct {
 	projector     bool
 	summaries     string
 	metrics       string
+	auth          bool
+	agentEnv      []string
 }
 
 func (a *app) serveCommand() *cobra.Command {
@@ -83,6 +86,10 @@ next runner abandons the unfinished runs (run_abandoned).`,
 		Args: cobra.ArbitraryArgs,
 		RunE: func(cmd *cobra.Command, args []string) error {
 			external := cmd.Flags().Changed("nats") || os.Getenv(envNATS) != ""
+			if !external && !cmd.Flags().Changed("auth") && !isLoopback(f.listen) {
+				// Reachable from other hosts: nobody gets in without a key.
+				f.auth = true
+			}
 			ag, err := f.agent(cmd, args)
 			if err != nil {
 				return err
@@ -116,6 +123,8 @@ next runner abandons the unfinished runs (run_abandoned).`,
 	fl.BoolVar(&f.projector, "projector", true, "keep the thread-summaries read model up to date (one serve at a time does; the others stand by)")
 	fl.StringVar(&f.summaries, "summaries-bucket", summaries.DefaultBucket, "KV bucket of the thread-summaries read model")
 	fl.StringVar(&f.metrics, "metrics", "", "serve Prometheus /metrics, /healthz and /readyz on this address (host:port); off when empty")
+	fl.BoolVar(&f.auth, "auth", false, "embedded server: require nkey logins with per-role permissions; seeds in DATA/auth (default on when --listen is not loopback)")
+	fl.StringArrayVar(&f.agentEnv, "agent-env", nil, "environment variable the exec agent may see (repeatable); it gets only these plus PATH, HOME and LANG")
 	return cmd
 }
 
@@ -140,7 +149,11 @@ func (f *serveFlags) agent(cmd *cobra.Command, args []string) (agent.Agent, erro
 		if _, err := exec.LookPath(args[0]); err != nil {
 			return nil, usagef("--agent exec: program %q cannot be run: %v", args[0], err)
 		}
-		return agent.Exec{Path: args[0], Args: args[1:], Timeout: f.execTimeout, Steer: f.steer}, nil
+		env, pass, err := agentEnv(f.agentEnv)
+		if err != nil {
+			return nil, err
+		}
+		return agent.Exec{Path: args[0], Args: args[1:], Timeout: f.execTimeout, Steer: f.steer, Env: env, PassEnv: pass}, nil
 	}
 	return nil, usagef("--agent %q: want echo or exec", f.agentName)
 }
@@ -159,6 +172,8 @@ func (f *serveFlags) validate(external bool) error {
 		return usagef("--replicas %d needs a cluster: pass --nats with its URLs", f.replicas)
 	case !external && f.data == "":
 		return usagef("--data: empty directory")
+	case external && f.auth:
+		return usagef("--auth sets up the embedded server's users; with --nats, log in with --nkey or --creds")
 	}
 	return f.conn.validate()
 }
@@ -178,13 +193,14 @@ func (a *app) serve(ctx context.Context, f *serveFlags, ag agent.Agent, external
 	defer signal.Stop(sigs)
 
 	if !external {
-		srv, err := a.embed(f)
+		srv, err := a.embed(ctx, f)
 		if err != nil {
 			return err
 		}
 		defer srv.Shutdown()
 	} else {
 		fmt.Fprintf(a.stdout, "artifactr serve: using NATS at %s\n", f.conn.url)
+		fmt.Fprintln(a.stdout, durabilityNote)
 	}
 	store, err := a.open(ctx, &f.conn, f.replicas)
 	if err != nil {
@@ -252,7 +268,7 @@ func (a *app) startProjector(ctx context.Context, store *natsstore.Store, bucket
 }
 
 // embed starts the embedded server and points f.conn at it.
-func (a *app) embed(f *serveFlags) (*natsembed.Server, error) {
+func (a *app) embed(ctx context.Context, f *serveFlags) (*natsembed.Server, error) {
 	dir, err := filepath.Abs(f.data)
 	if err != nil {
 		return nil, fail(err)
@@ -260,12 +276,32 @@ func (a *app) embed(f *serveFlags) (*natsembed.Server, error) {
 	if err := os.MkdirAll(dir, 0o755); err != nil {
 		return nil, failf("data directory: %v", err)
 	}
-	srv, err := natsembed.Start(natsembed.Config{DataDir: dir, Listen: f.listen, NoSync: f.noSync, Logger: a.serverLogger()})
+	cfg := natsembed.Config{DataDir: dir, Listen: f.listen, NoSync: f.noSync, Logger: a.serverLogger(),
+		TLS: natsembed.TLSFiles{Cert: f.conn.tlsCert, Key: f.conn.tlsKey, CA: f.conn.tlsCA}}
+	var ea *embeddedAuth
+	if f.auth {
+		if ea, err = prepareAuth(dir, f.authNames()); err != nil {
+			return nil, err
+		}
+		cfg.AuthConf = ea.conf
+	}
+	srv, err := natsembed.Start(cfg)
 	if err != nil {
 		return nil, fail(err)
 	}
-	f.conn.url = srv.ClientURL()
+	// serve's own connections need no socket, so no TLS: a tls:// URL
+	// would make the client start TLS on the in-process pipe.
+	f.conn.url = strings.Replace(srv.ClientURL(), "tls://", "nats://", 1)
+	f.conn.inProcess = srv
+	if ea != nil {
+		if err := a.adminSetup(ctx, f, ea.admin); err != nil {
+			srv.Shutdown()
+			return nil, err
+		}
+		f.conn.key = &ea.runner
+	}
 	fmt.Fprintf(a.stdout, "artifactr serve: NATS listening on %s, JetStream data in %s\n", srv.ClientURL(), dir)
+	a.printSecurity(f, ea)
 	if f.noSync {
 		fmt.Fprintln(a.stdout, "artifactr serve: warning: --no-sync: writes are not fsynced; acknowledged events can be lost on power failure")
 	}

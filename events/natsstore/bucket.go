@@ -75,7 +75,7 @@ func (s *Store) Bucket(ctx context.Context, name string, create bool) (*Bucket, 
 		}
 	}
 	if err != nil {
-		return nil, unavailable("open bucket "+name, err)
+		return nil, unavailable("open bucket "+name, s.denied(err, createSubject("KV_"+name)))
 	}
 	st, err := s.js.Stream(ctx, "KV_"+name)
 	if err != nil {

@@ -32,6 +32,10 @@ type Config struct {
 	URL string
 	// Conn is an existing connection. The store does not close it.
 	Conn *nats.Conn
+	// ConnectOptions are added to the store's own when it dials URL:
+	// credentials (nats.Nkey, nats.UserCredentials), TLS (nats.RootCAs,
+	// nats.ClientCert) or an in-process connection. Ignored with Conn.
+	ConnectOptions []nats.Option
 
 	// Stream is the JetStream stream holding the threads. Default
 	// DefaultStream.

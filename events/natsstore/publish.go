@@ -87,6 +87,9 @@ func (s *Store) publish(ctx context.Context, w write) outcome {
 				// payload together exceed the server's limit.
 				return outcome{err: fmt.Errorf("%w: %s: %d-byte payload plus headers over the server's max payload: %w", events.ErrTooLarge, w.what, len(w.data), err)}
 			}
+			if derr := s.publishDenied(w.subject); derr != nil {
+				return outcome{err: fmt.Errorf("natsstore: %s: %w", w.what, derr)}
+			}
 			maybeLanded = true
 			if s.closed.Load() {
 				break

@@ -16,7 +16,7 @@ const DefaultSnapshotBucket = "thread_snapshots"
 
 var _ events.SnapshotStore = (*Store)(nil)
 
-// snapshots is the snapshot bucket, opened or created on first use.
+// snapshots is the snapshot bucket, created (when the store may) by New.
 type snapshots struct {
 	mu sync.Mutex // protects kv
 	kv jetstream.KeyValue
@@ -67,9 +67,9 @@ func (s *Store) SaveSnapshot(ctx context.Context, thread string, data []byte) er
 	}
 	ctx, cancel := s.bound(ctx)
 	defer cancel()
-	kv, err := s.snapshotKV(ctx, true)
-	if err != nil {
-		return unavailable("open snapshot bucket", err)
+	kv, err := s.snapshotKV(ctx, false)
+	if err != nil || kv == nil {
+		return unavailable("open snapshot bucket "+s.cfg.SnapshotBucket, err)
 	}
 	if _, err := kv.Put(ctx, thread, data); err != nil {
 		return unavailable("save snapshot of "+thread, err)

@@ -80,11 +80,7 @@ func (s *Store) connect() error {
 		// Connect tries each URL once, each bounded by Timeout, and never
 		// retries in the background; once connected, reconnect forever:
 		// a store outlives server restarts.
-		nc, err := nats.Connect(s.cfg.URL,
-			nats.Name("artifactr"),
-			nats.Timeout(s.cfg.Timeout),
-			nats.MaxReconnects(-1),
-		)
+		nc, err := nats.Connect(s.cfg.URL, s.connectOptions()...)
 		if err != nil {
 			return fmt.Errorf("natsstore: connect to %s: %w: %w", s.cfg.URL, events.ErrUnavailable, err)
 		}
@@ -112,13 +108,18 @@ func (s *Store) setup(ctx context.Context) error {
 		if errors.Is(err, ErrNoStream) {
 			return err
 		}
-		return unavailable(fmt.Sprintf("set up stream %s", s.cfg.Stream), err)
+		return unavailable(fmt.Sprintf("set up stream %s", s.cfg.Stream), s.denied(err, createSubject(s.cfg.Stream)))
 	}
 	if err := s.ensureBucket(ctx); err != nil {
 		if errors.Is(err, ErrNoStream) {
 			return err
 		}
-		return unavailable(fmt.Sprintf("set up lease bucket %s", s.cfg.Bucket), err)
+		return unavailable(fmt.Sprintf("set up lease bucket %s", s.cfg.Bucket), s.denied(err, createSubject(s.kvStream)))
+	}
+	// Snapshots are a cache: without their bucket (a role that may not
+	// create it, a read-only open) claims replay the whole thread.
+	if _, err := s.snapshotKV(ctx, !s.cfg.NoCreate); err != nil {
+		s.cfg.Logger.Warn("natsstore: no snapshot bucket; claims replay whole threads", "bucket", s.cfg.SnapshotBucket, "err", err)
 	}
 	return nil
 }
@@ -166,7 +167,7 @@ func unavailable(what string, err error) error {
 	if err == nil {
 		return nil
 	}
-	if errors.Is(err, ErrUnsafeConfig) || errors.Is(err, events.ErrClosed) {
+	if errors.Is(err, ErrUnsafeConfig) || errors.Is(err, events.ErrClosed) || errors.Is(err, ErrPermissionDenied) {
 		return fmt.Errorf("natsstore: %s: %w", what, err)
 	}
 	var apiErr *jetstream.APIError

@@ -68,6 +68,12 @@ type Config struct {
 	// DefaultReadyTimeout.
 	ReadyTimeout time.Duration
 
+	// AuthConf is nats-server configuration text defining the users (and
+	// accounts) clients must log in as (natsauth renders it); "" lets anyone in.
+	AuthConf string
+	// TLS serves clients over TLS when set.
+	TLS TLSFiles
+
 	// ClusterName, ClusterListen and Routes join the server to a cluster.
 	// All three are set together, or none. Routes lists every member's
 	// cluster address as host:port (including this server's own is fine).
@@ -100,6 +106,9 @@ func (c *Config) validate() error {
 	}
 	if c.ReadyTimeout < 0 {
 		return fmt.Errorf("natsembed: Config.ReadyTimeout %s is negative", c.ReadyTimeout)
+	}
+	if err := c.TLS.validate(); err != nil {
+		return err
 	}
 	clustered := c.ClusterName != "" || c.ClusterListen != "" || len(c.Routes) > 0
 	if clustered && (c.ClusterName == "" || c.ClusterListen == "" || c.ServerName == "") {
@@ -221,6 +230,9 @@ func (c *Config) serverOptions() (*server.Options, error) {
 		MaxPayload: c.MaxPayload,
 		// The embedding process owns signals; the server must not exit it.
 		NoSigs: true,
+	}
+	if err := c.applySecurity(opts); err != nil {
+		return nil, err
 	}
 	if c.ClusterName == "" {
 		return opts, nil

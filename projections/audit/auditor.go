@@ -78,6 +78,7 @@ type thread struct {
 	lastSeq       uint64 // last sequence audited
 	lastClaimSubj uint64 // last sequence on the claim subject, whatever its payload
 	claimSeq      uint64 // newest thread_claimed
+	lastRunSubj   uint64 // last sequence on the run subject, whatever its payload
 
 	// 64-127: claims, runs, consumption
 	releaseSeq  uint64    // its thread_released, 0 while held
@@ -142,6 +143,10 @@ func (a *Auditor) add(env *events.Envelope) {
 	if kind == events.KindClaim {
 		th.lastClaimSubj = env.Seq
 	}
+	prevRunSubj := th.lastRunSubj
+	if kind == events.KindRun {
+		th.lastRunSubj = env.Seq
+	}
 	if reason := malformed(env, typ); reason != "" {
 		a.anomaly(th, env, reason)
 		return
@@ -165,8 +170,10 @@ func (a *Auditor) add(env *events.Envelope) {
 		a.fence(th, env)
 		a.startRun(th, env, b.RunStarted)
 	case *eventspb.Event_RunOutput:
+		a.runChain(th, env, prevRunSubj)
 		a.runEvent(th, env, b.RunOutput.GetRunId())
 	case *eventspb.Event_RequestOpened:
+		a.runChain(th, env, prevRunSubj)
 		a.openRequest(th, env, b.RequestOpened)
 	case *eventspb.Event_AnswerGiven:
 		a.fence(th, env)
@@ -178,10 +185,12 @@ func (a *Auditor) add(env *events.Envelope) {
 		}
 		a.consume(th, env, b.SteeringGiven.GetMessageSeq())
 	case *eventspb.Event_RunCompleted:
+		a.runChain(th, env, prevRunSubj)
 		if a.runEvent(th, env, b.RunCompleted.GetRunId()) {
 			th.hasActive, th.lastEnded = false, th.activeID
 		}
 	case *eventspb.Event_RunFailed:
+		a.runChain(th, env, prevRunSubj)
 		if a.runEvent(th, env, b.RunFailed.GetRunId()) {
 			th.hasActive, th.lastEnded = false, th.activeID
 		}
@@ -259,6 +268,31 @@ func (a *Auditor) claimChain(th *thread, env *events.Envelope, prev uint64) {
 	a.violation(checkClaimChain, th, seqs(prev, env.Seq), fmt.Sprintf(
 		"%s at %d expected sequence %d on %s, but the claim subject's last sequence was %d",
 		env.Type, env.Seq, env.ExpectSeq, orOwn(env.ExpectSubject), prev))
+}
+
+// Spec: RunChain (DESIGN §3: run_output, request_opened, run_completed and
+// run_failed are a compare-and-set on the run subject). JetStream refuses a
+// check that does not hold, so a stored event either expects exactly the
+// run subject's previous sequence or carries no check on it at all; the
+// latter is no holder's write. A run event always follows its run_started
+// on the same subject, so the expected sequence is never 0 and a missing
+// header (read as 0) is told apart.
+func (a *Auditor) runChain(th *thread, env *events.Envelope, prev uint64) {
+	a.checked[checkRunChain]++
+	if prev != 0 && env.ExpectSeq == prev && (env.ExpectSubject == "" || env.ExpectSubject == a.runSubject(env.Thread)) {
+		return
+	}
+	what := fmt.Sprintf("expected sequence %d on %s", env.ExpectSeq, orOwn(env.ExpectSubject))
+	if env.ExpectSeq == 0 && env.ExpectSubject == "" {
+		what = "no check"
+	}
+	a.violation(checkRunChain, th, seqs(prev, env.Seq), fmt.Sprintf(
+		"%s at %d was appended with %s, but a run event must be a compare-and-set on its run subject, whose last sequence was %d",
+		env.Type, env.Seq, what, prev))
+}
+
+func (a *Auditor) runSubject(thread string) string {
+	return a.opts.Subjects.Thread(thread, events.KindRun)
 }
 
 func (a *Auditor) release(th *thread, env *events.Envelope) {

@@ -64,7 +64,7 @@ func TestAuditor_Add_cleanLog(t *testing.T) {
 	if r.Events != len(l.Envs) || r.Threads != 2 || r.FirstSeq != 1 || r.LastSeq != l.Seq() {
 		t.Errorf("Events %d, Threads %d, seqs %d..%d; want %d, 2, 1..%d", r.Events, r.Threads, r.FirstSeq, r.LastSeq, len(l.Envs), l.Seq())
 	}
-	want := map[string]int{CheckI1: 5, CheckI3: 3, CheckFence: 6, CheckClaimChain: 5, CheckNoEndAfterAbandon: 5, CheckAnswerOnce: 1}
+	want := map[string]int{CheckI1: 5, CheckI3: 3, CheckFence: 6, CheckClaimChain: 5, CheckNoEndAfterAbandon: 5, CheckAnswerOnce: 1, CheckRunChain: 5}
 	if !reflect.DeepEqual(r.Checks, want) {
 		t.Errorf("Checks = %v, want %v", r.Checks, want)
 	}
@@ -233,6 +233,76 @@ func TestAuditor_Add_violations(t *testing.T) {
 			{CheckNoEndAfterAbandon, []uint64{5, 8}},
 			{CheckNoEndAfterAbandon, []uint64{5, 9}},
 		},
+	}, {
+		// Issue 10's first forgery: a run_completed published straight to
+		// threads.T.run with no check headers, for the active run. Every
+		// other check passes: only the missing compare-and-set shows it.
+		name: "RunChain_forgedCompletedNoCheck",
+		build: func(l *eventgen.Log) {
+			m := l.Post(poster.Post("a", "x")).Seq        // 1
+			a := claim(l, "A")                            // 2
+			l.Fenced(a.Started("r1", m))                  // 3
+			l.Event(a.Completed("r1"), events.Check{})    // 4: forged
+			l.CAS(a.Output("r1", "too late, not active")) // 5: fine as a CAS, an anomaly
+		},
+		want: []wantViolation{{CheckRunChain, []uint64{3, 4}}},
+	}, {
+		name: "RunChain_eachUncheckedRunEvent",
+		build: func(l *eventgen.Log) {
+			m := l.Post(poster.Post("a", "x")).Seq        // 1
+			a := claim(l, "A")                            // 2
+			l.Fenced(a.Started("r1", m))                  // 3
+			l.Event(a.Output("r1", "o"), events.Check{})  // 4
+			l.Event(a.Opened("r1", "q1"), events.Check{}) // 5
+			l.Event(a.Failed("r1"), events.Check{})       // 6
+		},
+		want: []wantViolation{
+			{CheckRunChain, []uint64{3, 4}},
+			{CheckRunChain, []uint64{4, 5}},
+			{CheckRunChain, []uint64{5, 6}},
+		},
+	}, {
+		// A check on another subject than the run subject is not a
+		// compare-and-set on the run: it would land whatever the run did.
+		name: "RunChain_checkOnAnotherSubject",
+		build: func(l *eventgen.Log) {
+			m := l.Post(poster.Post("a", "x")).Seq // 1
+			a := claim(l, "A")                     // 2
+			l.Fenced(a.Started("r1", m))           // 3
+			ev := a.Completed("r1")
+			data, h, err := events.Encode(ev)
+			if err != nil {
+				panic(err)
+			}
+			h[events.HeaderExpectSeq] = []string{"2"}
+			h[events.HeaderExpectSubj] = []string{"threads.T.claim"}
+			l.Raw("threads.T.run", h, data) // 4: a fence, not a CAS on the run
+		},
+		want: []wantViolation{{CheckRunChain, []uint64{3, 4}}},
+	}, {
+		// Issue 10's second forgery: run_started with no headers, naming
+		// the current holder's claim_seq, for an already consumed message.
+		name: "Forgery_runStartedNoHeaders_consumed",
+		build: func(l *eventgen.Log) {
+			m := l.Post(poster.Post("a", "x")).Seq      // 1
+			a := claim(l, "A")                          // 2
+			l.Fenced(a.Started("r1", m))                // 3
+			l.CAS(a.Completed("r1"))                    // 4
+			l.Event(a.Started("r2", m), events.Check{}) // 5: forged
+		},
+		want: []wantViolation{{CheckFence, []uint64{2, 5}}, {CheckI1, []uint64{1, 3, 5}}},
+	}, {
+		// Issue 10's third forgery: the same for the pending message while
+		// a run is active.
+		name: "Forgery_runStartedNoHeaders_whileActive",
+		build: func(l *eventgen.Log) {
+			m1 := l.Post(poster.Post("a", "x")).Seq      // 1
+			a := claim(l, "A")                           // 2
+			l.Fenced(a.Started("r1", m1))                // 3
+			m2 := l.Post(poster.Post("b", "y")).Seq      // 4
+			l.Event(a.Started("r2", m2), events.Check{}) // 5: forged
+		},
+		want: []wantViolation{{CheckFence, []uint64{2, 5}}, {CheckI3, []uint64{3, 5}}},
 	}, {
 		name: "AnswerOnce",
 		build: func(l *eventgen.Log) {

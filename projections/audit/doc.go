@@ -23,6 +23,18 @@
 //   - NoEndAfterAbandon: no run_output, request_opened, run_completed or
 //     run_failed of a run after it was abandoned.
 //   - AnswerOnce: no request is answered twice.
+//   - RunChain: each run_output, request_opened, run_completed and
+//     run_failed was appended with a compare-and-set on its thread's run
+//     subject (Nats-Expected-Last-Subject-Sequence = the run subject's
+//     previous sequence). A run event with no check, such as a
+//     run_completed forged by a client that can publish to the run
+//     subject, is a violation.
+//
+// What an audit cannot catch: a writer holding runner credentials that
+// follows the protocol (claims with a compare-and-set under its own
+// holder, fences and checks its writes) makes a log no different from an
+// honest runner's. NATS permissions exist for exactly that case: only
+// runners may publish to the claim and run subjects (examples/nats).
 //
 // Anything else wrong with an event is an anomaly, listed apart: an
 // undecodable or unknown event, a repeated or out-of-order sequence, or an
@@ -77,5 +89,6 @@
 // [active run's start, new start]; FenceNewestClaim [newest claim, (its
 // release,) event], or [event] when no claim precedes it; ClaimChain
 // [previous claim-subject sequence, event]; NoEndAfterAbandon [abandon,
-// event]; AnswerOnce [request_opened, first answer, second answer].
+// event]; AnswerOnce [request_opened, first answer, second answer];
+// RunChain [previous run-subject sequence, event].
 package audit

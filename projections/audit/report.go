@@ -33,10 +33,16 @@ const (
 	CheckNoEndAfterAbandon = "NoEndAfterAbandon"
 	// CheckAnswerOnce (AnswerOnce): no request is answered twice.
 	CheckAnswerOnce = "AnswerOnce"
+	// CheckRunChain (RunChain): each run_output, request_opened,
+	// run_completed and run_failed was appended with a compare-and-set on
+	// its thread's run subject: it expects the previous sequence there. A
+	// write with no check is one no honest holder makes, such as a forged
+	// run_completed published without headers.
+	CheckRunChain = "RunChain"
 )
 
 // CheckNames lists the checks in the order reports print them.
-var CheckNames = []string{CheckI1, CheckI3, CheckFence, CheckClaimChain, CheckNoEndAfterAbandon, CheckAnswerOnce}
+var CheckNames = []string{CheckI1, CheckI3, CheckFence, CheckClaimChain, CheckNoEndAfterAbandon, CheckAnswerOnce, CheckRunChain}
 
 // check indexes the per-check counters, in CheckNames order.
 type check int
@@ -48,6 +54,7 @@ const (
 	checkClaimChain
 	checkNoEndAfterAbandon
 	checkAnswerOnce
+	checkRunChain
 	numChecks
 )
 

@@ -1,0 +1,54 @@
+package main
+
+import (
+	"fmt"
+
+	"github.com/spf13/cobra"
+
+	"artifactr/projections/summaries"
+)
+
+// initCommand creates the stream and the buckets, for a NATS server where
+// runners may not (examples/nats: only the admin role may).
+func (a *app) initCommand() *cobra.Command {
+	var (
+		conn     connFlags
+		replicas int
+		bucket   string
+	)
+	cmd := &cobra.Command{
+		Use:   "init",
+		Short: "Create the stream and the buckets (as the admin role), or check them",
+		Long: `Create the thread stream, the lease bucket and the thread-summaries bucket
+on the NATS server, or check that they exist with a safe configuration.
+
+On a server with artifactr's roles (examples/nats/roles.conf) only the admin
+role may create, update or delete them, so run this once as admin before
+starting runners:
+
+  artifactr init --nats nats://host:4222 --nkey admin.nk --replicas 3
+
+serve --auth does this itself for its embedded server. Running init again
+changes nothing.`,
+		Args: cobra.NoArgs,
+		RunE: func(cmd *cobra.Command, _ []string) error {
+			if replicas < 1 || replicas > 5 {
+				return usagef("--replicas %d: want 1 to 5", replicas)
+			}
+			store, err := a.open(cmd.Context(), &conn, replicas)
+			if err != nil {
+				return err
+			}
+			defer store.Close()
+			if _, err := store.Bucket(cmd.Context(), bucket, true); err != nil {
+				return storeError(conn.url, err)
+			}
+			fmt.Fprintf(a.stdout, "artifactr init: stream %s, lease bucket and bucket %s ready on %s\n", conn.stream, bucket, conn.url)
+			return nil
+		},
+	}
+	addConnFlags(cmd, &conn)
+	cmd.Flags().IntVar(&replicas, "replicas", 1, "replicas of the stream and buckets when init creates them (3 on a cluster)")
+	cmd.Flags().StringVar(&bucket, "summaries-bucket", summaries.DefaultBucket, "KV bucket of the thread-summaries read model")
+	return cmd
+}

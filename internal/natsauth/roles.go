@@ -1,0 +1,185 @@
+package natsauth
+
+import (
+	"fmt"
+	"slices"
+	"strings"
+)
+
+// Role is one of the four kinds of NATS user artifactr expects.
+type Role string
+
+// The roles (DESIGN §9, issue 10). Writers are trusted by their NATS
+// permissions, not by their manners.
+const (
+	// Runner claims threads and writes their run events, the leases, the
+	// sessions and the read models; it creates the durable consumers it
+	// reads through.
+	Runner Role = "runner"
+	// Client posts messages and reads threads and summaries. Agents'
+	// backends and people use it.
+	Client Role = "client"
+	// Auditor reads everything and writes nothing.
+	Auditor Role = "auditor"
+	// Admin creates, updates and deletes the stream and the buckets. No
+	// other role can.
+	Admin Role = "admin"
+)
+
+// Roles lists every role, in the order of the generated configuration.
+var Roles = []Role{Runner, Client, Auditor, Admin}
+
+// ParseRole returns the role named s.
+func ParseRole(s string) (Role, error) {
+	r := Role(s)
+	if !slices.Contains(Roles, r) {
+		return "", fmt.Errorf("natsauth: unknown role %q (want runner, client, auditor or admin)", s)
+	}
+	return r, nil
+}
+
+// Defaults of [Names]: the names artifactr uses when none is configured.
+const (
+	DefaultAccount          = "ARTIFACTR"
+	DefaultPrefix           = "threads"
+	DefaultStream           = "ARTIFACTR"
+	DefaultClaims           = "claims"
+	DefaultSummaries        = "thread_summaries"
+	DefaultSnapshots        = "thread_snapshots"
+	DefaultWorkQueue        = "artifactr-runners"
+	DefaultSummariesDurable = "summaries"
+)
+
+// Names are the JetStream names the permissions are written for. Every
+// field must be one subject token.
+type Names struct {
+	Account   string // the NATS account holding the stream
+	Prefix    string // first subject token of the stream, as in threads.T.run
+	Stream    string // the thread stream
+	Claims    string // KV bucket of leases and runner sessions
+	Summaries string // KV bucket of the thread-summaries read model
+	Snapshots string // KV bucket of thread snapshots
+	// Durables are the durable consumers only runners may create, read,
+	// acknowledge or delete: the work queue and the summaries projector's.
+	Durables []string
+}
+
+// DefaultNames returns the names artifactr uses by default.
+func DefaultNames() Names {
+	return Names{
+		Account:   DefaultAccount,
+		Prefix:    DefaultPrefix,
+		Stream:    DefaultStream,
+		Claims:    DefaultClaims,
+		Summaries: DefaultSummaries,
+		Snapshots: DefaultSnapshots,
+		Durables:  []string{DefaultWorkQueue, DefaultSummariesDurable},
+	}
+}
+
+// Validate reports a name that is not one subject token.
+func (n Names) Validate() error {
+	check := func(what, v string) error {
+		if v == "" || strings.ContainsAny(v, ".*> \t\r\n\"'$") {
+			return fmt.Errorf("natsauth: %s %q is not a single subject token", what, v)
+		}
+		return nil
+	}
+	for _, f := range []struct{ what, v string }{
+		{"account", n.Account}, {"prefix", n.Prefix}, {"stream", n.Stream},
+		{"claims bucket", n.Claims}, {"summaries bucket", n.Summaries}, {"snapshots bucket", n.Snapshots},
+	} {
+		if err := check(f.what, f.v); err != nil {
+			return err
+		}
+	}
+	for _, d := range n.Durables {
+		if err := check("durable", d); err != nil {
+			return err
+		}
+	}
+	return nil
+}
+
+// Perm is one role's permissions as subject lists, the shape of a
+// nats-server "permissions" block.
+type Perm struct {
+	PubAllow, PubDeny []string
+	SubAllow, SubDeny []string
+}
+
+// streams returns the JetStream streams artifactr reads: the thread stream
+// and the streams behind the three buckets.
+func (n Names) streams() []string {
+	return []string{n.Stream, "KV_" + n.Claims, "KV_" + n.Summaries, "KV_" + n.Snapshots}
+}
+
+// readAPI are the JetStream API requests of a reader: stream and consumer
+// info, direct and stored message gets, and its own ordered or ephemeral
+// pull consumers (created by name, fed by MSG.NEXT, deleted when done).
+func (n Names) readAPI() []string {
+	s := []string{
+		"$JS.API.INFO",
+		"$SYS.REQ.USER.INFO", // lets a user see its own permissions
+	}
+	for _, st := range n.streams() {
+		s = append(s,
+			"$JS.API.STREAM.INFO."+st,
+			"$JS.API.STREAM.MSG.GET."+st,
+			"$JS.API.DIRECT.GET."+st,
+			"$JS.API.DIRECT.GET."+st+".>",
+			"$JS.API.CONSUMER.CREATE."+st+".>",
+			"$JS.API.CONSUMER.INFO."+st+".*",
+			"$JS.API.CONSUMER.NAMES."+st,
+			"$JS.API.CONSUMER.LIST."+st,
+			"$JS.API.CONSUMER.DELETE."+st+".*",
+			"$JS.API.CONSUMER.MSG.NEXT."+st+".*",
+		)
+	}
+	return s
+}
+
+// durableDeny keeps non-runners off the runners' durable consumers: a
+// client that pulled from the work queue, acknowledged its messages or
+// deleted it would starve the runners.
+func (n Names) durableDeny() []string {
+	var s []string
+	for _, d := range n.Durables {
+		s = append(s,
+			"$JS.API.CONSUMER.CREATE."+n.Stream+"."+d,
+			"$JS.API.CONSUMER.CREATE."+n.Stream+"."+d+".>",
+			"$JS.API.CONSUMER.DELETE."+n.Stream+"."+d,
+			"$JS.API.CONSUMER.MSG.NEXT."+n.Stream+"."+d,
+			"$JS.ACK."+n.Stream+"."+d+".>",
+		)
+	}
+	return s
+}
+
+// Permissions returns role's permissions for names. Admin has none: it may
+// do anything in the account.
+func (n Names) Permissions(r Role) (Perm, bool) {
+	sub := []string{"_INBOX.>", n.Prefix + ".>"}
+	switch r {
+	case Runner:
+		pub := []string{
+			n.Prefix + ".*.claim",
+			n.Prefix + ".*.run",
+			"$KV." + n.Claims + ".>",
+			"$KV." + n.Summaries + ".>",
+			"$KV." + n.Snapshots + ".>",
+			"$JS.API.CONSUMER.DURABLE.CREATE." + n.Stream + ".*",
+			// The summaries projector moves its durable back to its
+			// checkpoint at each start and on a gap.
+			"$JS.API.CONSUMER.RESET." + n.Stream + ".*",
+			"$JS.ACK." + n.Stream + ".>",
+		}
+		return Perm{PubAllow: append(pub, n.readAPI()...), SubAllow: sub}, true
+	case Client:
+		pub := append([]string{n.Prefix + ".*.posted"}, n.readAPI()...)
+		return Perm{PubAllow: pub, PubDeny: n.durableDeny(), SubAllow: sub}, true
+	case Auditor:
+		return Perm{PubAllow: n.readAPI(), PubDeny: n.durableDeny(), SubAllow: sub}, true
+	}
+	return Perm{}, false
+}
