@@ -68,8 +68,11 @@ func (s *Store) SaveSnapshot(ctx context.Context, thread string, data []byte) er
 	ctx, cancel := s.bound(ctx)
 	defer cancel()
 	kv, err := s.snapshotKV(ctx, false)
-	if err != nil || kv == nil {
+	if err != nil {
 		return unavailable("open snapshot bucket "+s.cfg.SnapshotBucket, err)
+	}
+	if kv == nil {
+		return fmt.Errorf("natsstore: no snapshot bucket %s", s.cfg.SnapshotBucket)
 	}
 	if _, err := kv.Put(ctx, thread, data); err != nil {
 		return unavailable("save snapshot of "+thread, err)
