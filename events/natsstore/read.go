@@ -41,13 +41,19 @@ func (s *Store) Load(ctx context.Context, thread string, from uint64) ([]events.
 	}
 	ctx, cancel := s.bound(ctx)
 	defer cancel()
-	var envs []events.Envelope
-	var err error
 	if s.direct {
-		envs, err = s.directLoad(ctx, s.subj.ThreadAll(thread), max(from, 1))
-	} else {
-		envs, err = s.replay(ctx, s.subj.ThreadAll(thread), max(from, 1))
+		// By literal subjects up to the stream's last sequence now: a
+		// wildcard direct get scans every message after the thread's first.
+		last, err := s.LastStreamSeq(ctx)
+		if err != nil {
+			return nil, err
+		}
+		if last == 0 {
+			return nil, nil
+		}
+		return s.LoadUpTo(ctx, thread, from, last)
 	}
+	envs, err := s.replay(ctx, s.subj.ThreadAll(thread), max(from, 1))
 	if err != nil {
 		return nil, unavailable("load "+thread, err)
 	}
