@@ -58,6 +58,7 @@ type threadActor struct {
 	idleTimer  *time.Timer
 	graceTimer *time.Timer
 	stopping   bool
+	end        endGate // tells the observer the claim ended, after its appends
 
 	runs map[string]*runHandle
 }
@@ -68,6 +69,46 @@ func newThreadActor(r *Runner, c events.Claim, view *projections.Thread, history
 		a.snapSeq = view.LastSeq
 	}
 	return a
+}
+
+// endGate orders the observer's calls: the claim ends once the actor stopped
+// and every append it made has reported its result, which may come after
+// the stop (a stop waits for nothing).
+type endGate struct {
+	mu       sync.Mutex // protects the fields below
+	inflight int
+	stopped  bool
+	ended    bool
+}
+
+func (g *endGate) begin() {
+	g.mu.Lock()
+	g.inflight++
+	g.mu.Unlock()
+}
+
+// done reports whether the claim ends now, with the last append's result.
+func (g *endGate) done() bool {
+	g.mu.Lock()
+	defer g.mu.Unlock()
+	g.inflight--
+	return g.maybeEnd()
+}
+
+// stop reports whether the claim ends now, with the actor's stop.
+func (g *endGate) stop() bool {
+	g.mu.Lock()
+	defer g.mu.Unlock()
+	g.stopped = true
+	return g.maybeEnd()
+}
+
+func (g *endGate) maybeEnd() bool {
+	if g.stopped && g.inflight == 0 && !g.ended {
+		g.ended = true
+		return true
+	}
+	return false
 }
 
 // takeover reports whether the claim took the thread from a holder that
@@ -288,12 +329,16 @@ func (a *threadActor) append(ap *thread.Append) {
 	chk, id := ap.Check, ap.MsgID
 	ctx := a.ctx
 	observed := a.r.cfg.Observer.Appending(a.claim, ev, a.core.View())
+	a.end.begin()
 	a.r.goDo(func() {
 		if hook := a.r.cfg.BeforeAppend; hook != nil {
 			hook(ctx, ev)
 		}
 		ack, err := a.r.store.Append(ctx, ev, chk, events.WithMsgID(id))
 		observed(ack, err)
+		if a.end.done() {
+			a.r.cfg.Observer.ClaimEnded(a.claim)
+		}
 		if err == nil && !ack.Duplicate && events.TypeOf(ev) == events.TypeRunAbandoned {
 			a.r.stats.abandoned.Add(1)
 		}
@@ -365,7 +410,9 @@ func (a *threadActor) stopAll() {
 	}
 	if a.cancel != nil {
 		a.cancel()
-		a.r.cfg.Observer.ClaimEnded(a.claim)
+		if a.end.stop() {
+			a.r.cfg.Observer.ClaimEnded(a.claim)
+		}
 	}
 }
 
