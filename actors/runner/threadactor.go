@@ -140,6 +140,8 @@ func (a *threadActor) started(ctx actor.Context) {
 		Agent:     a.r.cfg.Agent.Name(),
 		Steerable: a.r.cfg.Agent.Steerable(),
 		IdleTicks: idleTicks,
+
+		MaxEventBytes: thread.MaxEventBytesOf(a.r.store),
 	}, a.claim, a.history)
 	from := uint64(1)
 	if n := len(a.history); n > 0 {
@@ -193,6 +195,9 @@ func (a *threadActor) decide(ctx actor.Context, in thread.Input) {
 
 // exec carries out a Ready in the order its contract gives.
 func (a *threadActor) exec(ctx actor.Context, rd thread.Ready) {
+	for _, an := range rd.Anomalies {
+		a.log.Warn("not acted on", "seq", an.Seq, "type", an.Type, "msg_id", an.MsgID, "reason", an.Reason)
+	}
 	for _, id := range rd.Cancel {
 		if h := a.runs[id]; h != nil {
 			h.cancel()

@@ -105,6 +105,9 @@ func (l *Log) Open(cfg Config) *Store {
 // New returns a handle on a fresh log.
 func New(cfg Config) *Store { return NewLog().Open(cfg) }
 
+// MaxEventBytes returns the limit on an encoded event this handle enforces.
+func (s *Store) MaxEventBytes() int { return s.cfg.MaxEventBytes }
+
 // Log returns the log the handle writes to.
 func (s *Store) Log() *Log { return s.log }
 
