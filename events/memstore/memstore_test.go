@@ -1,6 +1,7 @@
 package memstore_test
 
 import (
+	"strings"
 	"testing"
 	"time"
 
@@ -9,16 +10,24 @@ import (
 	"artifactr/events/memstore"
 )
 
+// The contract holds in both modes: deduplication before the check (R3)
+// and after it (R1).
 func TestStore_contract(t *testing.T) {
-	log := memstore.NewLog()
-	eventstest.RunStore(t, eventstest.Harness{
-		Open: func(t *testing.T, now func() time.Time) events.Store {
-			return log.Open(memstore.Config{Now: now})
-		},
-		PublishRaw: func(t *testing.T, subject string, h events.Header, data []byte) {
-			log.PublishRaw(subject, h, data)
-		},
-	})
+	for _, mode := range []memstore.Mode{memstore.Replicated, memstore.Single} {
+		t.Run(strings.Fields(mode.String())[0], func(t *testing.T) {
+			clock := eventstest.NewClock(0)
+			log := memstore.NewLogWith(memstore.LogConfig{Mode: mode, Now: clock.Now})
+			eventstest.RunStore(t, eventstest.Harness{
+				Open: func(t *testing.T, now func() time.Time) events.Store {
+					return log.Open(memstore.Config{Now: now})
+				},
+				PublishRaw: func(t *testing.T, subject string, h events.Header, data []byte) {
+					log.PublishRaw(subject, h, data)
+				},
+				ExpireDuplicates: func(t *testing.T) { clock.Advance(memstore.DefaultDuplicateWindow) },
+			})
+		})
+	}
 }
 
 func TestStore_race(t *testing.T) {
