@@ -2,13 +2,16 @@ package runner_test
 
 import (
 	"context"
+	"fmt"
 	"strings"
 	"testing"
 	"time"
 
 	"artifactr/actors/agent"
+	"artifactr/actors/agent/agenttest"
 	"artifactr/actors/runner"
 	"artifactr/events"
+	"artifactr/events/memstore"
 	"artifactr/events/natsstore"
 	"artifactr/internal/natsembed"
 	"artifactr/projections"
@@ -95,5 +98,42 @@ func TestRunner_oversizedEvents(t *testing.T) {
 			}
 			auditClean(t, s, th)
 		})
+	}
+}
+
+// recordAgent asks, and records the error its Ask and a later Emit return
+// once the runner cancels the run.
+type recordAgent struct{ errs chan error }
+
+func (recordAgent) Name() string    { return "record" }
+func (recordAgent) Steerable() bool { return false }
+func (a recordAgent) Run(ctx context.Context, t agent.Turn) (string, error) {
+	_, err := t.Ask(ctx, "anyone?")
+	a.errs <- err
+	a.errs <- t.Emit(ctx, "late")
+	return "", err
+}
+
+// The runner's Turn and agenttest's fake fail alike once a run is
+// cancelled: with an error that is both agent.ErrRunEnded and
+// context.Canceled (agenttest.CheckRunEnded).
+func TestRunner_turnEndedLikeAgenttest(t *testing.T) {
+	s := memstore.New(memstore.Config{})
+	ag := recordAgent{errs: make(chan error, 2)}
+	r := startRunner(t, runner.Config{Store: s, Agent: ag, ClaimTTL: 2 * time.Second, ShutdownGrace: time.Millisecond})
+	post(t, s, "ended", "go")
+	waitFor(t, 10*time.Second, "the request opened", func() (bool, string) {
+		v := fold(t, s, "ended")
+		return len(v.OpenRequests()) == 1, fmt.Sprintf("%d open requests", len(v.OpenRequests()))
+	})
+	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+	defer cancel()
+	if err := r.Stop(ctx); err != nil {
+		t.Fatal(err)
+	}
+	for _, what := range []string{"Ask", "Emit"} {
+		if err := agenttest.CheckRunEnded(<-ag.errs); err != nil {
+			t.Errorf("%s after the run was cancelled: %v", what, err)
+		}
 	}
 }

@@ -375,7 +375,7 @@ func (h *runHandle) Steering() <-chan agent.Message { return h.steering }
 
 func (h *runHandle) Emit(ctx context.Context, text string) error {
 	if err := ctx.Err(); err != nil {
-		return err
+		return fmt.Errorf("%w: %w", agent.ErrRunEnded, err) // as agenttest.Turn
 	}
 	h.a.send(thread.RunOutput{RunID: h.id, Text: text})
 	return nil
@@ -393,7 +393,7 @@ func (h *runHandle) Ask(ctx context.Context, question string) (agent.Message, er
 	case m := <-ch:
 		return m, nil
 	case <-ctx.Done():
-		return agent.Message{}, ctx.Err()
+		return agent.Message{}, fmt.Errorf("%w: %w", agent.ErrRunEnded, ctx.Err())
 	}
 }
 
