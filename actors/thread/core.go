@@ -528,11 +528,15 @@ func permanent(err error) bool {
 		errors.Is(err, events.ErrInvalidThreadID)
 }
 
+// shortReason bounds the reasons the core writes itself: a run_failed
+// this short that the store refuses cannot be written at all.
+const shortReason = 1024
+
 // refused handles an append the store refused for good. A run's output,
-// request or completion ends the run as run_failed with the store's
-// reason, which names the size and the limit, and the thread goes on.
-// Anything else cannot be written in another form: the holder stops, and
-// the next claimant abandons whatever run is left.
+// request or completion, or its failure with a long reason, ends the run as
+// run_failed with the store's reason, which names the size and the limit,
+// and the thread goes on. Anything else cannot be written in another form:
+// the holder stops, and the next claimant abandons whatever run is left.
 func (c *Core) refused(a Append, err error) Ready {
 	typ := events.TypeOf(a.Event)
 	delete(c.mine, a.MsgID)
@@ -540,7 +544,8 @@ func (c *Core) refused(a Append, err error) Ready {
 	c.anomalies = append(c.anomalies, an)
 	fromOutbox := len(c.outbox) > 0 && c.outbox[0].MsgID == a.MsgID
 	run := runOf(a.Event)
-	if !fromOutbox || run == "" || run != c.ownActive() || typ == events.TypeRunFailed {
+	if !fromOutbox || run == "" || run != c.ownActive() ||
+		(typ == events.TypeRunFailed && len(a.Event.GetRunFailed().GetReason()) <= shortReason) {
 		rd := c.stop(fmt.Errorf("thread: %s cannot be written: %w", typ, err))
 		rd.Anomalies = append(rd.Anomalies, an)
 		return rd

@@ -164,18 +164,45 @@ func TestCore_Decide_permanentRefusalFailsRun(t *testing.T) {
 	}
 }
 
-// A run_failed the store refuses for good cannot be written another way:
-// the holder stops, and the next claimant abandons the run.
-func TestCore_Decide_unwritableEndStops(t *testing.T) {
-	s := memstore.New(memstore.Config{MaxEventBytes: limit})
-	th := "unwritable"
-	mustPost(t, s, th, "go")
-	// A core told a limit far above the store's cuts the reason to its
-	// own idea of the limit, which the store still refuses.
-	d := newDriver(t, s, th, thread.Config{Agent: "echo", MaxEventBytes: 1 << 20})
-	d.input(thread.RunFinished{RunID: d.starts[0].RunID, Err: errors.New(strings.Repeat("e", 3*limit))})
-	if !d.stopped || !errors.Is(d.stopErr, events.ErrTooLarge) {
-		t.Fatalf("stopped %v err %v, want a stop naming the refusal", d.stopped, d.stopErr)
+// A run_failed refused for its long reason is written again with the
+// store's short reason; one refused with a short reason cannot be written
+// at all: the holder stops, and the next claimant abandons the run.
+func TestCore_Decide_refusedFailure(t *testing.T) {
+	tests := []struct {
+		name  string
+		limit int // the store's; the core is told 1 MiB
+		stops bool
+	}{
+		{"long reason", limit, false},
+		{"no room even for a short one", 160, true},
+	}
+	for _, tc := range tests {
+		t.Run(strings.ReplaceAll(tc.name, " ", "_"), func(t *testing.T) {
+			s := memstore.New(memstore.Config{MaxEventBytes: tc.limit})
+			th := "unwritable"
+			mustPost(t, s, th, "go")
+			d := newDriver(t, s, th, thread.Config{Agent: "echo", MaxEventBytes: 1 << 20})
+			if len(d.starts) != 1 {
+				t.Fatalf("starts %+v, want one run", d.starts)
+			}
+			d.input(thread.RunFinished{RunID: d.starts[0].RunID, Err: errors.New(strings.Repeat("e", 3*limit))})
+			failed := runEvents(t, s, th, events.TypeRunFailed)
+			if tc.stops {
+				if !d.stopped || !errors.Is(d.stopErr, events.ErrTooLarge) || len(failed) != 0 {
+					t.Fatalf("stopped %v err %v, %d run_failed; want a stop naming the refusal", d.stopped, d.stopErr, len(failed))
+				}
+				return
+			}
+			if d.stopped || len(failed) != 1 {
+				t.Fatalf("stopped %v (%v), %d run_failed; want the run failed and the holder on", d.stopped, d.stopErr, len(failed))
+			}
+			if r := failed[0].Event.GetRunFailed().GetReason(); !strings.Contains(r, "too large") || !strings.Contains(r, "4096") {
+				t.Fatalf("reason %q does not name the refusal and the limit", r)
+			}
+			if next := d.post("next"); len(d.starts) != 2 || d.starts[1].Prompt.Seq != next {
+				t.Fatalf("starts %+v, want the next message run", d.starts)
+			}
+		})
 	}
 }
 
