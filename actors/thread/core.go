@@ -126,6 +126,7 @@ type Core struct {
 	// its own writes).
 	mine      map[string]*eventspb.Event
 	anomalies []Anomaly
+	early     Ready // what the history after the marker asked for, for Start
 	idle      int
 	draining  bool
 	drainWhy  string
@@ -141,13 +142,28 @@ func New(cfg Config, c events.Claim, history []events.Envelope) *Core {
 	core := &Core{
 		cfg:      cfg,
 		claim:    c,
-		view:     projections.Fold(c.Thread, history),
+		view:     projections.New(c.Thread),
 		started:  make(map[string]bool),
 		finished: make(map[string]bool),
 		ending:   make(map[string]bool),
 		alive:    make(map[string]bool),
 		mine:     make(map[string]*eventspb.Event),
 		awaitSeq: c.Seq,
+	}
+	// The log up to the marker is folded as it stands; what came after it
+	// is observed, so that run events this holder did not write are not
+	// acted on there either. Start returns what that asked for.
+	for _, env := range history {
+		if env.Seq <= c.Seq {
+			core.view.Apply(env)
+			continue
+		}
+		rd := core.observe(env)
+		core.early.Anomalies = append(core.early.Anomalies, rd.Anomalies...)
+		if rd.Stop {
+			rd.Anomalies = core.early.Anomalies
+			core.early = rd
+		}
 	}
 	return core
 }
@@ -167,7 +183,14 @@ func (c *Core) Done() bool { return c.done }
 
 // Start returns the first Ready of a claim: abandon a run an older claim
 // left, or plan.
-func (c *Core) Start() Ready { return c.plan(Ready{}) }
+func (c *Core) Start() Ready {
+	rd := c.early
+	c.early = Ready{}
+	if c.done {
+		return rd
+	}
+	return c.plan(rd)
+}
 
 // Decide applies one input and returns what the shell must do.
 func (c *Core) Decide(in Input) (Ready, error) {

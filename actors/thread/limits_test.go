@@ -6,6 +6,7 @@ import (
 	"strconv"
 	"strings"
 	"testing"
+	"time"
 	"unicode/utf8"
 
 	"artifactr/actors/thread"
@@ -342,5 +343,33 @@ func TestCore_Decide_forgedRunEventsIgnored(t *testing.T) {
 				t.Fatalf("the holder stopped: %v", d.stopErr)
 			}
 		})
+	}
+}
+
+// A forgery can land between the claim's marker and the load of the
+// history the claim starts from: it is not acted on there either.
+func TestCore_New_forgeryInHistory(t *testing.T) {
+	s := memstore.New(memstore.Config{})
+	th := "early"
+	m := mustPost(t, s, th, "go")
+	c, _, err := events.AcquireClaim(context.Background(), s, th, "h", 10*time.Second, time.Now())
+	if err != nil {
+		t.Fatal(err)
+	}
+	forge(t, s, events.NewRunStarted(c, time.Now(), "evil", m, "evil"), events.Fenced(c), "x:1")
+	hist, err := s.Load(context.Background(), th, 1)
+	if err != nil {
+		t.Fatal(err)
+	}
+	core := thread.New(thread.Config{Agent: "echo"}, c, hist)
+	rd := core.Start()
+	if len(rd.Start) != 0 || len(rd.Anomalies) != 1 || rd.Anomalies[0].Type != events.TypeRunStarted {
+		t.Fatalf("start %+v anomalies %+v; want no run and the forgery reported", rd.Start, rd.Anomalies)
+	}
+	if v := core.View(); v.ActiveRun != nil {
+		t.Fatalf("the view took the forged run as active: %+v", v.ActiveRun)
+	}
+	if rd.Append == nil || events.TypeOf(rd.Append.Event) != events.TypeRunStarted {
+		t.Fatalf("append %+v, want the holder's own run_started", rd.Append)
 	}
 }
