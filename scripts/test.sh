@@ -23,6 +23,15 @@ bash spec/tlacheck/run.sh
 step "go test -race (unit, contract, spec, actors, e2e, sim, chaos)"
 go test -race -count=1 -timeout 20m ./...
 
+# Fuzz targets fuzz: each runs for FUZZTIME (10s by default) from its seeds
+# and the corpus committed in its package's testdata/fuzz. A crash fails the
+# step and leaves the input in testdata/fuzz: commit it as a regression seed.
+step "fuzz, ${FUZZTIME:-10s} per target"
+for target in FuzzDecode:./events/natsstore/ FuzzApply:./projections/ \
+	FuzzApply:./projections/summaries/ FuzzAuditor_Add:./projections/audit/; do
+	go test -run '^$' -fuzz "^${target%%:*}\$" -fuzztime "${FUZZTIME:-10s}" "${target#*:}"
+done
+
 # -race makes the simulation run 100 seeds; without it, 2000 seeds run in
 # seconds.
 step "simulation, 2000 seeds"

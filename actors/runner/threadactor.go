@@ -180,6 +180,8 @@ func (a *threadActor) started(ctx actor.Context) {
 		Agent:     a.r.cfg.Agent.Name(),
 		Steerable: a.r.cfg.Agent.Steerable(),
 		IdleTicks: 1,
+
+		MaxEventBytes: thread.MaxEventBytesOf(a.r.store),
 	}
 	if a.view != nil {
 		a.core = thread.NewFromView(cfg, a.claim, a.view, a.history)
@@ -213,6 +215,9 @@ func (a *threadActor) decide(ctx actor.Context, in thread.Input) {
 
 // exec carries out a Ready in the order its contract gives.
 func (a *threadActor) exec(ctx actor.Context, rd thread.Ready) {
+	for _, an := range rd.Anomalies {
+		a.log().Warn("not acted on", "seq", an.Seq, "type", an.Type, "msg_id", an.MsgID, "reason", an.Reason)
+	}
 	for _, id := range rd.Cancel {
 		if h := a.runs[id]; h != nil {
 			h.cancel()
@@ -473,7 +478,7 @@ func (h *runHandle) Steering() <-chan agent.Message { return h.steering }
 
 func (h *runHandle) Emit(ctx context.Context, text string) error {
 	if err := ctx.Err(); err != nil {
-		return err
+		return fmt.Errorf("%w: %w", agent.ErrRunEnded, err) // as agenttest.Turn
 	}
 	h.a.send(thread.RunOutput{RunID: h.id, Text: text})
 	return nil
@@ -491,7 +496,7 @@ func (h *runHandle) Ask(ctx context.Context, question string) (agent.Message, er
 	case m := <-ch:
 		return m, nil
 	case <-ctx.Done():
-		return agent.Message{}, ctx.Err()
+		return agent.Message{}, fmt.Errorf("%w: %w", agent.ErrRunEnded, ctx.Err())
 	}
 }
 

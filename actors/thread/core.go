@@ -4,6 +4,9 @@ import (
 	"errors"
 	"fmt"
 	"time"
+	"unicode/utf8"
+
+	"google.golang.org/protobuf/proto"
 
 	"artifactr/actors/agent"
 	"artifactr/events"
@@ -21,6 +24,21 @@ type Config struct {
 	// IdleTicks is how many idle Ticks in a row release the claim. 0 never
 	// releases.
 	IdleTicks int
+	// MaxEventBytes is the store's limit on an encoded event (see
+	// [MaxEventBytesOf]). Longer run output is split into several
+	// run_output events that each fit, with room left for the envelope.
+	// Default events.DefaultMaxEventBytes.
+	MaxEventBytes int
+}
+
+// MaxEventBytesOf returns the event size limit of store when it reports one
+// through a MaxEventBytes() int method (natsstore and memstore do), or
+// events.DefaultMaxEventBytes.
+func MaxEventBytesOf(store any) int {
+	if s, ok := store.(interface{ MaxEventBytes() int }); ok && s.MaxEventBytes() > 0 {
+		return s.MaxEventBytes()
+	}
+	return events.DefaultMaxEventBytes
 }
 
 // Append is an append the shell must make, with the check it carries. The
@@ -55,12 +73,24 @@ type Ready struct {
 	// newer claim fenced this one).
 	Stop    bool
 	StopErr error
+	// Anomalies are what the core saw and did not act on: run events under
+	// this claim that it did not write, and appends the store refused for
+	// good. The shell logs each as a warning.
+	Anomalies []Anomaly
 }
 
 // Empty reports whether r asks for nothing.
 func (r Ready) Empty() bool {
 	return len(r.Cancel) == 0 && len(r.Start) == 0 && len(r.Deliver) == 0 &&
-		r.Append == nil && !r.Sync && !r.Release && !r.Stop
+		r.Append == nil && !r.Sync && !r.Release && !r.Stop && len(r.Anomalies) == 0
+}
+
+// Anomaly is something the core saw and did not act on.
+type Anomaly struct {
+	Seq    uint64      // the event's sequence; 0 for a refused append
+	Type   events.Type // the event's type, when known
+	MsgID  string      // the event's Nats-Msg-Id
+	Reason string
 }
 
 // RejectError is returned by Decide for an input that contradicts the core's
@@ -87,42 +117,68 @@ type Core struct {
 	outbox   []Append
 	started  map[string]bool // runs whose StartRun was issued
 	finished map[string]bool // runs whose goroutine ended
-	idle     int
-	draining bool
-	drainWhy string
-	done     bool
+	alive    map[string]bool // runs started and not finished
+	// ending holds runs whose end the core decided itself (an append of
+	// theirs was refused for good): their later reports are ignored.
+	ending map[string]bool
+	// mine holds the appends this claim made that the view has not seen
+	// yet, by message id: only they may act (Spec: the runtime acts only on
+	// its own writes).
+	mine      map[string]*eventspb.Event
+	anomalies []Anomaly
+	early     Ready // what the history after the marker asked for, for Start
+	idle      int
+	draining  bool
+	drainWhy  string
+	done      bool
 }
 
 // New returns the core of a fresh claim. history is the thread's log up to at
 // least the claim's marker, as events.AcquireClaim returns it.
 func New(cfg Config, c events.Claim, history []events.Envelope) *Core {
-	core := &Core{
-		cfg:      cfg,
-		claim:    c,
-		view:     projections.Fold(c.Thread, history),
-		started:  make(map[string]bool),
-		finished: make(map[string]bool),
-		awaitSeq: c.Seq,
-	}
-	return core
+	return NewFromView(cfg, c, projections.New(c.Thread), history)
 }
 
 // NewFromView returns the core of a fresh claim whose thread was folded up
 // to view.LastSeq (a verified snapshot) and continues with history, which
-// reaches at least the claim's marker. The core owns view from now on.
+// reaches at least the claim's marker, as [New] does with the empty view.
+// The core owns view from now on.
 func NewFromView(cfg Config, c events.Claim, view *projections.Thread, history []events.Envelope) *Core {
-	for i := range history {
-		view.Apply(history[i])
+	if cfg.MaxEventBytes <= 0 {
+		cfg.MaxEventBytes = events.DefaultMaxEventBytes
 	}
-	return &Core{
+	core := &Core{
 		cfg:      cfg,
 		claim:    c,
 		view:     view,
 		started:  make(map[string]bool),
 		finished: make(map[string]bool),
+		ending:   make(map[string]bool),
+		alive:    make(map[string]bool),
+		mine:     make(map[string]*eventspb.Event),
 		awaitSeq: c.Seq,
 	}
+	// The log up to the marker is folded as it stands; what came after it
+	// is observed, so that run events this holder did not write are not
+	// acted on there either. Start returns what that asked for.
+	for _, env := range history {
+		if env.Seq <= c.Seq {
+			core.view.Apply(env)
+			continue
+		}
+		rd := core.observe(env)
+		core.early.Anomalies = append(core.early.Anomalies, rd.Anomalies...)
+		if rd.Stop {
+			rd.Anomalies = core.early.Anomalies
+			core.early = rd
+		}
+	}
+	return core
 }
+
+// Anomalies returns what the core saw and did not act on, oldest first:
+// the same entries the Readys reported.
+func (c *Core) Anomalies() []Anomaly { return append([]Anomaly(nil), c.anomalies...) }
 
 // View returns the core's view of the thread. The caller must not change it.
 func (c *Core) View() *projections.Thread { return c.view }
@@ -135,7 +191,14 @@ func (c *Core) Done() bool { return c.done }
 
 // Start returns the first Ready of a claim: abandon a run an older claim
 // left, or plan.
-func (c *Core) Start() Ready { return c.plan(Ready{}) }
+func (c *Core) Start() Ready {
+	rd := c.early
+	c.early = Ready{}
+	if c.done {
+		return rd
+	}
+	return c.plan(rd)
+}
 
 // Decide applies one input and returns what the shell must do.
 func (c *Core) Decide(in Input) (Ready, error) {
@@ -155,25 +218,22 @@ func (c *Core) Decide(in Input) (Ready, error) {
 		c.syncing = false
 		c.awaitSeq = max(c.awaitSeq, in.LastSeq)
 	case RunOutput:
-		if err := c.ownRun(in.RunID); err != nil {
+		if err := c.liveRun(in.RunID); err != nil {
 			return Ready{}, err
 		}
-		c.enqueue(events.NewRunOutput(c.claim, time.Time{}, in.RunID, in.Text))
+		c.enqueueOutput(in.RunID, in.Text)
 	case RunAsked:
-		if err := c.ownRun(in.RunID); err != nil {
+		if err := c.liveRun(in.RunID); err != nil {
 			return Ready{}, err
 		}
 		c.enqueue(events.NewRequestOpened(c.claim, time.Time{}, in.RunID, in.RequestID, in.Question))
 	case RunFinished:
 		c.finished[in.RunID] = true
-		if err := c.ownRun(in.RunID); err != nil {
+		delete(c.alive, in.RunID)
+		if err := c.liveRun(in.RunID); err != nil {
 			return Ready{}, err
 		}
-		if in.Err != nil {
-			c.enqueue(events.NewRunFailed(c.claim, time.Time{}, in.RunID, in.Err.Error()))
-		} else {
-			c.enqueue(events.NewRunCompleted(c.claim, time.Time{}, in.RunID, in.Output))
-		}
+		c.enqueueEnd(in.RunID, in.Output, in.Err)
 	case LeaseLost:
 		return c.stop(fmt.Errorf("%w: lease lost: %v", events.ErrThreadBusy, in.Err)), nil
 	case Tick:
@@ -206,13 +266,22 @@ func (c *Core) quiet() bool {
 	return c.inflight == nil && !c.syncing && len(c.outbox) == 0 && c.view.ActiveRun == nil
 }
 
-func (c *Core) ownRun(id string) error {
+// liveRun checks that id is this claim's active run and that its end is
+// not decided yet.
+func (c *Core) liveRun(id string) error {
 	r := c.view.ActiveRun
-	if r == nil || r.ID != id || r.ClaimSeq != c.claim.Seq {
+	switch {
+	case r == nil || r.ID != id || r.ClaimSeq != c.claim.Seq:
 		return &RejectError{fmt.Sprintf("run %s is not this claim's active run", id)}
+	case c.ending[id]:
+		return &RejectError{fmt.Sprintf("run %s is ending: an append of it was refused", id)}
 	}
 	return nil
 }
+
+// running reports whether a run this core started has not reported its end:
+// its goroutine may still act, so no other run starts.
+func (c *Core) running() bool { return len(c.alive) > 0 }
 
 // ownActive returns the id of the active run if this claim started it.
 func (c *Core) ownActive() string {
@@ -229,7 +298,79 @@ func (c *Core) nextMsgID() string {
 
 func (c *Core) enqueue(ev *eventspb.Event) {
 	ev.Time = nil // the shell stamps the time it sends at
-	c.outbox = append(c.outbox, Append{Event: ev, MsgID: c.nextMsgID()})
+	a := Append{Event: ev, MsgID: c.nextMsgID()}
+	c.mine[a.MsgID] = ev
+	c.outbox = append(c.outbox, a)
+}
+
+// envelopeSlack is room left in an event for what the core does not see
+// when it sizes a text: the timestamp the shell stamps (at most 19 bytes)
+// and the text field's tag and length (at most 6).
+const envelopeSlack = 64
+
+// room returns how many bytes of text fit in ev, whose text is empty,
+// under the store's limit.
+func (c *Core) room(ev *eventspb.Event) int {
+	return max(c.cfg.MaxEventBytes-proto.Size(ev)-envelopeSlack, utf8.UTFMax)
+}
+
+// enqueueOutput queues text as run_output events, as many as it takes for
+// each to fit the store's limit.
+func (c *Core) enqueueOutput(run, text string) {
+	n := c.room(events.NewRunOutput(c.claim, time.Time{}, run, ""))
+	for _, part := range splitText(text, n) {
+		c.enqueue(events.NewRunOutput(c.claim, time.Time{}, run, part))
+	}
+}
+
+// enqueueEnd queues the run's end. A final output too long for one event is
+// written as run_output events, then run_completed with an empty output,
+// so it is delivered rather than failed; a failure reason too long is cut.
+func (c *Core) enqueueEnd(run, output string, err error) {
+	if err != nil {
+		ev := events.NewRunFailed(c.claim, time.Time{}, run, "")
+		ev.GetRunFailed().Reason = cut(err.Error(), c.room(ev))
+		c.enqueue(ev)
+		return
+	}
+	ev := events.NewRunCompleted(c.claim, time.Time{}, run, "")
+	if len(output) > c.room(ev) {
+		c.enqueueOutput(run, output)
+		output = ""
+	}
+	ev.GetRunCompleted().Output = output
+	c.enqueue(ev)
+}
+
+// splitText splits s into parts of at most n bytes, at UTF-8 boundaries, so
+// that each stays valid text. Joined without a separator they are s.
+func splitText(s string, n int) []string {
+	n = max(n, utf8.UTFMax) // room for any rune: every part makes progress
+	if len(s) <= n {
+		return []string{s}
+	}
+	var parts []string
+	for len(s) > n {
+		i := n
+		for i > 0 && !utf8.RuneStart(s[i]) {
+			i--
+		}
+		if i == 0 {
+			i = n // no rune starts in reach: not UTF-8 anyway
+		}
+		parts = append(parts, s[:i])
+		s = s[i:]
+	}
+	return append(parts, s)
+}
+
+// cut shortens s to at most n bytes, saying how much it dropped.
+func cut(s string, n int) string {
+	if len(s) <= n {
+		return s
+	}
+	note := fmt.Sprintf(" ... (%d bytes cut)", len(s))
+	return splitText(s, n-len(note))[0] + note
 }
 
 func (c *Core) stop(err error) Ready {
@@ -245,8 +386,20 @@ func (c *Core) observe(env events.Envelope) Ready {
 	if env.Seq <= c.view.LastSeq {
 		return Ready{}
 	}
-	c.view.Apply(env)
 	var rd Ready
+	if reason := c.foreign(&env); reason != "" {
+		// Not this holder's write: the view counts its sequence (the
+		// store's checks do) but not its body, so it starts, ends or
+		// feeds no run here.
+		an := Anomaly{Seq: env.Seq, Type: env.Type, MsgID: env.MsgID, Reason: reason}
+		c.anomalies = append(c.anomalies, an)
+		rd.Anomalies = append(rd.Anomalies, an)
+		env.Err = errors.New("thread: " + reason)
+		c.view.Apply(env)
+		return rd
+	}
+	delete(c.mine, env.MsgID)
+	c.view.Apply(env)
 	if len(c.outbox) > 0 && env.MsgID == c.outbox[0].MsgID {
 		c.outbox = c.outbox[1:]
 	}
@@ -266,6 +419,7 @@ func (c *Core) observe(env events.Envelope) Ready {
 	case *eventspb.Event_RunStarted:
 		if ev.ClaimSeq == c.claim.Seq && !c.started[b.RunStarted.RunId] {
 			c.started[b.RunStarted.RunId] = true
+			c.alive[b.RunStarted.RunId] = true
 			rd.Start = append(rd.Start, c.startRun(b.RunStarted))
 		}
 	case *eventspb.Event_AnswerGiven:
@@ -282,6 +436,70 @@ func (c *Core) observe(env events.Envelope) Ready {
 		}
 	}
 	return rd
+}
+
+// foreign returns why env, a run-subject event after this claim's marker,
+// was not written by this holder, or "" when it was or is not such an
+// event. While the marker is the newest, the holder is the only writer of
+// the run subject, with one exception: the run an older claim started may
+// still record its own output, requests and end until this holder's
+// run_abandoned lands. An append is this holder's when its message id is
+// one it used and its event is the one it sent: message ids can be
+// guessed, so a forger could take one first.
+func (c *Core) foreign(env *events.Envelope) string {
+	kind := env.Kind
+	if kind == "" {
+		kind = events.TypeOf(env.Event).Kind()
+	}
+	if kind != events.KindRun || env.Seq <= c.claim.Seq {
+		return ""
+	}
+	ev := env.Event
+	if sent, ok := c.mine[env.MsgID]; ok && env.Err == nil && ev != nil {
+		got := proto.Clone(ev).(*eventspb.Event)
+		got.Time = nil
+		if proto.Equal(got, sent) {
+			return ""
+		}
+		// Someone else stored an event under this holder's message id:
+		// send ours again under a fresh one, or the store would take it
+		// for a duplicate of theirs.
+		if len(c.outbox) > 0 && c.outbox[0].MsgID == env.MsgID {
+			delete(c.mine, env.MsgID)
+			c.outbox[0].MsgID = c.nextMsgID()
+			c.mine[c.outbox[0].MsgID] = c.outbox[0].Event
+		}
+		return fmt.Sprintf("%s at %d reuses this holder's message id %q with another event", env.Type, env.Seq, env.MsgID)
+	}
+	if r := c.view.ActiveRun; r != nil && ev != nil && env.Err == nil && r.ClaimSeq < c.claim.Seq && ev.ClaimSeq == r.ClaimSeq {
+		switch b := ev.Body.(type) {
+		case *eventspb.Event_RunOutput:
+			if b.RunOutput.RunId == r.ID {
+				return ""
+			}
+		case *eventspb.Event_RequestOpened:
+			if b.RequestOpened.RunId == r.ID {
+				return ""
+			}
+		case *eventspb.Event_RunCompleted:
+			if b.RunCompleted.RunId == r.ID {
+				return ""
+			}
+		case *eventspb.Event_RunFailed:
+			if b.RunFailed.RunId == r.ID {
+				return ""
+			}
+		}
+	}
+	return fmt.Sprintf("%s at %d under claim %d (msg id %q) was not written by this holder (claim %d); ignored",
+		orUnknown(env.Type), env.Seq, ev.GetClaimSeq(), env.MsgID, c.claim.Seq)
+}
+
+func orUnknown(t events.Type) events.Type {
+	if t == "" {
+		return "event of unknown type"
+	}
+	return t
 }
 
 func (c *Core) startRun(rs *eventspb.RunStarted) StartRun {
@@ -313,6 +531,7 @@ func toAgent(m projections.Message) agent.Message {
 }
 
 func (c *Core) appendDone(in AppendDone) Ready {
+	a := *c.inflight
 	c.inflight = nil
 	switch {
 	case in.Err == nil:
@@ -322,6 +541,8 @@ func (c *Core) appendDone(in AppendDone) Ready {
 		// I4: a refused fenced write consumed nothing; the thread passes
 		// to whoever holds it now.
 		return c.stop(in.Err)
+	case permanent(in.Err):
+		return c.refused(a, in.Err)
 	default:
 		// A refused compare-and-set, or an unknown outcome: catch up with
 		// the log, then plan again from what it holds. An outbox entry that
@@ -329,6 +550,70 @@ func (c *Core) appendDone(in AppendDone) Ready {
 		c.syncing = true
 		return Ready{Sync: true}
 	}
+}
+
+// permanent reports whether an append error will come back however often
+// the append is retried: nothing was written, and nothing will be.
+func permanent(err error) bool {
+	return errors.Is(err, events.ErrTooLarge) || errors.Is(err, events.ErrInvalidEvent) ||
+		errors.Is(err, events.ErrInvalidThreadID)
+}
+
+// shortReason bounds the reasons the core writes itself: a run_failed
+// this short that the store refuses cannot be written at all.
+const shortReason = 1024
+
+// refused handles an append the store refused for good. A run's output,
+// request or completion, or its failure with a long reason, ends the run as
+// run_failed with the store's reason, which names the size and the limit,
+// and the thread goes on. Anything else cannot be written in another form:
+// the holder stops, and the next claimant abandons whatever run is left.
+func (c *Core) refused(a Append, err error) Ready {
+	typ := events.TypeOf(a.Event)
+	delete(c.mine, a.MsgID)
+	an := Anomaly{Type: typ, MsgID: a.MsgID, Reason: fmt.Sprintf("%s refused by the store: %v", typ, err)}
+	c.anomalies = append(c.anomalies, an)
+	fromOutbox := len(c.outbox) > 0 && c.outbox[0].MsgID == a.MsgID
+	run := runOf(a.Event)
+	if !fromOutbox || run == "" || run != c.ownActive() ||
+		(typ == events.TypeRunFailed && len(a.Event.GetRunFailed().GetReason()) <= shortReason) {
+		rd := c.stop(fmt.Errorf("thread: %s cannot be written: %w", typ, err))
+		rd.Anomalies = append(rd.Anomalies, an)
+		return rd
+	}
+	// Drop the run's queued appends and record its end instead.
+	keep := c.outbox[:0]
+	for _, o := range c.outbox {
+		if runOf(o.Event) != run {
+			keep = append(keep, o)
+		} else {
+			delete(c.mine, o.MsgID)
+		}
+	}
+	c.outbox = keep
+	c.ending[run] = true
+	c.enqueueEnd(run, "", fmt.Errorf("thread: %s not written: %w", typ, err))
+	rd := Ready{Anomalies: []Anomaly{an}}
+	if !c.finished[run] {
+		rd.Cancel = append(rd.Cancel, run)
+	}
+	return rd
+}
+
+// runOf returns the run id of a run_output, request_opened, run_completed
+// or run_failed, or "".
+func runOf(ev *eventspb.Event) string {
+	switch b := ev.GetBody().(type) {
+	case *eventspb.Event_RunOutput:
+		return b.RunOutput.GetRunId()
+	case *eventspb.Event_RequestOpened:
+		return b.RequestOpened.GetRunId()
+	case *eventspb.Event_RunCompleted:
+		return b.RunCompleted.GetRunId()
+	case *eventspb.Event_RunFailed:
+		return b.RunFailed.GetRunId()
+	}
+	return ""
 }
 
 // plan adds the next append, if any, to rd. It appends only when nothing is
@@ -377,7 +662,7 @@ func (c *Core) plan(rd Ready) Ready {
 			return c.issue(rd, events.NewSteeringGiven(c.claim, time.Time{}, active, m.Seq), events.Fenced(c.claim))
 		}
 		return rd
-	case v.ActiveRun == nil:
+	case v.ActiveRun == nil && !c.running():
 		id := fmt.Sprintf("run-%d-%d", m.Seq, c.claim.Seq)
 		return c.issue(rd, events.NewRunStarted(c.claim, time.Time{}, id, m.Seq, c.cfg.Agent), events.Fenced(c.claim))
 	}
@@ -387,6 +672,7 @@ func (c *Core) plan(rd Ready) Ready {
 func (c *Core) issue(rd Ready, ev *eventspb.Event, chk events.Check) Ready {
 	ev.Time = nil
 	c.inflight = &Append{Event: ev, Check: chk, MsgID: c.nextMsgID()}
+	c.mine[c.inflight.MsgID] = ev
 	rd.Append = c.inflight
 	return rd
 }

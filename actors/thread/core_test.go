@@ -19,7 +19,7 @@ import (
 // as the actor shell does, and records the effects.
 type driver struct {
 	t       *testing.T
-	s       *memstore.Store
+	s       events.Store
 	core    *thread.Core
 	thread  string
 	starts  []thread.StartRun
@@ -31,9 +31,11 @@ type driver struct {
 	why     string
 	pending []thread.Input // inputs to feed after the current Ready
 	seen    uint64         // last sequence queued as Observed
+
+	anomalies []thread.Anomaly
 }
 
-func newDriver(t *testing.T, s *memstore.Store, th string, cfg thread.Config) *driver {
+func newDriver(t *testing.T, s events.Store, th string, cfg thread.Config) *driver {
 	t.Helper()
 	c, hist, err := events.AcquireClaim(context.Background(), s, th, "h-"+th, eventstest.TTL, time.Now())
 	if err != nil {
@@ -48,7 +50,11 @@ func newDriver(t *testing.T, s *memstore.Store, th string, cfg thread.Config) *d
 // exec carries out rd, then feeds every resulting input until quiet.
 func (d *driver) exec(rd thread.Ready) {
 	d.t.Helper()
-	for {
+	for step := 0; ; step++ {
+		if step > 10_000 {
+			d.t.Fatalf("the core makes no progress: last ready %+v", rd)
+		}
+		d.anomalies = append(d.anomalies, rd.Anomalies...)
 		d.cancels = append(d.cancels, rd.Cancel...)
 		d.starts = append(d.starts, rd.Start...)
 		d.deliver = append(d.deliver, rd.Deliver...)

@@ -8,7 +8,6 @@ import (
 	"runtime"
 	"runtime/pprof"
 	"slices"
-	"sync/atomic"
 	"syscall"
 	"time"
 
@@ -222,6 +221,17 @@ func auditAll(ctx context.Context, store *natsstore.Store) (audit.Report, int, e
 	return au.Report(), n, err
 }
 
+// Bounds on the generator's asynchronous publishes. nats.go stalls a
+// publish while asyncMaxPending acks are outstanding and fails it with
+// ErrTooManyStalledMsgs after 200ms, which a loaded machine reached. So the
+// generator keeps at most asyncWindow publishes in flight, fewer than the
+// client allows, and waits for the oldest ack before it sends another:
+// a publish never stalls.
+const (
+	asyncMaxPending = 4096
+	asyncWindow     = 1024
+)
+
 // generateLog publishes n generated events asynchronously on a connection
 // of its own and returns their average payload size. The events carry the
 // expected-sequence headers of real appends, so the server checks each;
@@ -233,39 +243,59 @@ func generateLog(ctx context.Context, url string, f *benchAuditFlags) (float64, 
 		return 0, err
 	}
 	defer nc.Close()
-	var failed atomic.Int64
-	var firstErr atomic.Value
-	js, err := jetstream.New(nc,
-		jetstream.WithPublishAsyncMaxPending(4096),
-		jetstream.WithPublishAsyncErrHandler(func(_ jetstream.JetStream, m *nats.Msg, err error) {
-			if failed.Add(1) == 1 {
-				firstErr.Store(fmt.Errorf("%s: %w", m.Subject, err))
-			}
-		}),
-	)
+	js, err := jetstream.New(nc, jetstream.WithPublishAsyncMaxPending(asyncMaxPending))
 	if err != nil {
 		return 0, err
 	}
 	g := newAuditGen(f.seed, f.threads)
 	total := 0
-	for range f.events {
+	err = publishWindowed(ctx, js, f.events, asyncWindow, func() *nats.Msg {
 		out := g.next()
 		total += len(out.data)
-		m := &nats.Msg{Subject: out.subject, Header: nats.Header(out.header), Data: out.data}
-		if _, err := js.PublishMsgAsync(m); err != nil {
-			return 0, err
-		}
-		if failed.Load() > 0 {
-			break
-		}
-	}
-	select {
-	case <-js.PublishAsyncComplete():
-	case <-ctx.Done():
-		return 0, ctx.Err()
-	}
-	if n := failed.Load(); n > 0 {
-		return 0, fmt.Errorf("%d publishes refused, first: %v", n, firstErr.Load())
+		return &nats.Msg{Subject: out.subject, Header: nats.Header(out.header), Data: out.data}
+	})
+	if err != nil {
+		return 0, err
 	}
 	return float64(total) / float64(f.events), nil
+}
+
+// publishWindowed publishes n messages from next asynchronously, in order,
+// with at most window awaiting their acks: before each publish past the
+// window it waits for the ack of the one window places earlier. The first
+// refused publish ends it with that error; opts apply to every publish.
+func publishWindowed(ctx context.Context, js jetstream.JetStream, n, window int, next func() *nats.Msg, opts ...jetstream.PublishOpt) error {
+	if window < 1 {
+		return fmt.Errorf("bench: publish window %d is under 1", window)
+	}
+	ring := make([]jetstream.PubAckFuture, window)
+	await := func(f jetstream.PubAckFuture) error {
+		if f == nil {
+			return nil
+		}
+		select {
+		case <-f.Ok():
+			return nil
+		case err := <-f.Err():
+			return fmt.Errorf("%s: %w", f.Msg().Subject, err)
+		case <-ctx.Done():
+			return ctx.Err()
+		}
+	}
+	for i := range n {
+		if err := await(ring[i%window]); err != nil {
+			return err
+		}
+		f, err := js.PublishMsgAsync(next(), opts...)
+		if err != nil {
+			return err
+		}
+		ring[i%window] = f
+	}
+	for i := range ring {
+		if err := await(ring[(n+i)%window]); err != nil {
+			return err
+		}
+	}
+	return nil
 }

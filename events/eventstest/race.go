@@ -28,6 +28,23 @@ type RaceResult struct {
 	Report  audit.Report
 	Landed  int // consuming appends that landed
 	Refused int // consuming appends the fence refused
+	// Safety counts the report's I1 and I3 violations: what the fence
+	// exists to prevent. Other checks (FenceNewestClaim) flag an unfenced
+	// append by its headers alone, so they fail the control run whether or
+	// not the race broke safety; counting them would let the control pass
+	// for the wrong reason.
+	Safety int
+}
+
+// safetyViolations counts r's violations of I1 and I3.
+func safetyViolations(r audit.Report) int {
+	n := 0
+	for _, v := range r.Violations {
+		if v.Check == audit.CheckI1 || v.Check == audit.CheckI3 {
+			n++
+		}
+	}
+	return n
 }
 
 // RunRace races takeovers and consuming appends: in every round, each of a
@@ -93,7 +110,7 @@ func RunRace(t *testing.T, open func(now func() time.Time) events.Store, cfg Rac
 		}
 	}
 	wg.Wait()
-	a := audit.New()
+	a := audit.NewWithOptions(audit.Options{MaxFindings: -1}) // every violation, to count them
 	s := open(time.Now)
 	for _, th := range threads {
 		envs, err := s.Load(ctx, th, 1)
@@ -105,6 +122,7 @@ func RunRace(t *testing.T, open func(now func() time.Time) events.Store, cfg Rac
 		}
 	}
 	res.Report = a.Report()
+	res.Safety = safetyViolations(res.Report)
 	return res
 }
 

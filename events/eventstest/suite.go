@@ -26,6 +26,11 @@ type Harness struct {
 	PublishRaw func(t *testing.T, subject string, h events.Header, data []byte)
 	// Subjects are the log's subjects; the zero value is threads.*.
 	Subjects events.Subjects
+	// ExpireDuplicates, if set, moves the log's clock past its
+	// deduplication window, so that every message id stored so far is
+	// forgotten. The DuplicateWindow scenario needs it; a store whose
+	// server clock cannot be moved (natsstore) leaves it nil.
+	ExpireDuplicates func(t *testing.T)
 }
 
 // TTL is the lease TTL the suite claims with.
@@ -57,6 +62,9 @@ func RunStore(t *testing.T, h Harness) {
 		{"PostIdempotent", testPostIdempotent},
 		{"AppendRetrySameMsgID", testAppendRetrySameMsgID},
 		{"AppendRetryAfterTakeover", testAppendRetryAfterTakeover},
+		{"AppendRetryCompareAndSet", testAppendRetryCompareAndSet},
+		{"DuplicateWindow", testDuplicateWindow},
+		{"PostNil", testPostNil},
 		{"ClaimLoadsHistory", testClaimLoadsHistory},
 		{"LeaseLifecycle", testLeaseLifecycle},
 		{"ADRScenario", testADRScenario},
@@ -279,6 +287,83 @@ func testAppendRetryAfterTakeover(t *testing.T, h Harness) {
 	// A new append under the old claim is refused.
 	_, err = a.Append(ctxT(t), events.NewRunStarted(ca, clockA.Now(), "run2", m, "echo"), events.Fenced(ca))
 	wantErr(t, err, events.ErrThreadBusy, "new append under the old claim")
+}
+
+// A compare-and-set append that landed, whose ack was lost, retried with
+// the same message id: its own write moved the subject, so its check now
+// fails. A replicated stream deduplicates first and acks the original; a
+// single server checks first and refuses, and the store must read the
+// subject back and report the original. Either way: one event, its seq.
+func testAppendRetryCompareAndSet(t *testing.T, h Harness) {
+	s := h.Open(t, time.Now)
+	th := NewThread(t)
+	m := post(t, s, th, "m1", "x")
+	c, _ := claim(t, s, th, "a", time.Now())
+	start, err := s.Append(ctxT(t), events.NewRunStarted(c, time.Now(), "run1", m, "echo"), events.Fenced(c))
+	if err != nil {
+		t.Fatal(err)
+	}
+	ev := events.NewRunOutput(c, time.Now(), "run1", "out")
+	first, err := s.Append(ctxT(t), ev, events.ExpectLast(start.Seq), events.WithMsgID(th+":out1"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	again, err := s.Append(ctxT(t), ev, events.ExpectLast(start.Seq), events.WithMsgID(th+":out1"))
+	if err != nil {
+		t.Fatalf("retry of a landed compare-and-set append: %v; want the original ack", err)
+	}
+	if again.Seq != first.Seq || !again.Duplicate {
+		t.Fatalf("retry: %+v, want a duplicate of %d", again, first.Seq)
+	}
+	// Another id with the same stale check is a new write, and refused.
+	_, err = s.Append(ctxT(t), ev, events.ExpectLast(start.Seq), events.WithMsgID(th+":out2"))
+	wantErr(t, err, events.ErrConflict, "a new append expecting a stale seq")
+	if n := countType(load(t, s, th), events.TypeRunOutput); n != 1 {
+		t.Fatalf("%d run_output stored, want 1", n)
+	}
+}
+
+// Message ids are remembered for the deduplication window only, counted
+// from when the original was stored. After it, a repeated post is a new
+// message, and a repeated fenced append whose claim is still the newest is
+// stored again: callers retry late only after reading the log back (see
+// events.WithMsgID).
+func testDuplicateWindow(t *testing.T, h Harness) {
+	if h.ExpireDuplicates == nil {
+		t.Log("the harness cannot move the server's clock; the window is covered on memstore")
+		return
+	}
+	s := h.Open(t, time.Now)
+	th := NewThread(t)
+	first := post(t, s, th, "m1", "x")
+	c, _ := claim(t, s, th, "a", time.Now())
+	ev := events.NewRunStarted(c, time.Now(), "run1", first, "echo")
+	a1, err := s.Append(ctxT(t), ev, events.Fenced(c), events.WithMsgID(th+":rs1"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if a, err := s.Post(ctxT(t), th, &eventspb.MessagePosted{MessageId: "m1", Text: "x"}); err != nil || !a.Duplicate || a.Seq != first {
+		t.Fatalf("repost within the window: %+v %v, want a duplicate of %d", a, err, first)
+	}
+	h.ExpireDuplicates(t)
+	a, err := s.Post(ctxT(t), th, &eventspb.MessagePosted{MessageId: "m1", Text: "x"})
+	if err != nil || a.Duplicate || a.Seq <= first {
+		t.Fatalf("repost after the window: %+v %v, want a new message", a, err)
+	}
+	a2, err := s.Append(ctxT(t), ev, events.Fenced(c), events.WithMsgID(th+":rs1"))
+	if err != nil || a2.Duplicate || a2.Seq == a1.Seq {
+		t.Fatalf("fenced retry after the window: %+v %v, want it stored again", a2, err)
+	}
+	if n := countType(load(t, s, th), events.TypeRunStarted); n != 2 {
+		t.Fatalf("%d run_started stored, want 2 (the window passed)", n)
+	}
+}
+
+// Post of no message is refused, not a panic.
+func testPostNil(t *testing.T, h Harness) {
+	s := h.Open(t, time.Now)
+	_, err := s.Post(ctxT(t), NewThread(t), nil)
+	wantErr(t, err, events.ErrInvalidEvent, "post of nil")
 }
 
 func testClaimLoadsHistory(t *testing.T, h Harness) {

@@ -3,7 +3,10 @@
 //
 // A [Log] plays the stream; each [Store] handle on it plays one process's
 // connection, with its own clock (to model skew) and its own injected
-// faults (to model lost acks and failed writes).
+// faults (to model lost acks and failed writes). A log deduplicates
+// message ids within a window, before its checks as an R3 stream does
+// ([Replicated], the default) or after them as an R1 stream does
+// ([Single]); see [LogConfig].
 //
 // # Usage
 //

@@ -58,13 +58,58 @@ type lease struct {
 	deleted bool
 }
 
+// Mode says in which order a [Log] applies a write's deduplication and its
+// expected-sequence check. JetStream's order depends on the stream's
+// replicas (NATS-NOTES, "Deduplication"); the two modes let tests run
+// against either.
+type Mode uint8
+
+// The modes.
+const (
+	// Replicated deduplicates before it checks, as an R3 stream does: a
+	// retry of a write that landed gets a duplicate ack, whatever its check
+	// says now. It is the zero value.
+	Replicated Mode = iota
+	// Single checks before it deduplicates, as a single-server (R1) stream
+	// does: a retry of a write that landed, whose check no longer holds, is
+	// refused like a new write. Append then reads the subject back, as
+	// natsstore does, and reports the write landed if its message id is on
+	// the subject after the check's sequence.
+	Single
+)
+
+func (m Mode) String() string {
+	if m == Single {
+		return "R1 (check, then dedupe)"
+	}
+	return "R3 (dedupe, then check)"
+}
+
+// DefaultDuplicateWindow is how long a [Log] remembers a message id by
+// default: JetStream's default Duplicates.
+const DefaultDuplicateWindow = 2 * time.Minute
+
+// LogConfig configures a [Log].
+type LogConfig struct {
+	// Mode orders deduplication and checks. Default Replicated.
+	Mode Mode
+	// DuplicateWindow is how long a message id is remembered, counted from
+	// when its write was stored, by Now; a repeat does not extend it.
+	// Default DefaultDuplicateWindow; negative remembers ids for ever.
+	DuplicateWindow time.Duration
+	// Now is the log's clock, the server's: it stamps stored times and ages
+	// message ids. Default time.Now.
+	Now func() time.Time
+}
+
 // Log is an in-memory stream shared by any number of [Store] handles, as a
 // JetStream stream is shared by connections. It keeps everything forever.
 type Log struct {
+	cfg      LogConfig
 	mu       sync.Mutex // protects the fields below
 	recs     []record
-	last     map[string]uint64 // subject -> last seq
-	msgIDs   map[string]uint64 // Nats-Msg-Id -> seq
+	last     map[string]uint64  // subject -> last seq
+	msgIDs   map[string]msgIDAt // Nats-Msg-Id -> where and when it was stored
 	leases   map[string]*lease
 	leaseRev uint64
 	feed     leaseFeed     // lease changes, for watches
@@ -72,15 +117,52 @@ type Log struct {
 	now      func() time.Time
 }
 
-// NewLog returns an empty log. Its clock stamps stored times.
-func NewLog() *Log {
+// msgIDAt is a stored write's sequence and time, for deduplication.
+type msgIDAt struct {
+	seq    uint64
+	stored time.Time
+}
+
+// NewLog returns an empty log that deduplicates before it checks, with the
+// default window, and stamps stored times by time.Now.
+func NewLog() *Log { return NewLogWith(LogConfig{}) }
+
+// NewLogWith returns an empty log configured by cfg.
+func NewLogWith(cfg LogConfig) *Log {
+	if cfg.DuplicateWindow == 0 {
+		cfg.DuplicateWindow = DefaultDuplicateWindow
+	}
+	if cfg.Now == nil {
+		cfg.Now = time.Now
+	}
 	return &Log{
+		cfg:    cfg,
 		last:   make(map[string]uint64),
-		msgIDs: make(map[string]uint64),
+		msgIDs: make(map[string]msgIDAt),
 		leases: make(map[string]*lease),
 		notify: make(chan struct{}),
-		now:    time.Now,
+		now:    cfg.Now,
 	}
+}
+
+// Mode returns the log's mode.
+func (l *Log) Mode() Mode { return l.cfg.Mode }
+
+// duplicateLocked returns the sequence of the write stored with message id
+// id within the window, if there is one.
+func (l *Log) duplicateLocked(id string) (uint64, bool) {
+	if id == "" {
+		return 0, false
+	}
+	at, ok := l.msgIDs[id]
+	if !ok {
+		return 0, false
+	}
+	if w := l.cfg.DuplicateWindow; w > 0 && l.now().Sub(at.stored) >= w {
+		delete(l.msgIDs, id) // the window passed: the id is forgotten
+		return 0, false
+	}
+	return at.seq, true
 }
 
 // Store is a handle on a [Log] with its own clock and faults. It implements
@@ -106,6 +188,9 @@ func (l *Log) Open(cfg Config) *Store {
 // New returns a handle on a fresh log.
 func New(cfg Config) *Store { return NewLog().Open(cfg) }
 
+// MaxEventBytes returns the limit on an encoded event this handle enforces.
+func (s *Store) MaxEventBytes() int { return s.cfg.MaxEventBytes }
+
 // Log returns the log the handle writes to.
 func (s *Store) Log() *Log { return s.log }
 
@@ -126,10 +211,11 @@ func (l *Log) Len() int {
 
 func (l *Log) appendLocked(subject string, h events.Header, data []byte) uint64 {
 	seq := uint64(len(l.recs)) + 1
-	l.recs = append(l.recs, record{seq: seq, subject: subject, hdr: h, data: data, stored: l.now()})
+	now := l.now()
+	l.recs = append(l.recs, record{seq: seq, subject: subject, hdr: h, data: data, stored: now})
 	l.last[subject] = seq
 	if id := h.Get(events.HeaderMsgID); id != "" {
-		l.msgIDs[id] = seq
+		l.msgIDs[id] = msgIDAt{seq: seq, stored: now}
 	}
 	close(l.notify)
 	l.notify = make(chan struct{})
@@ -154,6 +240,9 @@ func unavailable(op string, f Fault) error {
 func (s *Store) Post(ctx context.Context, thread string, m *eventspb.MessagePosted, opts ...events.PostOption) (events.Ack, error) {
 	if err := events.ValidateThreadID(thread); err != nil {
 		return events.Ack{}, err
+	}
+	if m == nil {
+		return events.Ack{}, fmt.Errorf("%w: memstore: nil message", events.ErrInvalidEvent)
 	}
 	if id := m.GetMessageId(); id != "" {
 		if err := events.ValidateMessageID(id); err != nil {
@@ -221,6 +310,13 @@ func (s *Store) Append(ctx context.Context, ev *eventspb.Event, chk events.Check
 		h[events.HeaderExpectSubj] = []string{checkSubj}
 	}
 	ack, err := s.write("append", subject, h, data, checkSubj, chk.Seq)
+	if err != nil && isRefusal(err) && o.MsgID != "" {
+		// The caller's id may have landed before (a retry after a lost
+		// ack): read the subject back, as natsstore does.
+		if seq, ok := s.log.landed(subject, id, chk.Seq); ok {
+			return events.Ack{Seq: seq, Duplicate: true}, nil
+		}
+	}
 	if err != nil && checkSubj != "" && isRefusal(err) && chk.Mode == events.CheckFence {
 		return ack, fmt.Errorf("%w: %w", err, events.ErrThreadBusy)
 	}
@@ -228,6 +324,19 @@ func (s *Store) Append(ctx context.Context, ev *eventspb.Event, chk events.Check
 		return ack, fmt.Errorf("%w: %w", err, events.ErrConflict)
 	}
 	return ack, err
+}
+
+// landed returns the sequence of the write with message id id on subject
+// after sequence after, if there is one.
+func (l *Log) landed(subject, id string, after uint64) (uint64, bool) {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	for i := after; i < uint64(len(l.recs)); i++ {
+		if r := l.recs[i]; r.subject == subject && r.hdr.Get(events.HeaderMsgID) == id {
+			return r.seq, true
+		}
+	}
+	return 0, false
 }
 
 // errWrongLast mirrors JetStream's 10071: the check failed, nothing written.
@@ -253,15 +362,23 @@ func (s *Store) write(op, subject string, h events.Header, data []byte, checkSub
 	l := s.log
 	l.mu.Lock()
 	defer l.mu.Unlock()
-	// A message id already stored means the write landed before; the check
-	// it carried then held, so this is the same write, not a new one.
-	if seq, ok := l.msgIDs[h.Get(events.HeaderMsgID)]; ok {
-		return events.Ack{Seq: seq, Duplicate: true}, nil
+	// A message id stored within the window means the write landed before;
+	// the check it carried then held, so this is the same write, not a new
+	// one. A replicated stream looks for it first, a single server only
+	// once the check passed.
+	id := h.Get(events.HeaderMsgID)
+	if l.cfg.Mode == Replicated {
+		if seq, ok := l.duplicateLocked(id); ok {
+			return events.Ack{Seq: seq, Duplicate: true}, nil
+		}
 	}
 	if checkSubj != "" {
 		if got := l.last[checkSubj]; got != want {
 			return events.Ack{}, &errWrongLast{subject: checkSubj, want: want, got: got}
 		}
+	}
+	if seq, ok := l.duplicateLocked(id); ok {
+		return events.Ack{Seq: seq, Duplicate: true}, nil
 	}
 	seq := l.appendLocked(subject, h, data)
 	if f == LoseAck {

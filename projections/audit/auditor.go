@@ -461,7 +461,9 @@ func (a *Auditor) abandon(th *thread, env *events.Envelope, b *eventspb.RunAband
 	if b.GetStartedClaimSeq() != th.activeClaim {
 		a.anomaly(th, env, fmt.Sprintf("run %q started under claim %d, not %d as its abandon says", run, th.activeClaim, b.GetStartedClaimSeq()))
 	}
-	th.hasActive = false
+	// The last run ended abandoned, not completed or failed: a late
+	// abandon of an earlier run is no longer the benign race above.
+	th.hasActive, th.lastEnded = false, short{}
 	if th.abandoned == nil {
 		th.abandoned = make(map[short]uint64)
 	}

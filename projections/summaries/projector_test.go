@@ -478,6 +478,7 @@ func TestProjector_zombieAfterRebuild(t *testing.T) {
 	pub := newPublisher(t, srv, testLog(7, 4000))
 	pub.publish(t, 2000)
 	batches := 0
+	rebuilt := make(chan struct{})
 	var a *Projector
 	// A lease long enough that the hook's rebuild never makes a renewal
 	// due: a renewal would find the takeover before the zombie batch does.
@@ -487,6 +488,7 @@ func TestProjector_zombieAfterRebuild(t *testing.T) {
 			return nil
 		}
 		if batches++; batches == 5 {
+			defer close(rebuilt)
 			if _, err := Rebuild(ctxT(t), Config{Store: s, Bucket: "zombie", Durable: "zombie", Owner: "rebuilder"}, true); err != nil {
 				t.Error(err)
 			}
@@ -495,6 +497,14 @@ func TestProjector_zombieAfterRebuild(t *testing.T) {
 		return nil
 	}
 	runInBackground(t, a)
+	// The rebuild catches up with the stream as it is before the rest is
+	// published: waiting for the lag alone could return in that window,
+	// and compare the rebuild's summaries with a later stream.
+	select {
+	case <-rebuilt:
+	case <-ctxT(t).Done():
+		t.Fatal("the rebuild hook never ran")
+	}
 	waitCaughtUp(t, a)
 	sameSummaries(t, "after a zombie batch", storedSummaries(t, s, "zombie"), reference(t, s))
 	if st := a.Stats(); st.Conflicts == 0 {

@@ -9,7 +9,10 @@
 //
 // [Run] makes 2 to 4 processes, each with its own store handle on the one
 // [memstore.Log], its own skewed clock and its own fault hook, and a thread
-// core config (steerable or not, idle release or not). Each step the PRNG
+// core config (steerable or not, idle release or not). The log checks
+// before it deduplicates on odd seeds, as a single-server (R1) stream
+// does, and deduplicates first on even seeds, as a replicated (R3) one
+// does ([ModeOf]), so any run of seeds covers both. Each step the PRNG
 // picks one enabled action, by weight:
 //
 //   - a client posts a message, or reposts one with the same message id

@@ -11,6 +11,7 @@ import (
 	"testing"
 	"time"
 
+	"artifactr/events/memstore"
 	"artifactr/projections/audit"
 	"artifactr/test/sim"
 )
@@ -86,6 +87,7 @@ func TestSim(t *testing.T) {
 		steps int
 		evs   int
 		ran   int
+		modes = map[memstore.Mode]int{}
 	)
 	shards := runtime.GOMAXPROCS(0)
 	start := time.Now()
@@ -100,6 +102,7 @@ func TestSim(t *testing.T) {
 					ran++
 					steps += r.Steps + r.Stats.Drained
 					evs += r.Events
+					modes[r.Mode]++
 					add(&total, r.Stats)
 					mu.Unlock()
 					if r.Failed() {
@@ -114,6 +117,10 @@ func TestSim(t *testing.T) {
 	d := time.Since(start)
 	t.Logf("%d seeds in %s (%.0f seeds/s on %d shards): %d steps, %d events", ran, d.Round(time.Millisecond), float64(ran)/d.Seconds(), shards, steps, evs)
 	t.Logf("exercised: %+v", total)
+	t.Logf("log modes: %d seeds %s, %d seeds %s", modes[memstore.Single], memstore.Single, modes[memstore.Replicated], memstore.Replicated)
+	if ran > 1 && (modes[memstore.Single] == 0 || modes[memstore.Replicated] == 0) {
+		t.Errorf("the seeds ran in one log mode only: %v", modes)
+	}
 }
 
 func add(t *sim.Stats, s sim.Stats) {

@@ -56,6 +56,17 @@ type Config struct {
 	Trace bool
 }
 
+// ModeOf is the log mode seed runs in: odd seeds check before they
+// deduplicate, as a single-server (R1) stream does, even seeds the other
+// way round, as a replicated (R3) one does. Any two consecutive seeds
+// cover both.
+func ModeOf(seed uint64) memstore.Mode {
+	if seed%2 == 1 {
+		return memstore.Single
+	}
+	return memstore.Replicated
+}
+
 // Result is what one seed did.
 type Result struct {
 	Seed   uint64
@@ -66,6 +77,7 @@ type Result struct {
 	Failure string   // what broke, with the log sequences involved
 	Trace   []string // the actions, one per line, when Config.Trace
 	Stats   Stats
+	Mode    memstore.Mode // the log's mode (ModeOf the seed)
 }
 
 // Failed reports whether a fatal check broke.
@@ -203,7 +215,7 @@ type option struct {
 func Run(seed uint64, cfg Config) Result {
 	w := newWorld(seed, cfg)
 	w.run()
-	w.res.Seed, w.res.Events, w.res.Trace = seed, len(w.envs), w.trace
+	w.res.Seed, w.res.Events, w.res.Trace, w.res.Mode = seed, len(w.envs), w.trace, ModeOf(seed)
 	return w.res
 }
 
@@ -213,7 +225,7 @@ func newWorld(seed uint64, cfg Config) *world {
 		seed:    seed,
 		rng:     rand.New(rand.NewPCG(seed, seed^0x9e3779b97f4a7c15)),
 		ctx:     context.Background(),
-		log:     memstore.NewLog(),
+		log:     memstore.NewLogWith(memstore.LogConfig{Mode: ModeOf(seed)}),
 		auditor: audit.New(),
 		fold:    projections.New(threadID),
 		handed:  make(map[uint64]string),
@@ -237,8 +249,8 @@ func newWorld(seed uint64, cfg Config) *world {
 		p.store = s
 		w.procs = append(w.procs, p)
 	}
-	w.tracef("seed %d: %d processes, steerable=%v, idle ticks %d, unfenced=%v",
-		seed, n, w.coreCf.Steerable, w.coreCf.IdleTicks, cfg.Unfenced)
+	w.tracef("seed %d: %d processes, steerable=%v, idle ticks %d, unfenced=%v, log %s",
+		seed, n, w.coreCf.Steerable, w.coreCf.IdleTicks, cfg.Unfenced, ModeOf(seed))
 	return w
 }
 

@@ -13,6 +13,7 @@ package agenttest
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"sync"
 
@@ -98,7 +99,7 @@ func (t *Turn) Ask(ctx context.Context, question string) (agent.Message, error) 
 		t.mu.Lock()
 		if t.ended {
 			t.mu.Unlock()
-			return agent.Message{}, agent.ErrRunEnded
+			return agent.Message{}, runEnded(context.Canceled)
 		}
 		if len(t.answers) > 0 {
 			m := t.answers[0]
@@ -110,7 +111,7 @@ func (t *Turn) Ask(ctx context.Context, question string) (agent.Message, error) 
 		t.mu.Unlock()
 		select {
 		case <-ctx.Done():
-			return agent.Message{}, context.Cause(ctx)
+			return agent.Message{}, runEnded(ctx.Err())
 		case <-changed:
 		}
 	}
@@ -136,8 +137,10 @@ func (t *Turn) Steer(text string) {
 	t.steeringChan() <- m
 }
 
-// End makes every later Emit and Ask, and any blocked Ask, fail with
-// [agent.ErrRunEnded], like a run whose claim was lost.
+// End makes every later Emit and Ask, and any blocked Ask, fail as the
+// runner's Turn does once it cancelled the run (its claim was lost, or the
+// runner stops): with an error that is both [agent.ErrRunEnded] and
+// context.Canceled. A done context does the same with its own error.
 func (t *Turn) End() {
 	t.mu.Lock()
 	defer t.mu.Unlock()
@@ -189,12 +192,31 @@ func (t *Turn) wait(ctx context.Context, get func() []string, n int) ([]string, 
 
 func (t *Turn) check(ctx context.Context) error {
 	if err := ctx.Err(); err != nil {
-		return err
+		return runEnded(err)
 	}
 	t.mu.Lock()
 	defer t.mu.Unlock()
 	if t.ended {
-		return agent.ErrRunEnded
+		return runEnded(context.Canceled)
+	}
+	return nil
+}
+
+// runEnded is the error of a Turn method called once the run is over, as
+// the runner's Turn returns it: both [agent.ErrRunEnded] and the context's
+// error (context.Canceled when the runner cancelled the run), so callers
+// may test for either.
+func runEnded(ctxErr error) error {
+	return fmt.Errorf("%w: %w", agent.ErrRunEnded, ctxErr)
+}
+
+// CheckRunEnded returns nil when err is what a Turn method returns once
+// the run was cancelled: it matches both agent.ErrRunEnded and
+// context.Canceled. Tests of the runner's Turn and of this one use it, so
+// the two stay alike.
+func CheckRunEnded(err error) error {
+	if !errors.Is(err, agent.ErrRunEnded) || !errors.Is(err, context.Canceled) {
+		return fmt.Errorf("agenttest: %v is not both agent.ErrRunEnded and context.Canceled", err)
 	}
 	return nil
 }

@@ -45,10 +45,10 @@ func TestTurn_End(t *testing.T) {
 		t.Fatal(err)
 	}
 	turn.End()
-	if err := <-done; !errors.Is(err, agent.ErrRunEnded) {
+	if err := agenttest.CheckRunEnded(<-done); err != nil {
 		t.Errorf("blocked Ask: %v", err)
 	}
-	if err := turn.Emit(t.Context(), "x"); !errors.Is(err, agent.ErrRunEnded) {
+	if err := agenttest.CheckRunEnded(turn.Emit(t.Context(), "x")); err != nil {
 		t.Errorf("Emit after End: %v", err)
 	}
 }
