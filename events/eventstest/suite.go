@@ -342,11 +342,11 @@ func testDuplicateWindow(t *testing.T, h Harness) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if a, err := s.Post(ctxT(t), th, &eventspb.MessagePosted{MessageId: "m1", Text: "x"}); err != nil || !a.Duplicate || a.Seq != first {
+	if a, err := s.Post(ctxT(t), th, &eventspb.MessagePosted{MessageId: "m1", Author: "test", Text: "x"}); err != nil || !a.Duplicate || a.Seq != first {
 		t.Fatalf("repost within the window: %+v %v, want a duplicate of %d", a, err, first)
 	}
 	h.ExpireDuplicates(t)
-	a, err := s.Post(ctxT(t), th, &eventspb.MessagePosted{MessageId: "m1", Text: "x"})
+	a, err := s.Post(ctxT(t), th, &eventspb.MessagePosted{MessageId: "m1", Author: "test", Text: "x"})
 	if err != nil || a.Duplicate || a.Seq <= first {
 		t.Fatalf("repost after the window: %+v %v, want a new message", a, err)
 	}
