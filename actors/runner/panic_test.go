@@ -13,8 +13,8 @@ import (
 )
 
 // A thread actor that panics is stopped, not restarted on its stale state,
-// and its thread is handed over: released, claimed again, and its message
-// still gets its run.
+// and its thread is handed over: claimed again with a fresh core, and its
+// message still gets its run.
 func TestRunner_panicHandsOver(t *testing.T) {
 	s := memstore.New(memstore.Config{})
 	var panicked atomic.Int32
@@ -35,18 +35,14 @@ func TestRunner_panicHandsOver(t *testing.T) {
 		t.Fatalf("%d runs, want 2", len(v.Runs))
 	}
 	claims := 0
-	released := false
 	envs, _ := s.Load(context.Background(), "boom", 1)
 	for _, e := range envs {
 		if e.Event.GetThreadClaimed() != nil {
 			claims++
 		}
-		if rel := e.Event.GetThreadReleased(); rel != nil && rel.Reason == "panic" {
-			released = true
-		}
 	}
-	if claims < 2 || !released {
-		t.Fatalf("claims %d, released after panic %v: want a handover", claims, released)
+	if claims < 2 {
+		t.Fatalf("%d claims: want the thread claimed again after the panic", claims)
 	}
 	if st := r.Stats(); st.Panics != 1 {
 		t.Fatalf("stats %+v: want 1 panic", st)

@@ -3,6 +3,7 @@ package runner
 import (
 	"context"
 	"errors"
+	"fmt"
 	"strings"
 	"sync/atomic"
 	"time"
@@ -136,6 +137,8 @@ func (ra *runnerActor) Receive(ctx actor.Context) {
 			ctx.Send(c.pid, drainReq{})
 		}
 		ra.maybeDone()
+	case debugReq:
+		ra.describe(m)
 	case *actor.Stopped:
 		close(ra.r.actorStopped)
 	}
@@ -271,14 +274,10 @@ func (ra *runnerActor) claimed(ctx actor.Context, m claimResult) {
 		return // killed or stopped: spawn nothing the stop would wait for
 	}
 	if ra.draining || r.draining() || m.claim.Lease.Session != ra.session {
-		// Draining, or claimed under a session lost meanwhile: give the
-		// claim up (its lease is free once the session lapsed anyway).
-		c := m.claim
-		r.goDo(func() {
-			rctx, cancel := context.WithTimeout(context.WithoutCancel(r.ctx), r.cfg.CallTimeout)
-			defer cancel()
-			_ = events.ReleaseClaim(rctx, r.store, c, "shutdown", r.now())
-		})
+		// Draining, or claimed under a session lost meanwhile: leave the
+		// claim as it is. Its lease lapses with the session (closed at the
+		// end of a drain), and whoever claims next abandons what it must;
+		// releasing here would skip that abandon.
 		return
 	}
 	history := m.history
@@ -323,18 +322,14 @@ func (ra *runnerActor) terminated(ctx actor.Context, who *actor.PID) {
 		}
 	default:
 		r.stats.panics.Add(1)
-		r.log.Error("thread actor stopped without giving its claim up; handing the thread over", "thread", th, "claim_seq", c.claim.Seq)
-		claim := c.claim
+		r.log.Error("thread actor stopped without giving its claim up; claiming the thread again", "thread", th, "claim_seq", c.claim.Seq)
+		// The lease is under this runner's live session, so nobody else
+		// would take the thread: claim it again (a fresh claim, a fresh
+		// core), after a pause so that a panic that repeats does not spin.
 		self := ctx.Self()
 		r.goDo(func() {
-			rctx, cancel := context.WithTimeout(r.ctx, r.cfg.CallTimeout)
-			err := events.ReleaseClaim(rctx, r.store, claim, "panic", r.now())
-			cancel()
-			if err != nil && r.ctx.Err() == nil {
-				r.log.Warn("release after panic failed; the lease lapses with the session", "thread", th, "err", err)
-			}
 			if sleepCtx(r.ctx, handoverDelay) {
-				r.sys.Root.Send(self, workItem{thread: th, probe: true})
+				r.sys.Root.Send(self, workItem{thread: th})
 			}
 		})
 	}
@@ -383,4 +378,45 @@ func (ra *runnerActor) maybeDone() {
 			close(ra.r.done)
 		}
 	}
+}
+
+// debugReq asks the runner actor where threads stand, for diagnostics.
+type debugReq struct {
+	threads []string
+	reply   chan map[string]string
+}
+
+// Describe returns, for each of threads, what this runner knows of it:
+// whether it is queued for a claim, being claimed or held, and the session
+// its lease lives by as the lease watch last said. It is for diagnostics.
+func (r *Runner) Describe(ctx context.Context, threads []string) map[string]string {
+	req := debugReq{threads: threads, reply: make(chan map[string]string, 1)}
+	r.send(req)
+	select {
+	case m := <-req.reply:
+		return m
+	case <-ctx.Done():
+		return nil
+	}
+}
+
+func (ra *runnerActor) describe(m debugReq) {
+	out := make(map[string]string, len(m.threads))
+	for _, th := range m.threads {
+		var parts []string
+		if probe, ok := ra.queued[th]; ok {
+			parts = append(parts, fmt.Sprintf("queued(probe=%v)", probe))
+		}
+		if cl := ra.claiming[th]; cl != nil {
+			parts = append(parts, "claiming")
+		}
+		if c := ra.children[th]; c != nil {
+			parts = append(parts, fmt.Sprintf("held(claim=%d session=%s)", c.claim.Seq, c.claim.Lease.Session))
+		}
+		if s, ok := ra.leases[th]; ok {
+			parts = append(parts, fmt.Sprintf("lease(session=%s live=%v)", s, ra.sessions[s]))
+		}
+		out[th] = fmt.Sprintf("session=%s queue=%d claiming=%d caughtUp=%v: %s", ra.session, len(ra.queue), len(ra.claiming), ra.caughtUp, strings.Join(parts, " "))
+	}
+	m.reply <- out
 }

@@ -151,6 +151,31 @@ func (h *harness) settled(answered map[string]time.Time) (bool, string) {
 	return len(waiting) == 0, strings.Join(waiting, " ")
 }
 
+// describe asks every live runner where the threads named in state stand.
+func (h *harness) describe(state string) string {
+	var threads []string
+	for _, w := range strings.Fields(state) {
+		if th, _, ok := strings.Cut(w, "(pending"); ok {
+			threads = append(threads, th)
+		}
+	}
+	var b strings.Builder
+	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
+	defer cancel()
+	for _, sl := range h.slots {
+		sl.mu.Lock()
+		r, id := sl.r, sl.id
+		sl.mu.Unlock()
+		if r == nil {
+			continue
+		}
+		for th, d := range r.Describe(ctx, threads) {
+			fmt.Fprintf(&b, "  %s %s: %s\n", id, th, d)
+		}
+	}
+	return b.String()
+}
+
 // drain waits, with no faults, until every message is consumed and no run
 // is active: every runner up, clocks true, the cluster whole.
 func (h *harness) drain() time.Duration {
@@ -177,7 +202,7 @@ func (h *harness) drain() time.Duration {
 			return time.Since(start)
 		}
 		if time.Now().After(deadline) {
-			h.t.Fatalf("%s: not drained after %s: %s\nrunner warnings: %s", h.cfg.name, h.cfg.drain, state, h.lc.summary())
+			h.t.Fatalf("%s: not drained after %s: %s\nrunner warnings: %s\nrunners:\n%s", h.cfg.name, h.cfg.drain, state, h.lc.summary(), h.describe(state))
 		}
 		time.Sleep(250 * time.Millisecond) // poll interval
 	}
