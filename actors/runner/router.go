@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"math/rand/v2"
 	"strings"
 	"sync/atomic"
 	"time"
@@ -45,8 +46,14 @@ type (
 const handoverDelay = time.Second
 
 // claimRetryDelay is how long a claim that failed with an error other than
-// busy waits before it is tried again.
+// busy waits before it is tried again; it doubles with each failure in a
+// row.
 const claimRetryDelay = 250 * time.Millisecond
+
+// jitter spreads d over [d/2, d) so that retries do not come in waves.
+func jitter(d time.Duration) time.Duration {
+	return d/2 + time.Duration(rand.Int64N(int64(d/2)+1))
+}
 
 // child is a thread actor as the runner actor knows it.
 type child struct {
@@ -79,6 +86,7 @@ type runnerActor struct {
 	claiming map[string]*claiming
 	queue    []workItem      // waiting for a claim slot or a session
 	queued   map[string]bool // threads in queue; the value says probe
+	failures map[string]int  // claims in a row that failed, by thread
 	draining bool
 	session  string // the session claims are made under; "" while lost
 
@@ -95,6 +103,7 @@ func newRunnerActor(r *Runner) *runnerActor {
 		children: map[string]*child{},
 		claiming: map[string]*claiming{},
 		queued:   map[string]bool{},
+		failures: map[string]int{},
 		session:  r.currentSession().ID,
 		leases:   map[string]string{},
 		sessions: map[string]bool{},
@@ -260,16 +269,20 @@ func (ra *runnerActor) claimed(ctx actor.Context, m claimResult) {
 		}
 		// It may have failed half way, with the lease or the marker ours:
 		// try again soon, or the thread waits for this runner's end.
-		r.log.Warn("claim failed; retrying", "thread", m.thread, "err", m.err)
+		n := ra.failures[m.thread]
+		ra.failures[m.thread] = n + 1
+		delay := claimRetryDelay << min(n, 5) // up to 32x: an overloaded server needs room
+		r.log.Warn("claim failed; retrying", "thread", m.thread, "attempt", n+1, "in", delay, "err", m.err)
 		w := workItem{thread: m.thread, probe: cl != nil && cl.probe}
 		self := ctx.Self()
 		r.goDo(func() {
-			if sleepCtx(r.ctx, claimRetryDelay) {
+			if sleepCtx(r.ctx, jitter(delay)) {
 				r.sys.Root.Send(self, w)
 			}
 		})
 		return
 	}
+	delete(ra.failures, m.thread)
 	if r.ctx.Err() != nil {
 		return // killed or stopped: spawn nothing the stop would wait for
 	}

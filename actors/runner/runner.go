@@ -52,7 +52,7 @@ type Config struct {
 	// snapshots off.
 	SnapshotEvery int
 	// MaxClaiming bounds the claims in flight at once; more wait. Default
-	// 256.
+	// 64.
 	MaxClaiming int
 	// Work yields threads with new posts. Default: the posts on the
 	// runner's own follow of the stream, which suits one runner; natsstore
@@ -102,7 +102,7 @@ func (c *Config) setDefaults() error {
 		c.SnapshotEvery = 32
 	}
 	if c.MaxClaiming <= 0 {
-		c.MaxClaiming = 256
+		c.MaxClaiming = 64
 	}
 	if c.Logger == nil {
 		c.Logger = slog.Default()
