@@ -17,6 +17,9 @@ import (
 // another live writer, and the thread is busy.
 const maxClaimAttempts = 8
 
+// releaseTimeout bounds giving back the lease of a claim that failed.
+const releaseTimeout = 2 * time.Second
+
 // AcquireClaim claims thread for holder under a lease with its own TTL,
 // following DESIGN §3:
 //
@@ -73,7 +76,16 @@ func AcquireSessionClaim(ctx context.Context, s ClaimStore, sess Session, thread
 	}
 	c, err := appendMarker(ctx, s, lease, now)
 	if err != nil {
-		return Claim{}, nil, err
+		// Give the lease back: it lives as long as the session, and no
+		// claim of this holder will use it. Best effort; a lease left
+		// behind is taken again by its own runner.
+		rctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), releaseTimeout)
+		_ = s.ReleaseLease(rctx, lease)
+		cancel()
+		// Not ErrThreadBusy even when the marker lost its races: the lease
+		// was this holder's, so others that found the thread busy gave it
+		// up meanwhile, and the caller must try again.
+		return Claim{}, nil, fmt.Errorf("events: claim of %s not completed (its lease was given back): %v", thread, err)
 	}
 	var envs []Envelope
 	if bl, ok := s.(BoundedLoader); ok {
