@@ -4,7 +4,9 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"hash/fnv"
 	"math/rand/v2"
+	"slices"
 	"strings"
 	"sync/atomic"
 	"time"
@@ -39,7 +41,15 @@ type (
 		err     error
 	}
 	drainAll struct{}
+	// orphanCheck looks again at a thread of a lapsed session that fell to
+	// another runner.
+	orphanCheck struct{ thread, dead string }
 )
+
+// orphanRecheck, in claim TTLs, is how long a runner waits before it claims
+// a lapsed session's thread that fell to another runner and is still under
+// the lapsed session.
+const orphanRecheck = 2
 
 // handoverDelay is how long a thread whose actor panicked waits before it is
 // claimed again, so a panic that repeats does not spin.
@@ -82,6 +92,7 @@ type claiming struct {
 // runner's routing state; only it reads or writes these fields.
 type runnerActor struct {
 	r        *Runner
+	self     *actor.PID
 	children map[string]*child
 	claiming map[string]*claiming
 	queue    []workItem      // waiting for a claim slot or a session
@@ -112,6 +123,9 @@ func newRunnerActor(r *Runner) *runnerActor {
 
 // Receive implements actor.Actor.
 func (ra *runnerActor) Receive(ctx actor.Context) {
+	if ra.self == nil {
+		ra.self = ctx.Self()
+	}
 	switch m := ctx.Message().(type) {
 	case routed:
 		ra.route(ctx, m.env)
@@ -129,6 +143,13 @@ func (ra *runnerActor) Receive(ctx actor.Context) {
 		ra.pump(ctx)
 	case leaseWatchReset:
 		ra.caughtUp = false
+	case orphanCheck:
+		// Still under the lapsed session: the runner it fell to did not
+		// take it. Claim it.
+		if ra.leases[m.thread] == m.dead {
+			ra.enqueue(workItem{thread: m.thread, probe: true})
+			ra.pump(ctx)
+		}
 	case sessionLost:
 		ra.session = ""
 		for _, c := range ra.children {
@@ -356,7 +377,7 @@ func (ra *runnerActor) leaseChanged(u events.LeaseUpdate) {
 		ra.caughtUp = true
 		for th, s := range ra.leases {
 			if s != "" && !ra.sessions[s] {
-				ra.enqueue(workItem{thread: th, probe: true})
+				ra.orphaned(th, s)
 			}
 		}
 	case u.Thread != "":
@@ -377,10 +398,47 @@ func (ra *runnerActor) leaseChanged(u events.LeaseUpdate) {
 		// claim.
 		for th, s := range ra.leases {
 			if s == u.Session {
-				ra.enqueue(workItem{thread: th, probe: true})
+				ra.orphaned(th, s)
 			}
 		}
 	}
+}
+
+// orphaned takes up thread th, whose lease lives by the lapsed session
+// dead. The live sessions split such threads between them by hash, so that
+// each is claimed by one runner rather than raced for by all; the others
+// look again after a while, in case the one it fell to is gone too.
+func (ra *runnerActor) orphaned(th, dead string) {
+	if ra.owns(th) {
+		ra.enqueue(workItem{thread: th, probe: true})
+		return
+	}
+	r := ra.r
+	self := ra.self
+	r.goDo(func() {
+		if sleepCtx(r.ctx, jitter(orphanRecheck*r.cfg.ClaimTTL)) {
+			r.sys.Root.Send(self, orphanCheck{thread: th, dead: dead})
+		}
+	})
+}
+
+// owns reports whether this runner's session is the one th's orphaned lease
+// falls to: the live session at th's hash among them, in id order.
+func (ra *runnerActor) owns(th string) bool {
+	if ra.session == "" {
+		return true
+	}
+	live := make([]string, 0, len(ra.sessions)+1)
+	for s := range ra.sessions {
+		live = append(live, s)
+	}
+	if !ra.sessions[ra.session] {
+		live = append(live, ra.session)
+	}
+	slices.Sort(live)
+	h := fnv.New32a()
+	h.Write([]byte(th))
+	return live[int(h.Sum32())%len(live)] == ra.session
 }
 
 func (ra *runnerActor) maybeDone() {

@@ -118,10 +118,10 @@ func manyConfig(t *testing.T) config {
 	c.name = "many"
 	c.threads = 5000
 	c.posters = 4
-	c.postGap = [2]time.Duration{5 * time.Millisecond, 20 * time.Millisecond}
+	c.postGap = [2]time.Duration{10 * time.Millisecond, 40 * time.Millisecond}
 	c.ttl = 2 * time.Second
 	c.faults = duration(t, *flagMany, "-chaos.many / SOAK_MANY", 25*time.Second)
-	c.drain = 150 * time.Second
+	c.drain = 240 * time.Second
 	c.pPause = 0.8
 	return c
 }
