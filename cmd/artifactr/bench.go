@@ -213,23 +213,11 @@ func (a *app) benchTurns(ctx context.Context, f *benchFlags) error {
 func (a *app) runTurns(ctx context.Context, store *natsstore.Store, f *benchFlags, log *slog.Logger) (*turnCollector, time.Duration, error) {
 	turns := f.threads * f.messages
 	col := newTurnCollector(turns)
-	tail, err := store.Tail(ctx, events.Subjects{}.All(), 1)
+	stop, err := followStream(ctx, store, 1, col.add)
 	if err != nil {
 		return nil, 0, err
 	}
-	fctx, stop := context.WithCancel(ctx)
-	var wg sync.WaitGroup
-	wg.Go(func() {
-		defer tail.Stop()
-		for {
-			env, err := tail.Next(fctx)
-			if err != nil {
-				return
-			}
-			col.add(env)
-		}
-	})
-	defer func() { stop(); wg.Wait() }()
+	defer stop()
 
 	observer, stopObs, err := a.benchObserver(ctx, log)
 	if err != nil {
@@ -273,6 +261,28 @@ func (a *app) runTurns(ctx context.Context, store *natsstore.Store, f *benchFlag
 	col.mu.Lock()
 	defer col.mu.Unlock()
 	return col, elapsed, nil
+}
+
+// followStream calls fn with every event of the stream from sequence from (0:
+// only new ones) in a goroutine, until the returned stop is called.
+func followStream(ctx context.Context, store *natsstore.Store, from uint64, fn func(events.Envelope)) (stop func(), err error) {
+	tail, err := store.Tail(ctx, events.Subjects{}.All(), from)
+	if err != nil {
+		return nil, err
+	}
+	fctx, cancel := context.WithCancel(ctx)
+	var wg sync.WaitGroup
+	wg.Go(func() {
+		defer tail.Stop()
+		for {
+			env, err := tail.Next(fctx)
+			if err != nil {
+				return
+			}
+			fn(env)
+		}
+	})
+	return func() { cancel(); wg.Wait() }, nil
 }
 
 // rawAppends publishes n messages of size bytes to a stream of their own,

@@ -123,23 +123,11 @@ func (a *app) benchClosedLoop(ctx context.Context, f *benchFlags) error {
 
 func (a *app) closedPhase(ctx context.Context, store *natsstore.Store, name, prefix string, threads, messages int) error {
 	col := &closedLoop{waiting: map[uint64]chan turnTimes{}, turns: map[uint64]*turnTimes{}, prompt: map[string]uint64{}}
-	tail, err := store.Tail(ctx, events.Subjects{}.All(), 0)
+	stop, err := followStream(ctx, store, 0, col.add)
 	if err != nil {
 		return err
 	}
-	fctx, stop := context.WithCancel(ctx)
-	var wg sync.WaitGroup
-	wg.Go(func() {
-		defer tail.Stop()
-		for {
-			env, err := tail.Next(fctx)
-			if err != nil {
-				return
-			}
-			col.add(env)
-		}
-	})
-	defer func() { stop(); wg.Wait() }()
+	defer stop()
 
 	var mu sync.Mutex
 	var toStart, toEnd []time.Duration
