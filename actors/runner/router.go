@@ -311,7 +311,11 @@ func (ra *runnerActor) claimed(ctx actor.Context, m claimResult) {
 		// Draining, or claimed under a session lost meanwhile: leave the
 		// claim as it is. Its lease lapses with the session (closed at the
 		// end of a drain), and whoever claims next abandons what it must;
-		// releasing here would skip that abandon.
+		// releasing here would skip that abandon. Claim it again under
+		// the new session: it may have work.
+		if !ra.draining && !r.draining() {
+			ra.enqueue(workItem{thread: m.thread, probe: cl != nil && cl.probe})
+		}
 		return
 	}
 	history := m.history
@@ -381,10 +385,16 @@ func (ra *runnerActor) leaseChanged(u events.LeaseUpdate) {
 			}
 		}
 	case u.Thread != "":
-		if u.Present && u.Session != "" {
-			ra.leases[u.Thread] = u.Session
-		} else {
+		if !u.Present || u.Session == "" {
 			delete(ra.leases, u.Thread)
+			return
+		}
+		ra.leases[u.Thread] = u.Session
+		if ra.caughtUp && !ra.sessions[u.Session] {
+			// Written under a session already gone (a claim that was late
+			// for its runner's session): nobody will see that session lapse
+			// again, so take it up now.
+			ra.orphaned(u.Thread, u.Session)
 		}
 	case u.Present:
 		ra.sessions[u.Session] = true
