@@ -44,6 +44,8 @@ type (
 	// orphanCheck looks again at a thread of a lapsed session that fell to
 	// another runner.
 	orphanCheck struct{ thread, dead string }
+	// busyCheck looks again at a thread whose claim found it busy.
+	busyCheck struct{ thread string }
 )
 
 // orphanRecheck, in claim TTLs, is how long a runner waits before it claims
@@ -98,6 +100,7 @@ type runnerActor struct {
 	queue    []workItem      // waiting for a claim slot or a session
 	queued   map[string]bool // threads in queue; the value says probe
 	failures map[string]int  // claims in a row that failed, by thread
+	rechecks map[string]bool // threads with a busyCheck pending
 	draining bool
 	session  string // the session claims are made under; "" while lost
 
@@ -115,6 +118,7 @@ func newRunnerActor(r *Runner) *runnerActor {
 		claiming: map[string]*claiming{},
 		queued:   map[string]bool{},
 		failures: map[string]int{},
+		rechecks: map[string]bool{},
 		session:  r.currentSession().ID,
 		leases:   map[string]string{},
 		sessions: map[string]bool{},
@@ -143,6 +147,12 @@ func (ra *runnerActor) Receive(ctx actor.Context) {
 		ra.pump(ctx)
 	case leaseWatchReset:
 		ra.caughtUp = false
+	case busyCheck:
+		delete(ra.rechecks, m.thread)
+		if _, leased := ra.leases[m.thread]; !leased {
+			ra.enqueue(workItem{thread: m.thread})
+			ra.pump(ctx)
+		}
 	case orphanCheck:
 		// Still under the lapsed session: the runner it fell to did not
 		// take it. Claim it.
@@ -285,7 +295,15 @@ func (ra *runnerActor) claimed(ctx actor.Context, m claimResult) {
 	delete(ra.claiming, m.thread)
 	defer ra.maybeDone()
 	if m.err != nil {
-		if errors.Is(m.err, events.ErrThreadBusy) || r.ctx.Err() != nil {
+		if r.ctx.Err() != nil {
+			return
+		}
+		if errors.Is(m.err, events.ErrThreadBusy) {
+			// Another holds the lease and sees the thread's posts. Look
+			// again later all the same: if nobody holds it by then (its
+			// claim failed, its runner died before it retried), the work
+			// this runner was woken for would wait for the next post.
+			ra.recheck(m.thread)
 			return
 		}
 		// It may have failed half way, with the lease or the marker ours:
@@ -428,6 +446,21 @@ func (ra *runnerActor) orphaned(th, dead string) {
 	r.goDo(func() {
 		if sleepCtx(r.ctx, jitter(orphanRecheck*r.cfg.ClaimTTL)) {
 			r.sys.Root.Send(self, orphanCheck{thread: th, dead: dead})
+		}
+	})
+}
+
+// recheck looks at th again after two claim TTLs, once however many claims
+// of it found it busy meanwhile.
+func (ra *runnerActor) recheck(th string) {
+	if ra.rechecks[th] {
+		return
+	}
+	ra.rechecks[th] = true
+	r, self := ra.r, ra.self
+	r.goDo(func() {
+		if sleepCtx(r.ctx, jitter(orphanRecheck*r.cfg.ClaimTTL)) {
+			r.sys.Root.Send(self, busyCheck{thread: th})
 		}
 	})
 }

@@ -25,7 +25,15 @@ func TestChaos_soak(t *testing.T) {
 // TestChaos_manyThreads: the soak over 5,000 threads, whose runners freeze
 // past the TTL and lose connections; after the drain the audit finds no
 // violation and every acknowledged post was consumed exactly once.
+//
+// The race detector slows the runners and the server five to ten times, and
+// 5,000 threads then take longer to claim than the drain allows on two
+// cores: scripts/test.sh runs this test in a step of its own without it
+// (the other chaos tests keep it).
 func TestChaos_manyThreads(t *testing.T) {
+	if raceDetector {
+		t.Skip("runs without -race: scripts/test.sh, step \"chaos, 5,000 threads\"")
+	}
 	runSoak(t, manyConfig(t))
 }
 
