@@ -32,10 +32,6 @@ for target in FuzzDecode:./events/natsstore/ FuzzApply:./projections/ \
 	go test -run '^$' -fuzz "^${target%%:*}\$" -fuzztime "${FUZZTIME:-10s}" "${target#*:}"
 done
 
-# The 5,000-thread soak is skipped under -race (too slow on two cores).
-step "chaos, 5,000 threads"
-go test -count=1 -timeout 10m -run 'TestChaos_manyThreads' ./test/chaos/
-
 # -race makes the simulation run 100 seeds; without it, 2000 seeds run in
 # seconds.
 step "simulation, 2000 seeds"
