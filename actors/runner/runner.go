@@ -164,6 +164,7 @@ type Runner struct {
 	sessCancel context.CancelFunc
 	sessDone   chan struct{} // closed when keepSession returned
 
+	followed     atomic.Uint64 // the last stream sequence the follow routed
 	drainingFlag atomic.Bool
 	stopOnce     sync.Once
 	done         chan struct{} // closed when the runner actor has no children after drain
@@ -191,6 +192,10 @@ func (r *Runner) Stats() Stats {
 		SnapshotsSaved: r.stats.snapshotsSaved.Load(),
 	}
 }
+
+// Followed returns the stream sequence of the last event the runner's follow
+// of the stream handed to its actors: how far behind the log it is.
+func (r *Runner) Followed() uint64 { return r.followed.Load() }
 
 func (r *Runner) now() time.Time { return r.cfg.Now() }
 
@@ -277,6 +282,7 @@ func (r *Runner) follow(t events.Tail) {
 		if err == nil && (last == 0 || env.Seq == last+1) {
 			last = env.Seq
 			r.send(routed{env: env})
+			r.followed.Store(last)
 			continue
 		}
 		if err == nil && env.Seq <= last {

@@ -176,9 +176,19 @@ func (a *app) benchScale(ctx context.Context, f *scaleFlags) error {
 		return err
 	}
 	res.AllRunsEndedSeconds = endedAt.Sub(start).Seconds()
-	// Let the last run ends land and the stream settle before idling.
-	if !sleepCtx(ctx, time.Second) {
-		return ctx.Err()
+	// Idle means the runner has followed the whole log: wait until the
+	// stream stops growing and the follow has caught up with it.
+	var settledLast uint64
+	if _, err := waitStat(ctx, 500*time.Millisecond, func() (bool, string) {
+		last, err := ts.store.LastStreamSeq(ctx)
+		if err != nil {
+			return false, err.Error()
+		}
+		done := last == settledLast && r.Followed() >= last
+		settledLast = last
+		return done, fmt.Sprintf("follow at %d of %d", r.Followed(), last)
+	}, progress); err != nil {
+		return err
 	}
 
 	progress("all %d runs ended after %.1fs; idling %s", f.threads, res.AllRunsEndedSeconds, f.idle)
