@@ -37,8 +37,8 @@ const (
 // Delivery is at least once: a runner that dies between the delivery of a
 // post and its ack gets it redelivered to another runner after 30s. A runner
 // that is handed a thread another runner holds simply ignores it, because the
-// holder follows its own thread; threads whose holder died are found by the
-// runners' sweep of lapsed leases.
+// holder follows its own thread; threads whose holder died are found through
+// the runners' watch of lapsed sessions.
 //
 // The consumer is created with DeliverNewPolicy the first time a name is
 // used; after that it keeps its position, so posts made while no runner runs
@@ -201,7 +201,8 @@ func (q *WorkQueue) pull(ctx context.Context) (string, error) {
 		return "", nil
 	}
 	// Ack before handing the thread over: the runner's claim decides who
-	// works on it, and the sweep catches a wake-up lost to a crash here.
+	// works on it. A runner that dies between this ack and taking the
+	// thread's lease loses the wake-up: the thread waits for its next post.
 	if err := m.Ack(); err != nil {
 		q.s.cfg.Logger.Debug("natsstore: work queue ack failed; the post will be redelivered", "queue", q.name, "err", err)
 	}

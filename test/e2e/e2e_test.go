@@ -148,8 +148,8 @@ func TestServe_kill9Takeover(t *testing.T) {
 		}
 		return nil
 	})
-	// B starts after the kill, so the margin covers its start-up, the
-	// lease's TTL and one sweep.
+	// B starts after the kill, so the margin covers its start-up and the
+	// session's TTL, after which B's lease watch sees the session lapse.
 	if d := time.Since(killed); d > ttl+15*time.Second {
 		t.Errorf("takeover took %s; want within the claim TTL %s plus a margin", d, ttl)
 	}
