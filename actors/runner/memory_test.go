@@ -8,6 +8,7 @@ import (
 	"time"
 
 	"artifactr/actors/runner"
+	"artifactr/events/eventspb"
 	"artifactr/events/memstore"
 )
 
@@ -30,7 +31,9 @@ func BenchmarkRunner_idleThreadHeap(b *testing.B) {
 		}
 		before := heap()
 		for i := range n {
-			post(&testing.T{}, s, fmt.Sprintf("t%d", i), "hello")
+			if _, err := s.Post(context.Background(), fmt.Sprintf("t%d", i), &eventspb.MessagePosted{Author: "bench", Text: "hello"}); err != nil {
+				b.Fatal(err)
+			}
 		}
 		deadline := time.Now().Add(2 * time.Minute)
 		for r.Stats().Completed < n {

@@ -2,7 +2,6 @@ package runner_test
 
 import (
 	"context"
-	"fmt"
 	"sync/atomic"
 	"testing"
 	"time"
@@ -48,5 +47,4 @@ func TestRunner_panicHandsOver(t *testing.T) {
 		t.Fatalf("stats %+v: want 1 panic", st)
 	}
 	auditClean(t, s, "boom")
-	_ = fmt.Sprint()
 }

@@ -15,6 +15,7 @@ import (
 
 	"artifactr/actors/thread"
 	"artifactr/events"
+	"artifactr/internal/ctxsleep"
 	"artifactr/projections"
 )
 
@@ -315,7 +316,7 @@ func (ra *runnerActor) claimed(ctx actor.Context, m claimResult) {
 		w := workItem{thread: m.thread, probe: cl != nil && cl.probe}
 		self := ctx.Self()
 		r.goDo(func() {
-			if sleepCtx(r.ctx, jitter(delay)) {
+			if ctxsleep.Sleep(r.ctx, jitter(delay)) {
 				r.sys.Root.Send(self, w)
 			}
 		})
@@ -384,7 +385,7 @@ func (ra *runnerActor) terminated(ctx actor.Context, who *actor.PID) {
 		// core), after a pause so that a panic that repeats does not spin.
 		self := ctx.Self()
 		r.goDo(func() {
-			if sleepCtx(r.ctx, handoverDelay) {
+			if ctxsleep.Sleep(r.ctx, handoverDelay) {
 				r.sys.Root.Send(self, workItem{thread: th})
 			}
 		})
@@ -444,7 +445,7 @@ func (ra *runnerActor) orphaned(th, dead string) {
 	r := ra.r
 	self := ra.self
 	r.goDo(func() {
-		if sleepCtx(r.ctx, jitter(orphanRecheck*r.cfg.ClaimTTL)) {
+		if ctxsleep.Sleep(r.ctx, jitter(orphanRecheck*r.cfg.ClaimTTL)) {
 			r.sys.Root.Send(self, orphanCheck{thread: th, dead: dead})
 		}
 	})
@@ -459,7 +460,7 @@ func (ra *runnerActor) recheck(th string) {
 	ra.rechecks[th] = true
 	r, self := ra.r, ra.self
 	r.goDo(func() {
-		if sleepCtx(r.ctx, jitter(orphanRecheck*r.cfg.ClaimTTL)) {
+		if ctxsleep.Sleep(r.ctx, jitter(orphanRecheck*r.cfg.ClaimTTL)) {
 			r.sys.Root.Send(self, busyCheck{thread: th})
 		}
 	})

@@ -17,6 +17,7 @@ import (
 	"artifactr/actors/agent"
 	"artifactr/events"
 	"artifactr/events/eventspb"
+	"artifactr/internal/ctxsleep"
 )
 
 // WorkSource yields threads that may have work: new posts. Several runners
@@ -319,7 +320,7 @@ func (r *Runner) retail(last uint64) events.Tail {
 			return t
 		}
 		r.log.Warn("cannot follow the stream; retrying", "err", err)
-		if !sleepCtx(r.ctx, delay) {
+		if !ctxsleep.Sleep(r.ctx, delay) {
 			return nil
 		}
 	}
@@ -340,7 +341,7 @@ func (r *Runner) watchLeases(w events.LeaseWatch) {
 		}
 		r.log.Warn("lease watch ended; watching again", "err", err)
 		for delay := 50 * time.Millisecond; ; delay = min(2*delay, 2*time.Second) {
-			if !sleepCtx(r.ctx, delay) {
+			if !ctxsleep.Sleep(r.ctx, delay) {
 				return
 			}
 			ctx, cancel := context.WithTimeout(r.ctx, r.cfg.CallTimeout)
@@ -371,7 +372,7 @@ func (r *Runner) keepSession() {
 	ctx := r.sessCtx
 	delay := r.cfg.ClaimTTL / 3
 	for {
-		if !sleepCtx(ctx, delay) {
+		if !ctxsleep.Sleep(ctx, delay) {
 			return
 		}
 		delay = r.cfg.ClaimTTL / 3
@@ -436,7 +437,7 @@ func (r *Runner) openSession(ctx context.Context) (events.Session, bool) {
 			return events.Session{}, false
 		}
 		r.log.Warn("cannot open a session; retrying", "err", err)
-		if !sleepCtx(ctx, delay) {
+		if !ctxsleep.Sleep(ctx, delay) {
 			return events.Session{}, false
 		}
 	}
@@ -500,16 +501,4 @@ func randHex(n int) string {
 	b := make([]byte, n)
 	_, _ = rand.Read(b)
 	return hex.EncodeToString(b)
-}
-
-// sleepCtx waits d or until ctx ends; it reports whether d passed.
-func sleepCtx(ctx context.Context, d time.Duration) bool {
-	t := time.NewTimer(d)
-	defer t.Stop()
-	select {
-	case <-t.C:
-		return true
-	case <-ctx.Done():
-		return false
-	}
 }

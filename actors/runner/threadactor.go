@@ -16,6 +16,7 @@ import (
 	"artifactr/actors/thread"
 	"artifactr/events"
 	"artifactr/events/eventspb"
+	"artifactr/internal/ctxsleep"
 	"artifactr/projections"
 )
 
@@ -370,7 +371,7 @@ func (a *threadActor) sync() {
 			a.send(thread.Synced{LastSeq: last})
 			return
 		}
-		if !sleepCtx(a.ctx, delay) {
+		if !ctxsleep.Sleep(a.ctx, delay) {
 			return
 		}
 	}

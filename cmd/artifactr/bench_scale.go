@@ -20,6 +20,7 @@ import (
 	"artifactr/actors/agent"
 	"artifactr/actors/runner"
 	"artifactr/events/eventspb"
+	"artifactr/internal/ctxsleep"
 )
 
 // scaleFlags are `bench scale` options.
@@ -37,21 +38,20 @@ type scaleFlags struct {
 
 // scaleResult is what `bench scale --json` prints.
 type scaleResult struct {
-	Threads              int     `json:"threads"`
-	Claimed              int64   `json:"claimed"`
-	ClaimsPerSecond      float64 `json:"claims_per_second"`
-	BytesPerThread       float64 `json:"bytes_per_thread"`
-	Consumers            int     `json:"consumers"`
-	IdleCPUPercent       float64 `json:"idle_cpu_percent"`
-	ServerMsgsPerSecond  float64 `json:"server_msgs_per_second"`
-	RunsCompleted        int64   `json:"runs_completed"`
-	PostSeconds          float64 `json:"post_seconds"`
-	AllRunsEndedSeconds  float64 `json:"all_runs_ended_seconds"`
-	RSSBeforeBytes       int64   `json:"rss_before_bytes"`
-	RSSAfterBytes        int64   `json:"rss_after_bytes"`
-	IdleSeconds          float64 `json:"idle_seconds"`
-	Fsync                bool    `json:"fsync"`
-	LeaseRenewalsPerTTL3 int     `json:"lease_renewals_per_ttl_third"`
+	Threads             int     `json:"threads"`
+	Claimed             int64   `json:"claimed"`
+	ClaimsPerSecond     float64 `json:"claims_per_second"`
+	BytesPerThread      float64 `json:"bytes_per_thread"`
+	Consumers           int     `json:"consumers"`
+	IdleCPUPercent      float64 `json:"idle_cpu_percent"`
+	ServerMsgsPerSecond float64 `json:"server_msgs_per_second"`
+	RunsCompleted       int64   `json:"runs_completed"`
+	PostSeconds         float64 `json:"post_seconds"`
+	AllRunsEndedSeconds float64 `json:"all_runs_ended_seconds"`
+	RSSBeforeBytes      int64   `json:"rss_before_bytes"`
+	RSSAfterBytes       int64   `json:"rss_after_bytes"`
+	IdleSeconds         float64 `json:"idle_seconds"`
+	Fsync               bool    `json:"fsync"`
 }
 
 func (a *app) benchScaleCommand() *cobra.Command {
@@ -127,7 +127,7 @@ func (a *app) benchScale(ctx context.Context, f *scaleFlags) error {
 	}
 	defer r.Kill()
 	rssBefore := rss()
-	res := scaleResult{Threads: f.threads, Fsync: f.sync, RSSBeforeBytes: rssBefore, LeaseRenewalsPerTTL3: 1}
+	res := scaleResult{Threads: f.threads, Fsync: f.sync, RSSBeforeBytes: rssBefore}
 	progress("bench scale: %d threads, embedded server (fsync %v), one runner, echo agent; RSS before %s", f.threads, f.sync, mib(rssBefore))
 
 	if f.profile != "" {
@@ -198,7 +198,7 @@ func (a *app) benchScale(ctx context.Context, f *scaleFlags) error {
 		return err
 	}
 	cpu0, t0 := cpuTime(), time.Now()
-	if !sleepCtx(ctx, f.idle) {
+	if !ctxsleep.Sleep(ctx, f.idle) {
 		return ctx.Err()
 	}
 	cpu1, t1 := cpuTime(), time.Now()
@@ -256,20 +256,9 @@ func waitStat(ctx context.Context, d time.Duration, cond func() (bool, string), 
 			progress("  %s", state)
 			last = time.Now()
 		}
-		if !sleepCtx(ctx, d) {
+		if !ctxsleep.Sleep(ctx, d) {
 			return time.Time{}, fmt.Errorf("%w (%s)", ctx.Err(), state)
 		}
-	}
-}
-
-func sleepCtx(ctx context.Context, d time.Duration) bool {
-	t := time.NewTimer(d)
-	defer t.Stop()
-	select {
-	case <-t.C:
-		return true
-	case <-ctx.Done():
-		return false
 	}
 }
 

@@ -13,6 +13,7 @@ import (
 
 	"artifactr/events"
 	"artifactr/events/eventspb"
+	"artifactr/internal/ctxsleep"
 )
 
 // MaxBatch is the most events one [Store.AppendBatch] sends: nats-server's
@@ -99,7 +100,7 @@ func (s *Store) AppendBatch(ctx context.Context, items []BatchItem) ([]events.Ac
 
 	var lastErr error
 	for attempt := range maxPublishAttempts {
-		if attempt > 0 && !sleep(ctx, backoff(attempt)) {
+		if attempt > 0 && !ctxsleep.Sleep(ctx, backoff(attempt)) {
 			break
 		}
 		ack, err := s.sendBatch(ctx, msgs)

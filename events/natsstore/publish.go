@@ -11,6 +11,7 @@ import (
 	"github.com/nats-io/nats.go/jetstream"
 
 	"artifactr/events"
+	"artifactr/internal/ctxsleep"
 )
 
 // Bounds of the publish retry loop.
@@ -67,7 +68,7 @@ func (s *Store) publish(ctx context.Context, w write) outcome {
 	attemptTimeout := max(s.cfg.Timeout/4, minAttemptTimeout)
 	attempts := 0
 	for ; attempts < maxPublishAttempts; attempts++ {
-		if attempts > 0 && !sleep(ctx, backoff(attempts)) {
+		if attempts > 0 && !ctxsleep.Sleep(ctx, backoff(attempts)) {
 			break
 		}
 		if ctx.Err() != nil {
@@ -220,15 +221,4 @@ func backoff(n int) time.Duration {
 		d = backoffMax
 	}
 	return d/2 + rand.N(d/2+1)
-}
-
-func sleep(ctx context.Context, d time.Duration) bool {
-	t := time.NewTimer(d)
-	defer t.Stop()
-	select {
-	case <-t.C:
-		return true
-	case <-ctx.Done():
-		return false
-	}
 }

@@ -11,6 +11,7 @@ import (
 	"github.com/nats-io/nats.go/jetstream"
 
 	"artifactr/events"
+	"artifactr/internal/ctxsleep"
 )
 
 // DefaultWorkQueue is the durable name runners share by default.
@@ -164,7 +165,7 @@ func (q *WorkQueue) Next(ctx context.Context) (string, error) {
 			_ = q.open(octx)
 			ocancel()
 		}
-		sleep(ctx, min(backoffBase<<min(failures, 8), workRetryMax)) // an end is reported at the top
+		ctxsleep.Sleep(ctx, min(backoffBase<<min(failures, 8), workRetryMax)) // an end is reported at the top
 	}
 }
 

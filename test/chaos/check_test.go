@@ -13,6 +13,7 @@ import (
 	"artifactr/events"
 	"artifactr/events/eventspb"
 	"artifactr/events/natsstore"
+	"artifactr/internal/ctxsleep"
 	"artifactr/projections"
 	"artifactr/projections/audit"
 )
@@ -71,7 +72,7 @@ func (h *harness) retry(ctx context.Context, f func(context.Context) error) erro
 		cctx, cancel := context.WithTimeout(ctx, 10*time.Second)
 		err := f(cctx)
 		cancel()
-		if err == nil || !sleepCtx(ctx, 200*time.Millisecond) {
+		if err == nil || !ctxsleep.Sleep(ctx, 200*time.Millisecond) {
 			return err
 		}
 	}

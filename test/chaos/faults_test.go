@@ -7,6 +7,7 @@ import (
 	"artifactr/events"
 	"artifactr/events/eventspb"
 	"artifactr/events/natsstore"
+	"artifactr/internal/ctxsleep"
 	"artifactr/internal/natsembed"
 )
 
@@ -43,7 +44,7 @@ func (h *harness) stallHook(cs *chaosStore) func(context.Context, *eventspb.Even
 			kind += "+paused"
 		}
 		h.faults.add(kind, 1)
-		sleepCtx(ctx, d)
+		ctxsleep.Sleep(ctx, d)
 	}
 }
 

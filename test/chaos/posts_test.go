@@ -9,6 +9,7 @@ import (
 
 	"artifactr/events"
 	"artifactr/events/eventspb"
+	"artifactr/internal/ctxsleep"
 )
 
 // postLog records every acknowledged post: the checks require each one in
@@ -107,7 +108,7 @@ type retry struct {
 // and retries a little later.
 func (h *harness) postLoop(ctx context.Context, s events.Store) {
 	var retries []retry
-	for sleepCtx(ctx, h.rng.dur(h.cfg.postGap)) {
+	for ctxsleep.Sleep(ctx, h.rng.dur(h.cfg.postGap)) {
 		for len(retries) > 0 && time.Now().After(retries[0].due) {
 			r := retries[0]
 			retries = retries[1:]

@@ -9,7 +9,6 @@ import (
 	"slices"
 	"strings"
 	"sync"
-	"time"
 
 	"artifactr/events"
 	"artifactr/events/eventspb"
@@ -187,19 +186,6 @@ func (s *chaosStore) pauseUntilAppend(thread string) bool {
 		close(gate)
 	}
 	return true
-}
-
-// sleepCtx sleeps d or until ctx ends; it is the stall itself, not a wait
-// for a condition.
-func sleepCtx(ctx context.Context, d time.Duration) bool {
-	t := time.NewTimer(d)
-	defer t.Stop()
-	select {
-	case <-t.C:
-		return true
-	case <-ctx.Done():
-		return false
-	}
 }
 
 // logCounter is the runners' and stores' slog handler: it counts warnings

@@ -1,0 +1,19 @@
+// Package ctxsleep is a sleep that a context ends early.
+package ctxsleep
+
+import (
+	"context"
+	"time"
+)
+
+// Sleep waits d or until ctx ends, and reports whether d passed.
+func Sleep(ctx context.Context, d time.Duration) bool {
+	t := time.NewTimer(d)
+	defer t.Stop()
+	select {
+	case <-t.C:
+		return true
+	case <-ctx.Done():
+		return false
+	}
+}
