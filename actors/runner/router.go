@@ -150,7 +150,12 @@ func (ra *runnerActor) Receive(ctx actor.Context) {
 		ra.caughtUp = false
 	case busyCheck:
 		delete(ra.rechecks, m.thread)
-		if _, leased := ra.leases[m.thread]; !leased {
+		s, leased := ra.leases[m.thread]
+		idle := ra.children[m.thread] == nil && ra.claiming[m.thread] == nil
+		if !leased || (idle && s == ra.session) {
+			// Nobody holds it, or this runner's session does with no
+			// claim on it (a claim that failed after taking the lease,
+			// whose give-back failed too): claim it.
 			ra.enqueue(workItem{thread: m.thread})
 			ra.pump(ctx)
 		}
@@ -309,6 +314,7 @@ func (ra *runnerActor) claimed(ctx actor.Context, m claimResult) {
 		}
 		// It may have failed half way, with the lease or the marker ours:
 		// try again soon, or the thread waits for this runner's end.
+		ra.recheck(m.thread)
 		n := ra.failures[m.thread]
 		ra.failures[m.thread] = n + 1
 		delay := claimRetryDelay << min(n, 5) // up to 32x: an overloaded server needs room
@@ -377,6 +383,7 @@ func (ra *runnerActor) terminated(ctx actor.Context, who *actor.PID) {
 		if c.fate.rework.Load() {
 			ra.enqueue(workItem{thread: th})
 		}
+		ra.recheck(th) // in case the lease is still this session's
 	default:
 		r.stats.panics.Add(1)
 		r.log.Error("thread actor stopped without giving its claim up; claiming the thread again", "thread", th, "claim_seq", c.claim.Seq)
@@ -409,6 +416,9 @@ func (ra *runnerActor) leaseChanged(u events.LeaseUpdate) {
 			return
 		}
 		ra.leases[u.Thread] = u.Session
+		if u.Session == ra.session && ra.children[u.Thread] == nil && ra.claiming[u.Thread] == nil {
+			ra.recheck(u.Thread) // this session's lease with no claim of it here
+		}
 		if ra.caughtUp && !ra.sessions[u.Session] {
 			// Written under a session already gone (a claim that was late
 			// for its runner's session): nobody will see that session lapse
@@ -451,8 +461,9 @@ func (ra *runnerActor) orphaned(th, dead string) {
 	})
 }
 
-// recheck looks at th again after two claim TTLs, once however many claims
-// of it found it busy meanwhile.
+// recheck looks at th again after two claim TTLs (see busyCheck), once
+// however many reasons to look came meanwhile: a claim that found it busy or
+// failed, a claim that ended, a lease of this session with no claim here.
 func (ra *runnerActor) recheck(th string) {
 	if ra.rechecks[th] {
 		return
