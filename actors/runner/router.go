@@ -21,11 +21,16 @@ import (
 
 // Messages to the runner actor.
 type (
-	// workItem says thread may have work. A probe claims a thread found
-	// through a lapsed session, and gives it up at once if it has none.
+	// workItem says thread may have work, and how sure that is.
 	workItem struct {
 		thread string
-		probe  bool
+		want   want
+	}
+	// peekResult says whether a peek found work.
+	peekResult struct {
+		thread string
+		work   bool
+		err    error
 	}
 	routed       struct{ env events.Envelope }
 	leaseChanged struct{ u events.LeaseUpdate }
@@ -45,9 +50,29 @@ type (
 	// orphanCheck looks again at a thread of a lapsed session that fell to
 	// another runner.
 	orphanCheck struct{ thread, dead string }
-	// busyCheck looks again at a thread whose claim found it busy.
+	// busyCheck looks again at a thread (see recheck).
 	busyCheck struct{ thread string }
 )
+
+// want is what to do about a thread that may have work. A stronger want
+// replaces a weaker one for a thread already queued.
+type want uint8
+
+const (
+	// wantPeek reads the thread and claims it only if it has work: a
+	// look again without evidence of work must cost no writes.
+	wantPeek want = iota
+	// wantProbe claims the thread and gives it up at once if it has
+	// nothing to do: a lapsed session's thread, whose lease must be
+	// cleared.
+	wantProbe
+	// wantClaim claims the thread and keeps it until it is idle: a post.
+	wantClaim
+)
+
+func (w want) String() string {
+	return [...]string{"peek", "probe", "claim"}[w]
+}
 
 // orphanRecheck, in claim TTLs, is how long a runner waits before it claims
 // a lapsed session's thread that fell to another runner and is still under
@@ -70,24 +95,31 @@ func jitter(d time.Duration) time.Duration {
 
 // child is a thread actor as the runner actor knows it.
 type child struct {
-	pid   *actor.PID
-	claim events.Claim
-	fate  *childFate
+	pid      *actor.PID
+	claim    events.Claim
+	fate     *childFate
+	lastPost uint64 // the newest post routed to it
 }
 
 // childFate is what a thread actor tells the runner actor about its end. It
 // is shared rather than sent because Terminated, a system message, may
 // overtake any message the child sent before it stopped.
 type childFate struct {
-	clean  atomic.Bool // the core chose to stop: released, or fenced out
-	rework atomic.Bool // work arrived as it released: claim again
+	clean    atomic.Bool   // the core chose to stop: released, or fenced out
+	rework   atomic.Bool   // work arrived as it released: claim again
+	released atomic.Bool   // its release was stored
+	checked  atomic.Uint64 // posts up to this one were seen by the release
 }
 
 // claiming is a claim in flight, with the events the follow routed for its
 // thread meanwhile: the claim's load may have been made before them.
 type claiming struct {
-	probe bool
-	envs  []events.Envelope
+	want want
+	envs []events.Envelope
+	// then is work asked for while a peek was in flight, to be done after
+	// it; thenSet says there is some.
+	then    want
+	thenSet bool
 }
 
 // runnerActor routes events and work to thread actors. It holds no business
@@ -99,9 +131,14 @@ type runnerActor struct {
 	children map[string]*child
 	claiming map[string]*claiming
 	queue    []workItem      // waiting for a claim slot or a session
-	queued   map[string]bool // threads in queue; the value says probe
+	queued   map[string]want // threads in queue, and what for
 	failures map[string]int  // claims in a row that failed, by thread
 	rechecks map[string]bool // threads with a busyCheck pending
+	// skipped are the threads whose posts this runner left to another
+	// live runner's claim. Their release makes this runner read them once,
+	// later: the holder may have died between its release and the claim
+	// again it would make for a post that came as it released.
+	skipped  map[string]struct{}
 	draining bool
 	session  string // the session claims are made under; "" while lost
 
@@ -117,9 +154,10 @@ func newRunnerActor(r *Runner) *runnerActor {
 		r:        r,
 		children: map[string]*child{},
 		claiming: map[string]*claiming{},
-		queued:   map[string]bool{},
+		queued:   map[string]want{},
 		failures: map[string]int{},
 		rechecks: map[string]bool{},
+		skipped:  map[string]struct{}{},
 		session:  r.currentSession().ID,
 		leases:   map[string]string{},
 		sessions: map[string]bool{},
@@ -140,6 +178,9 @@ func (ra *runnerActor) Receive(ctx actor.Context) {
 	case claimResult:
 		ra.claimed(ctx, m)
 		ra.pump(ctx)
+	case peekResult:
+		ra.peeked(m)
+		ra.pump(ctx)
 	case *actor.Terminated:
 		ra.terminated(ctx, m.Who)
 		ra.pump(ctx)
@@ -150,20 +191,31 @@ func (ra *runnerActor) Receive(ctx actor.Context) {
 		ra.caughtUp = false
 	case busyCheck:
 		delete(ra.rechecks, m.thread)
+		ra.r.stats.rechecks.Add(1)
+		ra.r.stats.rechecksDue.Store(int64(len(ra.rechecks)))
 		s, leased := ra.leases[m.thread]
 		idle := ra.children[m.thread] == nil && ra.claiming[m.thread] == nil
-		if !leased || (idle && s == ra.session) {
-			// Nobody holds it, or this runner's session does with no
-			// claim on it (a claim that failed after taking the lease,
-			// whose give-back failed too): claim it.
-			ra.enqueue(workItem{thread: m.thread})
+		switch {
+		case leased && s != ra.session && ra.sessions[s]:
+			// Another live runner holds it: watch for its release.
+			ra.skipped[m.thread] = struct{}{}
+		case !leased:
+			// Nobody holds it: claim it if it has work.
+			ra.enqueue(workItem{thread: m.thread, want: wantPeek})
+			ra.pump(ctx)
+		case idle && s == ra.session:
+			// This runner's session holds it with no claim on it (a
+			// claim that failed after taking the lease, whose give-back
+			// failed too): claim it, which clears the lease if it has
+			// nothing to do.
+			ra.enqueue(workItem{thread: m.thread, want: wantProbe})
 			ra.pump(ctx)
 		}
 	case orphanCheck:
 		// Still under the lapsed session: the runner it fell to did not
 		// take it. Claim it.
 		if ra.leases[m.thread] == m.dead {
-			ra.enqueue(workItem{thread: m.thread, probe: true})
+			ra.enqueue(workItem{thread: m.thread, want: wantProbe})
 			ra.pump(ctx)
 		}
 	case sessionLost:
@@ -178,7 +230,7 @@ func (ra *runnerActor) Receive(ctx actor.Context) {
 		ra.pump(ctx)
 	case drainAll:
 		ra.draining = true
-		ra.queue, ra.queued = nil, map[string]bool{}
+		ra.queue, ra.queued = nil, map[string]want{}
 		for _, c := range ra.children {
 			ctx.Send(c.pid, drainReq{})
 		}
@@ -191,10 +243,14 @@ func (ra *runnerActor) Receive(ctx actor.Context) {
 }
 
 // route hands an event of the stream to its thread's actor, or keeps it for
-// a claim in flight. A post to a thread nobody here holds is work, when the
-// runner finds work on its own follow.
+// a claim in flight. A post to a thread no live runner holds is work for the
+// runner it falls to by hash (see owns); the others look again after a while,
+// so a post is not lost if that runner is gone.
 func (ra *runnerActor) route(ctx actor.Context, env events.Envelope) {
 	if c := ra.children[env.Thread]; c != nil {
+		if env.Kind == events.KindPosted {
+			c.lastPost = env.Seq
+		}
 		ctx.Send(c.pid, thread.Observed{Env: env})
 		return
 	}
@@ -202,23 +258,47 @@ func (ra *runnerActor) route(ctx actor.Context, env events.Envelope) {
 		cl.envs = append(cl.envs, env)
 		return
 	}
-	if ra.r.cfg.Work == nil && env.Kind == events.KindPosted && env.Thread != "" {
-		ra.enqueue(workItem{thread: env.Thread})
+	if env.Kind != events.KindPosted || env.Thread == "" {
+		return
+	}
+	th := env.Thread
+	s, leased := ra.leases[th]
+	if leased && s != ra.session && ra.sessions[s] {
+		// A live runner holds it and sees the post on its own follow.
+		// Should its claim be released without it taking the post (it
+		// died in between), the release says so (leaseChanged).
+		ra.skipped[th] = struct{}{}
+		return
+	}
+	if (leased && s == ra.session) || ra.owns(th) {
+		// This session's lease with no claim here (a release the watch
+		// has not reported yet), or a free thread that falls to this
+		// runner: one runner claims it, rather than all racing.
+		ra.enqueue(workItem{thread: th, want: wantClaim})
 		ra.pump(ctx)
+	} else {
+		// It falls to another runner: look again later, in case that one
+		// died before it claimed.
+		ra.recheck(th)
 	}
 }
 
 func (ra *runnerActor) enqueue(w workItem) {
-	if ra.draining || ra.children[w.thread] != nil || ra.claiming[w.thread] != nil {
-		return
-	}
-	if probe, ok := ra.queued[w.thread]; ok {
-		if probe && !w.probe {
-			ra.queued[w.thread] = false // real work: keep the claim
+	if cl := ra.claiming[w.thread]; cl != nil && cl.want == wantPeek && !ra.draining {
+		// A peek answers only whether it read work; this must not be lost.
+		if !cl.thenSet || w.want > cl.then {
+			cl.then, cl.thenSet = w.want, true
 		}
 		return
 	}
-	ra.queued[w.thread] = w.probe
+	if ra.draining || ra.children[w.thread] != nil || ra.claiming[w.thread] != nil {
+		return
+	}
+	if q, ok := ra.queued[w.thread]; ok {
+		ra.queued[w.thread] = max(q, w.want)
+		return
+	}
+	ra.queued[w.thread] = w.want
 	ra.queue = append(ra.queue, w)
 }
 
@@ -229,15 +309,24 @@ func (ra *runnerActor) pump(ctx actor.Context) {
 		w := ra.queue[0]
 		ra.queue[0] = workItem{}
 		ra.queue = ra.queue[1:]
-		probe, ok := ra.queued[w.thread]
+		wt, ok := ra.queued[w.thread]
 		delete(ra.queued, w.thread)
 		if !ok || ra.children[w.thread] != nil || ra.claiming[w.thread] != nil {
 			continue
 		}
-		ra.claiming[w.thread] = &claiming{probe: probe}
+		ra.claiming[w.thread] = &claiming{want: wt}
 		self := ctx.Self()
-		holder := r.cfg.ID + "/" + randHex(6)
 		th := w.thread
+		if wt == wantPeek {
+			r.goDo(func() {
+				cctx, cancel := context.WithTimeout(r.ctx, r.cfg.CallTimeout)
+				defer cancel()
+				work, err := r.peek(cctx, th)
+				r.sys.Root.Send(self, peekResult{thread: th, work: work, err: err})
+			})
+			continue
+		}
+		holder := r.cfg.ID + "/" + randHex(6)
 		sess := r.currentSession()
 		r.goDo(func() {
 			cctx, cancel := context.WithTimeout(r.ctx, r.cfg.CallTimeout)
@@ -274,6 +363,53 @@ func (r *Runner) claim(ctx context.Context, sess events.Session, th, holder stri
 	return claimResult{thread: th, claim: c, view: view, history: h, err: err}
 }
 
+// peek reports whether th has work: a message not yet taken, or a run a
+// claim would have to abandon. It only reads. It runs off the actor's
+// goroutine.
+func (r *Runner) peek(ctx context.Context, th string) (bool, error) {
+	view := r.loadSnapshot(ctx, th)
+	from := uint64(1)
+	if view != nil {
+		from = view.LastSeq + 1
+	} else {
+		view = projections.New(th)
+	}
+	envs, err := r.store.Load(ctx, th, from)
+	if err != nil {
+		return false, err
+	}
+	for _, env := range envs {
+		view.Apply(env)
+	}
+	return len(view.Pending()) > 0 || view.ActiveRun != nil, nil
+}
+
+// peeked claims a thread whose peek found work, failed, or was overtaken by
+// a post.
+func (ra *runnerActor) peeked(m peekResult) {
+	cl := ra.claiming[m.thread]
+	delete(ra.claiming, m.thread)
+	ra.r.stats.peeks.Add(1)
+	defer ra.maybeDone()
+	if ra.r.ctx.Err() != nil {
+		return
+	}
+	if cl != nil && slices.ContainsFunc(cl.envs, func(e events.Envelope) bool { return e.Kind == events.KindPosted }) {
+		// Posted while the peek read: it may have read before the post.
+		ra.enqueue(workItem{thread: m.thread, want: wantClaim})
+		return
+	}
+	if cl != nil && cl.thenSet && cl.then > wantPeek {
+		ra.enqueue(workItem{thread: m.thread, want: cl.then})
+	}
+	if m.err != nil || m.work {
+		if m.err != nil {
+			ra.r.log.Debug("peek failed; claiming", "thread", m.thread, "err", m.err)
+		}
+		ra.enqueue(workItem{thread: m.thread, want: wantProbe})
+	}
+}
+
 // loadSnapshot returns th's fold from its snapshot, or nil when the store
 // keeps none, it has none, or it does not verify (reported, never trusted).
 func (r *Runner) loadSnapshot(ctx context.Context, th string) *projections.Thread {
@@ -305,6 +441,7 @@ func (ra *runnerActor) claimed(ctx actor.Context, m claimResult) {
 			return
 		}
 		if errors.Is(m.err, events.ErrThreadBusy) {
+			r.stats.claimsBusy.Add(1)
 			// Another holds the lease and sees the thread's posts. Look
 			// again later all the same: if nobody holds it by then (its
 			// claim failed, its runner died before it retried), the work
@@ -319,7 +456,7 @@ func (ra *runnerActor) claimed(ctx actor.Context, m claimResult) {
 		ra.failures[m.thread] = n + 1
 		delay := claimRetryDelay << min(n, 5) // up to 32x: an overloaded server needs room
 		r.log.Warn("claim failed; retrying", "thread", m.thread, "attempt", n+1, "in", delay, "err", m.err)
-		w := workItem{thread: m.thread, probe: cl != nil && cl.probe}
+		w := workItem{thread: m.thread, want: wantOf(cl)}
 		self := ctx.Self()
 		r.goDo(func() {
 			if ctxsleep.Sleep(r.ctx, jitter(delay)) {
@@ -339,7 +476,7 @@ func (ra *runnerActor) claimed(ctx actor.Context, m claimResult) {
 		// releasing here would skip that abandon. Claim it again under
 		// the new session: it may have work.
 		if !ra.draining && !r.draining() {
-			ra.enqueue(workItem{thread: m.thread, probe: cl != nil && cl.probe})
+			ra.enqueue(workItem{thread: m.thread, want: wantOf(cl)})
 		}
 		return
 	}
@@ -348,7 +485,7 @@ func (ra *runnerActor) claimed(ctx actor.Context, m claimResult) {
 		history = append(history, cl.envs...) // Core skips what it holds
 	}
 	fate := &childFate{}
-	ta := newThreadActor(r, m.claim, m.view, history, cl != nil && cl.probe, fate)
+	ta := newThreadActor(r, m.claim, m.view, history, wantOf(cl) != wantClaim, fate)
 	pid, err := ctx.SpawnNamed(actor.PropsFromProducer(func() actor.Actor { return ta }), m.thread)
 	if err != nil {
 		r.log.Error("spawn thread actor", "thread", m.thread, "err", err)
@@ -356,6 +493,7 @@ func (ra *runnerActor) claimed(ctx actor.Context, m claimResult) {
 	}
 	ctx.Watch(pid)
 	ra.children[m.thread] = &child{pid: pid, claim: m.claim, fate: fate}
+	delete(ra.skipped, m.thread)
 	r.stats.held.Add(1)
 	r.stats.claims.Add(1)
 }
@@ -378,12 +516,16 @@ func (ra *runnerActor) terminated(ctx actor.Context, who *actor.PID) {
 	case c.claim.Lease.Session != ra.session:
 		// Its session was lost: the lease is free; claim again if there is
 		// work.
-		ra.enqueue(workItem{thread: th, probe: true})
+		ra.enqueue(workItem{thread: th, want: wantProbe})
 	case c.fate.clean.Load():
-		if c.fate.rework.Load() {
-			ra.enqueue(workItem{thread: th})
+		switch {
+		case c.fate.rework.Load() || c.lastPost > c.fate.checked.Load():
+			// Work arrived as it released, or a post reached it after
+			// its release looked.
+			ra.enqueue(workItem{thread: th, want: wantClaim})
+		case !c.fate.released.Load():
+			ra.recheck(th) // fenced out, or in case the lease is still this session's
 		}
-		ra.recheck(th) // in case the lease is still this session's
 	default:
 		r.stats.panics.Add(1)
 		r.log.Error("thread actor stopped without giving its claim up; claiming the thread again", "thread", th, "claim_seq", c.claim.Seq)
@@ -393,7 +535,7 @@ func (ra *runnerActor) terminated(ctx actor.Context, who *actor.PID) {
 		self := ctx.Self()
 		r.goDo(func() {
 			if ctxsleep.Sleep(r.ctx, handoverDelay) {
-				r.sys.Root.Send(self, workItem{thread: th})
+				r.sys.Root.Send(self, workItem{thread: th, want: wantClaim})
 			}
 		})
 	}
@@ -413,6 +555,13 @@ func (ra *runnerActor) leaseChanged(u events.LeaseUpdate) {
 	case u.Thread != "":
 		if !u.Present || u.Session == "" {
 			delete(ra.leases, u.Thread)
+			if _, ok := ra.skipped[u.Thread]; ok && ra.children[u.Thread] == nil {
+				// Released after this runner left posts to its holder,
+				// which took them or died before it could: read it
+				// later, once the holder has had time to claim again.
+				delete(ra.skipped, u.Thread)
+				ra.recheck(u.Thread)
+			}
 			return
 		}
 		ra.leases[u.Thread] = u.Session
@@ -427,8 +576,10 @@ func (ra *runnerActor) leaseChanged(u events.LeaseUpdate) {
 		}
 	case u.Present:
 		ra.sessions[u.Session] = true
+		ra.r.stats.liveSessions.Store(int64(len(ra.sessions)))
 	default:
 		delete(ra.sessions, u.Session)
+		ra.r.stats.liveSessions.Store(int64(len(ra.sessions)))
 		if !ra.caughtUp {
 			return
 		}
@@ -449,7 +600,7 @@ func (ra *runnerActor) leaseChanged(u events.LeaseUpdate) {
 // look again after a while, in case the one it fell to is gone too.
 func (ra *runnerActor) orphaned(th, dead string) {
 	if ra.owns(th) {
-		ra.enqueue(workItem{thread: th, probe: true})
+		ra.enqueue(workItem{thread: th, want: wantProbe})
 		return
 	}
 	r := ra.r
@@ -469,6 +620,7 @@ func (ra *runnerActor) recheck(th string) {
 		return
 	}
 	ra.rechecks[th] = true
+	ra.r.stats.rechecksDue.Store(int64(len(ra.rechecks)))
 	r, self := ra.r, ra.self
 	r.goDo(func() {
 		if ctxsleep.Sleep(r.ctx, jitter(orphanRecheck*r.cfg.ClaimTTL)) {
@@ -477,8 +629,10 @@ func (ra *runnerActor) recheck(th string) {
 	})
 }
 
-// owns reports whether this runner's session is the one th's orphaned lease
-// falls to: the live session at th's hash among them, in id order.
+// owns reports whether this runner's session is the one a free thread, or
+// an orphaned lease, falls to: the live session at th's hash among them, in
+// id order. While this runner has no session, everything falls to it, to be
+// claimed once it has one.
 func (ra *runnerActor) owns(th string) bool {
 	if ra.session == "" {
 		return true
@@ -494,6 +648,15 @@ func (ra *runnerActor) owns(th string) bool {
 	h := fnv.New32a()
 	h.Write([]byte(th))
 	return live[int(h.Sum32())%len(live)] == ra.session
+}
+
+// wantOf is what a claim in flight was for; a claim the runner no longer
+// tracks keeps the thread only if it has work.
+func wantOf(cl *claiming) want {
+	if cl == nil {
+		return wantProbe
+	}
+	return cl.want
 }
 
 func (ra *runnerActor) maybeDone() {
@@ -530,11 +693,11 @@ func (ra *runnerActor) describe(m debugReq) {
 	out := make(map[string]string, len(m.threads))
 	for _, th := range m.threads {
 		var parts []string
-		if probe, ok := ra.queued[th]; ok {
-			parts = append(parts, fmt.Sprintf("queued(probe=%v)", probe))
+		if wt, ok := ra.queued[th]; ok {
+			parts = append(parts, fmt.Sprintf("queued(%v)", wt))
 		}
 		if cl := ra.claiming[th]; cl != nil {
-			parts = append(parts, "claiming")
+			parts = append(parts, fmt.Sprintf("claiming(%v)", cl.want))
 		}
 		if c := ra.children[th]; c != nil {
 			parts = append(parts, fmt.Sprintf("held(claim=%d session=%s)", c.claim.Seq, c.claim.Lease.Session))

@@ -20,15 +20,6 @@ import (
 	"artifactr/internal/ctxsleep"
 )
 
-// WorkSource yields threads that may have work: new posts. Several runners
-// may share one source so that each post wakes one runner.
-type WorkSource interface {
-	// Next blocks until a thread may have work.
-	Next(ctx context.Context) (string, error)
-	// Stop ends the source.
-	Stop()
-}
-
 // Config configures a [Runner].
 type Config struct {
 	// Store is the event log. Required.
@@ -55,10 +46,6 @@ type Config struct {
 	// MaxClaiming bounds the claims in flight at once; more wait. Default
 	// 64.
 	MaxClaiming int
-	// Work yields threads with new posts. Default: the posts on the
-	// runner's own follow of the stream, which suits one runner; natsstore
-	// offers a source shared by runners.
-	Work WorkSource
 	// Subjects names the stream's subjects; must match the store's.
 	Subjects events.Subjects
 	// Logger logs. Default slog.Default().
@@ -128,6 +115,12 @@ type Stats struct {
 	Panics    int64 // thread actors stopped by a panic
 	Sessions  int64 // sessions opened
 
+	ClaimsBusy   int64 // claims refused because another held the thread
+	Rechecks     int64 // looks again at a thread after a while (see busyCheck)
+	RechecksDue  int64 // looks again waiting for their time
+	Peeks        int64 // reads of a thread to see whether it has work
+	LiveSessions int64 // live sessions the lease watch knows of, this one included
+
 	SnapshotsLoaded int64 // claims that started from a snapshot
 	SnapshotsBad    int64 // snapshots that did not verify, ignored
 	SnapshotsSaved  int64 // snapshots encoded at release
@@ -135,6 +128,7 @@ type Stats struct {
 
 type stats struct {
 	claims, abandoned, fenced, completed, failed, held, panics, sessions atomic.Int64
+	claimsBusy, rechecks, rechecksDue, peeks, liveSessions               atomic.Int64
 	snapshotsLoaded, snapshotsBad, snapshotsSaved                        atomic.Int64
 }
 
@@ -191,6 +185,11 @@ func (r *Runner) Stats() Stats {
 		Panics: r.stats.panics.Load(), Sessions: r.stats.sessions.Load(),
 		SnapshotsLoaded: r.stats.snapshotsLoaded.Load(), SnapshotsBad: r.stats.snapshotsBad.Load(),
 		SnapshotsSaved: r.stats.snapshotsSaved.Load(),
+		ClaimsBusy:     r.stats.claimsBusy.Load(),
+		Rechecks:       r.stats.rechecks.Load(),
+		RechecksDue:    r.stats.rechecksDue.Load(),
+		Peeks:          r.stats.peeks.Load(),
+		LiveSessions:   r.stats.liveSessions.Load(),
 	}
 }
 
@@ -263,9 +262,6 @@ func (r *Runner) Start(ctx context.Context) error {
 	r.goDo(func() { r.follow(tail) })
 	r.goDo(func() { r.watchLeases(watch) })
 	r.goDo(r.keepSession)
-	if w := r.cfg.Work; w != nil {
-		r.goDo(func() { r.pullWork(w) })
-	}
 	return nil
 }
 
@@ -440,20 +436,6 @@ func (r *Runner) openSession(ctx context.Context) (events.Session, bool) {
 		if !ctxsleep.Sleep(ctx, delay) {
 			return events.Session{}, false
 		}
-	}
-}
-
-func (r *Runner) pullWork(w WorkSource) {
-	defer w.Stop()
-	for {
-		th, err := w.Next(r.ctx)
-		if err != nil {
-			if r.ctx.Err() == nil {
-				r.log.Error("work source ended", "err", err)
-			}
-			return
-		}
-		r.send(workItem{thread: th})
 	}
 }
 

@@ -290,10 +290,15 @@ func (a *threadActor) release(why string) {
 			// runner's end.
 			fate.rework.Store(true)
 		case why != "shutdown":
+			fate.released.Store(true)
 			last, lerr := store.LastSeq(rctx, c.Thread, events.KindPosted)
 			if pending || lerr != nil || last > lastPosted {
 				fate.rework.Store(true)
 			}
+			fate.checked.Store(max(last, lastPosted))
+		default:
+			fate.released.Store(true)
+			fate.checked.Store(lastPosted)
 		}
 		a.send(releaseDone{err: err})
 	})

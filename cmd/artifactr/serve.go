@@ -36,7 +36,6 @@ type serveFlags struct {
 	idleTimeout   time.Duration
 	shutdownGrace time.Duration
 	runnerID      string
-	workQueue     string
 	projector     bool
 	summaries     string
 	metrics       string
@@ -119,7 +118,6 @@ next runner abandons the unfinished runs (run_abandoned).`,
 	fl.DurationVar(&f.idleTimeout, "idle-timeout", 30*time.Second, "release a claim after this long with nothing to do")
 	fl.DurationVar(&f.shutdownGrace, "shutdown-grace", 5*time.Second, "on shutdown, how long active runs may take to finish")
 	fl.StringVar(&f.runnerID, "runner-id", "", "runner id, the first part of claim holders (default host-pid-random)")
-	fl.StringVar(&f.workQueue, "work-queue", natsstore.DefaultWorkQueue, "durable consumer the runners share: each post wakes one of them")
 	fl.BoolVar(&f.projector, "projector", true, "keep the thread-summaries read model up to date (one serve at a time does; the others stand by)")
 	fl.StringVar(&f.summaries, "summaries-bucket", summaries.DefaultBucket, "KV bucket of the thread-summaries read model")
 	fl.StringVar(&f.metrics, "metrics", "", "serve Prometheus /metrics, /healthz and /readyz on this address (host:port); off when empty")
@@ -212,16 +210,9 @@ func (a *app) serve(ctx context.Context, f *serveFlags, ag agent.Agent, external
 		return err
 	}
 	defer so.close(ctx)
-	// Posts wake runners through a shared durable consumer: one runner per
-	// post, rather than every runner through a tail of every post.
-	work, err := store.WorkQueue(ctx, f.workQueue)
-	if err != nil {
-		return storeError(f.conn.url, err)
-	}
 	r, err := runner.New(runner.Config{
 		Store:         store,
 		Agent:         ag,
-		Work:          work,
 		ID:            f.runnerID,
 		ClaimTTL:      f.claimTTL,
 		IdleTimeout:   f.idleTimeout,
@@ -233,7 +224,6 @@ func (a *app) serve(ctx context.Context, f *serveFlags, ag agent.Agent, external
 		return usage(err)
 	}
 	if err := r.Start(ctx); err != nil {
-		work.Stop()
 		return storeError(f.conn.url, err)
 	}
 	so.started()

@@ -46,7 +46,6 @@ const (
 	DefaultClaims           = "claims"
 	DefaultSummaries        = "thread_summaries"
 	DefaultSnapshots        = "thread_snapshots"
-	DefaultWorkQueue        = "artifactr-runners"
 	DefaultSummariesDurable = "summaries"
 )
 
@@ -60,7 +59,7 @@ type Names struct {
 	Summaries string // KV bucket of the thread-summaries read model
 	Snapshots string // KV bucket of thread snapshots
 	// Durables are the durable consumers only runners may create, read,
-	// acknowledge or delete: the work queue and the summaries projector's.
+	// acknowledge or delete: the summaries projector's.
 	Durables []string
 }
 
@@ -73,7 +72,7 @@ func DefaultNames() Names {
 		Claims:    DefaultClaims,
 		Summaries: DefaultSummaries,
 		Snapshots: DefaultSnapshots,
-		Durables:  []string{DefaultWorkQueue, DefaultSummariesDurable},
+		Durables:  []string{DefaultSummariesDurable},
 	}
 }
 

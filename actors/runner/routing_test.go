@@ -1,0 +1,190 @@
+package runner_test
+
+import (
+	"context"
+	"fmt"
+	"strings"
+	"testing"
+	"time"
+
+	"artifactr/actors/runner"
+	"artifactr/events"
+	"artifactr/events/memstore"
+)
+
+// waitPeers waits until every runner's lease watch knows of all of them, so
+// that they agree on which runner each free thread falls to.
+func waitPeers(t *testing.T, rs ...*runner.Runner) {
+	t.Helper()
+	waitFor(t, 10*time.Second, "runners see each other's sessions", func() (bool, string) {
+		for i, r := range rs {
+			if n := r.Stats().LiveSessions; n != int64(len(rs)) {
+				return false, fmt.Sprintf("runner %d sees %d sessions", i, n)
+			}
+		}
+		return true, ""
+	})
+}
+
+func threadNames(n int) []string {
+	ths := make([]string, n)
+	for i := range ths {
+		ths[i] = fmt.Sprintf("h%d", i)
+	}
+	return ths
+}
+
+// A post to a free thread is claimed by one runner, not raced for by all:
+// the others look again later and, finding it held, leave it.
+func TestRunner_onePostOneClaim(t *testing.T) {
+	log := memstore.NewLog()
+	const n = 60
+	ttl := 300 * time.Millisecond
+	var rs []*runner.Runner
+	for i := range 3 {
+		r := startRunner(t, runner.Config{Store: log.Open(memstore.Config{}), ID: fmt.Sprintf("R%d", i), ClaimTTL: ttl, IdleTimeout: time.Hour})
+		defer r.Stop(context.Background())
+		rs = append(rs, r)
+	}
+	waitPeers(t, rs...)
+	s := log.Open(memstore.Config{})
+	ths := threadNames(n)
+	var last uint64
+	for _, th := range ths {
+		last = post(t, s, th, "hello")
+	}
+	waitFor(t, 20*time.Second, "every post answered", settled(t, s, ths...))
+	// The runners a thread did not fall to look at it again later (unless
+	// they saw its lease first); wait until every runner has routed every
+	// post, then until all those looks are done.
+	for _, r := range rs {
+		waitFor(t, 20*time.Second, "the follow routes every post", func() (bool, string) {
+			return r.Followed() >= last, fmt.Sprintf("followed %d of %d", r.Followed(), last)
+		})
+		r.Describe(context.Background(), nil) // through the actor's mailbox: it has taken the posts
+	}
+	waitFor(t, 20*time.Second, "the other runners' looks again", func() (bool, string) {
+		var due int64
+		for _, r := range rs {
+			due += r.Stats().RechecksDue
+		}
+		return due == 0, fmt.Sprintf("%d due", due)
+	})
+	var claims, busy int64
+	for i, r := range rs {
+		st := r.Stats()
+		t.Logf("runner %d: %+v", i, st)
+		claims += st.Claims
+		busy += st.ClaimsBusy
+	}
+	if claims != n || busy != 0 {
+		t.Fatalf("%d posts to free threads made %d claims and %d refused as busy; want %d and 0", n, claims, busy, n)
+	}
+	for _, th := range ths {
+		if got := len(fold(t, s, th).Runs); got != 1 {
+			t.Fatalf("%s: %d runs, want 1", th, got)
+		}
+	}
+	auditClean(t, s, ths...)
+}
+
+// stuckClaims never gets a lease: its runner sees posts but cannot claim.
+type stuckClaims struct{ *memstore.Store }
+
+func (s stuckClaims) AcquireSessionLease(ctx context.Context, _, _ string, _ events.Session) (events.Lease, error) {
+	<-ctx.Done()
+	return events.Lease{}, ctx.Err()
+}
+
+// A post that falls to a runner that cannot claim it, and then dies, is
+// not lost: another runner looks at the thread again, reads that it has
+// work, and claims it. No lease was ever written, so the lapse of the dead
+// runner's session says nothing about these threads.
+func TestRunner_postOfDeadRunnerNotLost(t *testing.T) {
+	log := memstore.NewLog()
+	const n = 40
+	ttl := 300 * time.Millisecond
+	a := startRunner(t, runner.Config{Store: log.Open(memstore.Config{}), ID: "A", ClaimTTL: ttl, IdleTimeout: time.Hour})
+	defer a.Stop(context.Background())
+	b := startRunner(t, runner.Config{Store: stuckClaims{log.Open(memstore.Config{})}, ID: "B", ClaimTTL: ttl, IdleTimeout: time.Hour, CallTimeout: time.Hour})
+	waitPeers(t, a, b)
+	s := log.Open(memstore.Config{})
+	ths := threadNames(n)
+	for _, th := range ths {
+		post(t, s, th, "hello")
+	}
+	b.Kill()
+	waitFor(t, 20*time.Second, "every post answered", settled(t, s, ths...))
+	st := a.Stats()
+	t.Logf("A: %+v", st)
+	if st.Claims != n {
+		t.Fatalf("A claimed %d threads, want %d", st.Claims, n)
+	}
+	if st.Peeks == 0 {
+		t.Fatalf("A answered B's share without a look again: the test did not reach the path it is for")
+	}
+	auditClean(t, s, ths...)
+}
+
+// A look again at a released thread with nothing to do only reads it: it
+// neither claims it nor writes, so looking again cannot turn into a loop
+// of claims and releases that grows the log. Here B left the second posts
+// of A's threads to A; when A's stop releases them, B reads each and finds
+// nothing to do.
+func TestRunner_lookAgainOnlyReads(t *testing.T) {
+	log := memstore.NewLog()
+	const n = 20
+	ttl := 300 * time.Millisecond
+	a := startRunner(t, runner.Config{Store: log.Open(memstore.Config{}), ID: "A", ClaimTTL: ttl, IdleTimeout: time.Hour})
+	b := startRunner(t, runner.Config{Store: log.Open(memstore.Config{}), ID: "B", ClaimTTL: ttl, IdleTimeout: time.Hour})
+	defer b.Stop(context.Background())
+	waitPeers(t, a, b)
+	s := log.Open(memstore.Config{})
+	ths := threadNames(n)
+	for _, th := range ths {
+		post(t, s, th, "one")
+	}
+	waitFor(t, 20*time.Second, "first posts answered", settled(t, s, ths...))
+	waitFor(t, 20*time.Second, "threads held", func() (bool, string) {
+		return a.Stats().Held+b.Stats().Held == n, fmt.Sprintf("A %d, B %d", a.Stats().Held, b.Stats().Held)
+	})
+	for _, th := range ths {
+		post(t, s, th, "two")
+	}
+	waitFor(t, 20*time.Second, "second posts answered", settled(t, s, ths...))
+	held := a.Stats().Held
+	if held == 0 || held == n {
+		t.Fatalf("A holds %d of %d threads; the test needs both runners to hold some", held, n)
+	}
+	bClaims := b.Stats().Claims
+	if err := a.Stop(context.Background()); err != nil {
+		t.Fatal(err)
+	}
+	waitFor(t, 20*time.Second, "B reads A's released threads", func() (bool, string) {
+		st := b.Stats()
+		return st.Peeks >= held && st.RechecksDue == 0, fmt.Sprintf("%+v", st)
+	})
+	for th, d := range b.Describe(context.Background(), ths) {
+		if strings.Contains(d, "queued(") || strings.Contains(d, "claiming(") {
+			t.Fatalf("B is about to claim %s with nothing to do: %s", th, d)
+		}
+	}
+	if st := b.Stats(); st.Claims != bClaims {
+		t.Fatalf("B claimed %d threads after A's release, want 0: %+v", st.Claims-bClaims, st)
+	}
+	for _, th := range ths {
+		envs, err := s.Load(context.Background(), th, 1)
+		if err != nil {
+			t.Fatal(err)
+		}
+		claims := 0
+		for _, e := range envs {
+			if e.Type == events.TypeThreadClaimed {
+				claims++
+			}
+		}
+		if claims != 1 {
+			t.Fatalf("%s: %d thread_claimed events, want 1", th, claims)
+		}
+	}
+}
