@@ -12,6 +12,8 @@ import (
 	"strconv"
 	"strings"
 	"time"
+
+	"go.opentelemetry.io/otel/propagation"
 )
 
 // maxErrorBody bounds how much of an error response is read.
@@ -90,6 +92,9 @@ func (a *Agent) try(ctx context.Context, body []byte) (*request, int, error) {
 	if a.cfg.APIKey != "" {
 		hreq.Header.Set("Authorization", "Bearer "+a.cfg.APIKey)
 	}
+	// The turn's span, when tracing is on: a server that traces (vLLM)
+	// joins the poster's trace.
+	propagation.TraceContext{}.Inject(ctx, propagation.HeaderCarrier(hreq.Header))
 	resp, err := a.cfg.HTTPClient.Do(hreq)
 	if err != nil {
 		err = a.cause(ctx, tctx, err)

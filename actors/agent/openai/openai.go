@@ -172,10 +172,11 @@ func (a *Agent) complete(ctx context.Context, msgs []chatMessage, em *emitter) (
 	wg.Go(func() { readStream(req.resp.Body, ch, stop) })
 	defer func() {
 		// Closing the body ends a read in progress, so the reader is
-		// gone before the request's resources are.
+		// gone before the request's timers are released: it re-arms one.
 		close(stop)
-		req.close()
+		req.resp.Body.Close()
 		wg.Wait()
+		req.close()
 	}()
 	r := &reply{}
 	for {

@@ -9,6 +9,8 @@ import (
 	"testing"
 	"time"
 
+	"go.opentelemetry.io/otel/trace"
+
 	"artifactr/actors/agent"
 	"artifactr/actors/agent/agenttest"
 	"artifactr/actors/agent/openai"
@@ -359,5 +361,30 @@ func TestNew_invalidConfig(t *testing.T) {
 	a, err := openai.New(openai.Config{BaseURL: " http://localhost:11434/v1/ ", Model: "m"})
 	if err != nil || a.Name() != "openai:m" || a.Steerable() {
 		t.Fatalf("New of a valid config: %v", err)
+	}
+}
+
+// The turn's trace context goes with the request, as W3C traceparent; with
+// tracing off there is none.
+func TestAgent_Run_traceparent(t *testing.T) {
+	f := newFakeServer(t, streamText("ok"))
+	a := newAgent(t, f, openai.Config{})
+	if _, err := a.Run(runCtx(t), agenttest.NewTurn("hi")); err != nil {
+		t.Fatal(err)
+	}
+	sc := trace.NewSpanContext(trace.SpanContextConfig{
+		TraceID:    trace.TraceID{0x4b, 0xf9, 0x2f, 0x35, 0x77, 0xb3, 0x4d, 0xa6, 0xa3, 0xce, 0x92, 0x9d, 0x0e, 0x0e, 0x47, 0x36},
+		SpanID:     trace.SpanID{0x00, 0xf0, 0x67, 0xaa, 0x0b, 0xa9, 0x02, 0xb7},
+		TraceFlags: trace.FlagsSampled,
+	})
+	if _, err := a.Run(trace.ContextWithSpanContext(runCtx(t), sc), agenttest.NewTurn("hi")); err != nil {
+		t.Fatal(err)
+	}
+	reqs := f.requests()
+	if h, ok := reqs[0].Header["Traceparent"]; ok {
+		t.Errorf("traceparent %q sent with tracing off", h)
+	}
+	if got, want := reqs[1].Header.Get("Traceparent"), "00-4bf92f3577b34da6a3ce929d0e0e4736-00f067aa0ba902b7-01"; got != want {
+		t.Errorf("traceparent = %q, want %q", got, want)
 	}
 }
