@@ -45,6 +45,18 @@
 // or with arguments that are not {"question": "..."}, is answered with an
 // error the model can read, not asked.
 //
+// When tracing is on, each request carries the turn's W3C traceparent
+// header, so a server that traces (vLLM) joins the poster's trace.
+//
+// # Servers
+//
+// Tested against an in-process server that speaks the format as OpenAI
+// documents it, with the variants of Ollama (whole tool calls), vLLM and
+// llama.cpp (error bodies), and the SSE format's comments and fields.
+// llama.cpp's llama-server takes tools only with --jinja (the default in
+// recent versions); without it, every request fails with "tools param
+// requires --jinja flag": set [Config.NoTools] (serve --openai-no-tools).
+//
 // # Failures
 //
 // A run fails (run_failed) with a reason starting "openai: " when:
