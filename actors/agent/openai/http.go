@@ -35,7 +35,6 @@ var (
 type request struct {
 	resp  *http.Response
 	ctx   context.Context // ends on the run's cancel, the timeout or idleness
-	idle  *time.Timer
 	close func()
 }
 
@@ -63,7 +62,7 @@ func (a *Agent) open(ctx context.Context, body []byte) (*request, error) {
 				return nil, fmt.Errorf("%w: the server asks to retry after %s, over the %s limit (MaxRetryWait)", err, wait, a.cfg.MaxRetryWait)
 			}
 		} else {
-			wait = min(baseBackoff<<attempt, a.cfg.MaxRetryWait)
+			wait = backoff(attempt, a.cfg.MaxRetryWait)
 		}
 		if !a.sleep(ctx, wait) {
 			return nil, fmt.Errorf("openai: %w while waiting %s to retry after: %v", context.Cause(ctx), wait, err)
@@ -115,7 +114,7 @@ func (a *Agent) try(ctx context.Context, body []byte) (*request, int, error) {
 			a.endpoint, resp.Status, ct, errorMessage(msg))
 	}
 	resp.Body = &idleBody{ReadCloser: resp.Body, idle: idle, d: a.cfg.IdleTimeout}
-	return &request{resp: resp, ctx: tctx, idle: idle, close: func() { resp.Body.Close(); release() }}, 0, nil
+	return &request{resp: resp, ctx: tctx, close: func() { resp.Body.Close(); release() }}, 0, nil
 }
 
 // cause explains err, met while reading a request whose context is rctx:
@@ -168,6 +167,15 @@ func (a *Agent) statusError(resp *http.Response) error {
 		msg:        errorMessage(body),
 		retryAfter: retryAfter(resp.Header, a.now()),
 	}
+}
+
+// backoff is the wait before retry attempt+1 when the server named none:
+// baseBackoff doubled attempt times, at most limit.
+func backoff(attempt int, limit time.Duration) time.Duration {
+	if attempt >= 30 { // past any sane limit; and the shift would overflow
+		return limit
+	}
+	return min(baseBackoff<<attempt, limit)
 }
 
 // retryable reports whether a request refused with status may pass later.
