@@ -207,6 +207,17 @@ func TestAgent_Run_malformedStream(t *testing.T) {
 			s.content("before")
 			s.raw(`data: {"error":{"message":"The server had an error while processing your request.","type":"server_error"}}` + "\n\n")
 		}, "server error in stream: The server had an error while processing your request. (type server_error)"},
+		{"llama.cpp error line", func(w http.ResponseWriter, r *http.Request, n int) {
+			s := startStream(w)
+			s.content("before")
+			s.raw(`error: {"code":400,"message":"the request exceeds the available context size","type":"exceed_context_size_error"}` + "\n\n")
+		}, "server error in stream: the request exceeds the available context size"},
+		{"vllm error object", func(w http.ResponseWriter, r *http.Request, n int) {
+			s := startStream(w)
+			s.content("before")
+			s.raw(`data: {"object":"error","message":"Engine loop has died","type":"InternalServerError","param":null,"code":500}` + "\n\n")
+			s.raw("data: [DONE]\n\n")
+		}, "server error in stream: Engine loop has died"},
 		{"not an event stream", func(w http.ResponseWriter, r *http.Request, n int) {
 			w.Header().Set("Content-Type", "application/json")
 			w.Write([]byte(`{"choices":[{"message":{"role":"assistant","content":"whole"}}]}`))
@@ -246,7 +257,7 @@ func TestAgent_Run_streamVariants(t *testing.T) {
 		s.raw(": OPENROUTER PROCESSING\n\n")
 		s.raw("event: message\nid: 1\nretry: 100\ndata:{\"choices\":[{\"index\":0,\"delta\":{\"content\":\"a\"}}]}\n\n")
 		s.raw("data: {\"choices\":[{\"index\":0,\ndata: \"delta\":{\"content\":\"b\"}}]}\r\n\r\n")
-		s.raw("data: {\"choices\":[],\"usage\":{\"total_tokens\":3}}\n\n")
+		s.raw("data: {\"choices\":[],\"usage\":{\"total_tokens\":3},\"error\":null}\n\n")
 		s.raw("data: {\"choices\":[{\"index\":1,\"delta\":{\"content\":\"other choice\"}}]}\n\n")
 		s.raw("data: [DONE]")
 	})

@@ -21,7 +21,8 @@ var errNoDone = errors.New("stream ended before data: [DONE] (truncated)")
 // sseReader reads the data of server-sent events, as the WHATWG
 // event-stream format defines them: "data:" lines, joined by "\n", make an
 // event that a blank line ends; comments (":...") and other fields (event,
-// id, retry) are skipped.
+// id, retry) are skipped. One field is not skipped: llama.cpp's server
+// reports a failure mid-stream as an "error: {...}" line.
 type sseReader struct {
 	sc     *bufio.Scanner
 	events int // events returned so far, for error messages
@@ -50,10 +51,13 @@ func (r *sseReader) next() (string, error) {
 			continue
 		}
 		field, value, _ := bytes.Cut(line, []byte(":"))
-		if string(field) != "data" {
+		if f := string(field); f != "data" && f != "error" {
 			continue // a comment (empty field), event, id or retry
 		}
 		value = bytes.TrimPrefix(value, []byte(" "))
+		if string(field) == "error" {
+			return "", fmt.Errorf("server error in stream: %s", errorMessage(value))
+		}
 		data = append(data, string(value))
 		has = true
 	}
@@ -110,8 +114,8 @@ func readStream(body io.Reader, out chan<- streamMsg, stop <-chan struct{}) {
 			send(streamMsg{last: true, err: fmt.Errorf("malformed stream event %d: %s: %v", sr.events, quoteCut(data, 120), err)})
 			return
 		}
-		if c.Error != nil {
-			send(streamMsg{last: true, err: fmt.Errorf("server error in stream: %s", c.Error.describe())})
+		if (len(c.Error) > 0 && string(c.Error) != "null") || c.Object == "error" {
+			send(streamMsg{last: true, err: fmt.Errorf("server error in stream: %s", errorMessage([]byte(data)))})
 			return
 		}
 		if !send(streamMsg{c: c}) {

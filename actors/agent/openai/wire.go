@@ -47,11 +47,13 @@ type toolCallFunction struct {
 }
 
 // chunk is one "data:" event of a streamed response. A server may put an
-// error in the stream instead of a chunk (OpenAI, vLLM and llama.cpp do
-// when generation fails after the headers were sent).
+// error in the stream instead of a chunk when generation fails after the
+// headers were sent: {"error":{...}} (OpenAI, vLLM) or an error object
+// itself, {"object":"error","message":...} (older vLLM).
 type chunk struct {
-	Choices []chunkChoice `json:"choices"`
-	Error   *apiError     `json:"error"`
+	Choices []chunkChoice   `json:"choices"`
+	Error   json.RawMessage `json:"error"`
+	Object  string          `json:"object"`
 }
 
 type chunkChoice struct {
