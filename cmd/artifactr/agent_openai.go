@@ -40,9 +40,9 @@ func addOpenAIFlags(cmd *cobra.Command, f *openaiFlags) {
 }
 
 // openaiAgent builds the agent from the flags and the API key in the
-// environment. Flags of --agent openai given with another agent are an
-// error, as they would be silently ignored.
-func (f *openaiFlags) openaiAgent(cmd *cobra.Command, agentName string, args []string) (agent.Agent, error) {
+// environment; steer is serve's --steer. Flags of --agent openai given
+// with another agent are an error, as they would be silently ignored.
+func (f *openaiFlags) openaiAgent(cmd *cobra.Command, agentName string, args []string, steer bool) (agent.Agent, error) {
 	if agentName != "openai" {
 		for _, n := range openaiFlagNames {
 			if cmd.Flags().Changed(n) {
@@ -70,6 +70,7 @@ func (f *openaiFlags) openaiAgent(cmd *cobra.Command, agentName string, args []s
 		RequestTimeout: f.timeout,
 		IdleTimeout:    f.idleTimeout,
 		NoTools:        f.noTools,
+		Steer:          steer,
 	}
 	if f.system != "" {
 		b, err := os.ReadFile(f.system)

@@ -141,7 +141,7 @@ func (f *serveFlags) agent(cmd *cobra.Command, args []string) (agent.Agent, erro
 	if dash > 0 || (dash < 0 && len(args) > 0) {
 		return nil, usagef("serve takes no arguments; the exec agent's program goes after --")
 	}
-	if a, err := f.openai.openaiAgent(cmd, f.agentName, args); a != nil || err != nil {
+	if a, err := f.openai.openaiAgent(cmd, f.agentName, args, f.steer); a != nil || err != nil {
 		return a, err
 	}
 	switch f.agentName {

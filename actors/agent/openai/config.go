@@ -62,9 +62,13 @@ type Config struct {
 	FlushInterval time.Duration
 	FlushBytes    int
 
-	// MaxToolRounds bounds the requests of one turn: each ask_user answer
-	// costs one more.
+	// MaxToolRounds bounds the requests of one turn: each round of tool
+	// calls, and each reply followed by steering, costs one more.
 	MaxToolRounds int
+	// Steer makes the agent steerable: a message posted during a run is
+	// added to its conversation as the user's, and once the model's current
+	// reply ends it is asked again, with the reply so far before it.
+	Steer bool
 	// NoTools leaves the ask_user tool out of requests, for models or
 	// servers that refuse tools.
 	NoTools bool

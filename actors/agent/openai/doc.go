@@ -45,6 +45,12 @@
 // or with arguments that are not {"question": "..."}, is answered with an
 // error the model can read, not asked.
 //
+// With [Config.Steer] (serve --steer) the agent is steerable: a message
+// posted during a run is added to the conversation as the user's, after the
+// tool results if the model was asking, and once the model's current reply
+// ends it is asked again with that reply before the message. Without it,
+// such messages wait for the next run.
+//
 // When tracing is on, each request carries the turn's W3C traceparent
 // header, so a server that traces (vLLM) joins the poster's trace.
 //

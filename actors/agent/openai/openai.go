@@ -42,14 +42,16 @@ func New(cfg Config) (*Agent, error) {
 // Name returns "openai:" and the model, as run_started records it.
 func (a *Agent) Name() string { return "openai:" + a.cfg.Model }
 
-// Steerable reports false: messages posted during a run wait for the next
-// run, which sees them in its history.
-func (a *Agent) Steerable() bool { return false }
+// Steerable reports [Config.Steer]. Without it, messages posted during a
+// run wait for the next run, which sees them in its history.
+func (a *Agent) Steerable() bool { return a.cfg.Steer }
 
 // Run sends the thread's conversation to the model and streams its reply
 // into run_output events. A call of the ask_user tool becomes t.Ask, and
 // the answer goes back to the model as the tool's result, until the model
-// replies without a tool call.
+// replies without a tool call. If the agent is steerable, messages posted
+// meanwhile are added to the conversation, and the model is asked again
+// once its reply ends.
 //
 // Every word of the reply is recorded once, as run_output, so the returned
 // final output is empty: the run's text is its outputs joined with no
@@ -58,11 +60,17 @@ func (a *Agent) Run(ctx context.Context, t agent.Turn) (string, error) {
 	msgs := a.conversation(t)
 	em := newEmitter(t, a.cfg.FlushInterval, a.cfg.FlushBytes)
 	defer em.stop()
+	st := &steering{}
+	if a.cfg.Steer {
+		st.ch = t.Steering()
+	}
+	st.drain()
+	msgs = a.appendUser(msgs, st.take())
 	for round := 1; ; round++ {
 		if round > a.cfg.MaxToolRounds {
-			return "", fmt.Errorf("openai: the model still calls tools after %d requests (MaxToolRounds)", a.cfg.MaxToolRounds)
+			return "", fmt.Errorf("openai: still going after %d requests in one turn (MaxToolRounds): the model kept calling tools, or was kept steered", a.cfg.MaxToolRounds)
 		}
-		r, err := a.complete(ctx, msgs, em)
+		r, err := a.complete(ctx, msgs, em, st)
 		if err != nil {
 			if ctx.Err() == nil {
 				// Keep what was streamed before the failure; the run
@@ -75,10 +83,13 @@ func (a *Agent) Run(ctx context.Context, t agent.Turn) (string, error) {
 		if err := em.flush(ctx); err != nil {
 			return "", err
 		}
-		if len(r.calls) == 0 {
+		st.drain()
+		if len(r.calls) == 0 && len(st.got) == 0 {
 			return "", nil
 		}
-		msgs = append(msgs, assistantMessage(r, round))
+		if len(r.calls) > 0 || r.text.Len() > 0 {
+			msgs = append(msgs, assistantMessage(r, round))
+		}
 		for _, c := range r.calls {
 			result, err := a.callTool(ctx, t, c)
 			if err != nil {
@@ -86,7 +97,37 @@ func (a *Agent) Run(ctx context.Context, t agent.Turn) (string, error) {
 			}
 			msgs = append(msgs, chatMessage{Role: "tool", Content: ptr(result), ToolCallID: c.ID})
 		}
+		st.drain() // posted while asking
+		msgs = a.appendUser(msgs, st.take())
 	}
+}
+
+// steering collects the messages posted during a run of a steerable agent.
+// It is used from the run's goroutine only.
+type steering struct {
+	ch  <-chan agent.Message // nil when not steerable: never ready
+	got []agent.Message
+}
+
+// drain takes the messages already queued, without blocking.
+func (s *steering) drain() {
+	if s.ch == nil {
+		return
+	}
+	for {
+		select {
+		case m := <-s.ch:
+			s.got = append(s.got, m)
+		default:
+			return
+		}
+	}
+}
+
+func (s *steering) take() []agent.Message {
+	got := s.got
+	s.got = nil
+	return got
 }
 
 // assistantMessage is the model's reply r as the next request repeats it.
@@ -138,7 +179,12 @@ func (a *Agent) conversation(t agent.Turn) []chatMessage {
 	if a.cfg.System != "" {
 		msgs = append(msgs, chatMessage{Role: "system", Content: ptr(a.cfg.System)})
 	}
-	for _, m := range append(t.History(), t.Prompt()) {
+	return a.appendUser(msgs, append(t.History(), t.Prompt()))
+}
+
+// appendUser appends thread messages to msgs, with roles by author.
+func (a *Agent) appendUser(msgs []chatMessage, ms []agent.Message) []chatMessage {
+	for _, m := range ms {
 		if m.Text == "" {
 			continue
 		}
@@ -157,7 +203,7 @@ func (a *Agent) conversation(t agent.Turn) []chatMessage {
 
 // complete makes one streamed request and returns the reply, its text
 // already handed to em.
-func (a *Agent) complete(ctx context.Context, msgs []chatMessage, em *emitter) (*reply, error) {
+func (a *Agent) complete(ctx context.Context, msgs []chatMessage, em *emitter, st *steering) (*reply, error) {
 	body, err := json.Marshal(a.request(msgs))
 	if err != nil {
 		return nil, fmt.Errorf("openai: encode request: %w", err)
@@ -195,6 +241,8 @@ func (a *Agent) complete(ctx context.Context, msgs []chatMessage, em *emitter) (
 			if err := em.flush(ctx); err != nil {
 				return nil, err
 			}
+		case m := <-st.ch:
+			st.got = append(st.got, m)
 		case <-ctx.Done():
 			return nil, fmt.Errorf("openai: %w", context.Cause(ctx))
 		}

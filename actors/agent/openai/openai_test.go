@@ -316,7 +316,7 @@ func TestAgent_Run_maxToolRounds(t *testing.T) {
 	})
 	a := newAgent(t, f, openai.Config{MaxToolRounds: 3})
 	_, err := a.Run(runCtx(t), agenttest.NewTurn("q"))
-	if err == nil || !strings.Contains(err.Error(), "after 3 requests") {
+	if err == nil || !strings.Contains(err.Error(), "after 3 requests in one turn") {
 		t.Fatalf("err = %v", err)
 	}
 	if n := len(f.requests()); n != 3 {
