@@ -49,29 +49,7 @@ func TestAgent_throughRunner(t *testing.T) {
 	// Each word its own event: FlushBytes below a word's size, no timer.
 	a := newAgent(t, f, openai.Config{FlushInterval: time.Hour, FlushBytes: 1})
 
-	srv := natsembed.RunForTest(t)
-	store, err := natsstore.New(t.Context(), natsstore.Config{URL: srv.ClientURL()})
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { store.Close() })
-	r, err := runner.New(runner.Config{
-		Store: store, Agent: a, ID: "openai-test", ClaimTTL: 5 * time.Second,
-		Logger: slog.New(slog.NewTextHandler(os.Stderr, &slog.HandlerOptions{Level: slog.LevelWarn})),
-	})
-	if err != nil {
-		t.Fatal(err)
-	}
-	if err := r.Start(t.Context()); err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() {
-		ctx, cancel := context.WithTimeout(context.Background(), testTimeout)
-		defer cancel()
-		if err := r.Stop(ctx); err != nil {
-			t.Errorf("runner stop: %v", err)
-		}
-	})
+	store := startRunner(t, a)
 
 	post(t, store, "chat", "count to five")
 	v := waitThread(t, store, "chat", "the first run's end", func(v *projections.Thread) bool {
@@ -128,7 +106,88 @@ func TestAgent_throughRunner(t *testing.T) {
 		t.Errorf("third request's messages = %q, want %q", got, want)
 	}
 
-	envs, err = store.Load(t.Context(), "chat", 1)
+	auditClean(t, store, "chat")
+}
+
+// Through the real runner, a message posted while the model streams is
+// given to the run as steering (steering_given), and the model is asked
+// again with it; the run completes with both replies.
+func TestAgent_throughRunnerSteered(t *testing.T) {
+	release := make(chan struct{})
+	f := newFakeServer(t,
+		func(w http.ResponseWriter, r *http.Request, n int) {
+			s := startStream(w)
+			s.content("A long answer")
+			select {
+			case <-release:
+			case <-r.Context().Done():
+				return
+			}
+			s.finish("stop")
+		},
+		streamText("; in short: yes."),
+	)
+	a := newAgent(t, f, openai.Config{Steer: true, FlushInterval: time.Millisecond})
+	store := startRunner(t, a)
+	post(t, store, "st", "explain")
+	waitThread(t, store, "st", "the first output", func(v *projections.Thread) bool {
+		return v.ActiveRun != nil && len(v.ActiveRun.Outputs) == 1
+	})
+	post(t, store, "st", "shorter please")
+	waitThread(t, store, "st", "the steering", func(v *projections.Thread) bool {
+		return v.ActiveRun != nil && len(v.ActiveRun.Steering) == 1
+	})
+	close(release)
+	v := waitThread(t, store, "st", "the run's end", func(v *projections.Thread) bool {
+		return len(v.Runs) == 1 && v.ActiveRun == nil
+	})
+	if run := v.Runs[0]; run.Status != projections.RunCompleted || strings.Join(run.Outputs, "") != "A long answer; in short: yes." {
+		t.Fatalf("run = %+v", run)
+	}
+	reqs := f.requests()
+	if len(reqs) != 2 {
+		t.Fatalf("%d requests, want 2", len(reqs))
+	}
+	if got, want := roles(reqs[1]), []string{"user:explain", "assistant:A long answer", "user:shorter please"}; !slices.Equal(got, want) {
+		t.Errorf("second request = %q, want %q", got, want)
+	}
+	auditClean(t, store, "st")
+}
+
+// startRunner starts a runner with agent a on a fresh embedded NATS server
+// and returns its store; both stop when the test ends.
+func startRunner(t *testing.T, a *openai.Agent) *natsstore.Store {
+	t.Helper()
+	srv := natsembed.RunForTest(t)
+	store, err := natsstore.New(t.Context(), natsstore.Config{URL: srv.ClientURL()})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { store.Close() })
+	r, err := runner.New(runner.Config{
+		Store: store, Agent: a, ID: "openai-test", ClaimTTL: 5 * time.Second,
+		Logger: slog.New(slog.NewTextHandler(os.Stderr, &slog.HandlerOptions{Level: slog.LevelWarn})),
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := r.Start(t.Context()); err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() {
+		ctx, cancel := context.WithTimeout(context.Background(), testTimeout)
+		defer cancel()
+		if err := r.Stop(ctx); err != nil {
+			t.Errorf("runner stop: %v", err)
+		}
+	})
+	return store
+}
+
+// auditClean replays thread through the audit and fails t on a violation.
+func auditClean(t *testing.T, s events.Store, thread string) {
+	t.Helper()
+	envs, err := s.Load(t.Context(), thread, 1)
 	if err != nil {
 		t.Fatal(err)
 	}
