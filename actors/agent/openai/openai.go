@@ -65,7 +65,7 @@ func (a *Agent) Run(ctx context.Context, t agent.Turn) (string, error) {
 		st.ch = t.Steering()
 	}
 	st.drain()
-	msgs = a.appendUser(msgs, st.take())
+	msgs = a.appendThread(msgs, st.take())
 	for round := 1; ; round++ {
 		if round > a.cfg.MaxToolRounds {
 			return "", fmt.Errorf("openai: still going after %d requests in one turn (MaxToolRounds): the model kept calling tools, or was kept steered", a.cfg.MaxToolRounds)
@@ -98,7 +98,7 @@ func (a *Agent) Run(ctx context.Context, t agent.Turn) (string, error) {
 			msgs = append(msgs, chatMessage{Role: "tool", Content: ptr(result), ToolCallID: c.ID})
 		}
 		st.drain() // posted while asking
-		msgs = a.appendUser(msgs, st.take())
+		msgs = a.appendThread(msgs, st.take())
 	}
 }
 
@@ -179,11 +179,13 @@ func (a *Agent) conversation(t agent.Turn) []chatMessage {
 	if a.cfg.System != "" {
 		msgs = append(msgs, chatMessage{Role: "system", Content: ptr(a.cfg.System)})
 	}
-	return a.appendUser(msgs, append(t.History(), t.Prompt()))
+	msgs = a.appendThread(msgs, t.History())
+	return a.appendThread(msgs, []agent.Message{t.Prompt()})
 }
 
-// appendUser appends thread messages to msgs, with roles by author.
-func (a *Agent) appendUser(msgs []chatMessage, ms []agent.Message) []chatMessage {
+// appendThread appends thread messages to msgs: role "assistant" for
+// AssistantAuthor's, "user" for the others'.
+func (a *Agent) appendThread(msgs []chatMessage, ms []agent.Message) []chatMessage {
 	for _, m := range ms {
 		if m.Text == "" {
 			continue
