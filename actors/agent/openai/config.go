@@ -119,6 +119,8 @@ func (c *Config) validate() error {
 		errs = append(errs, errors.New("openai: BaseURL is empty (want e.g. http://localhost:11434/v1)"))
 	} else if u, err := url.Parse(c.BaseURL); err != nil || (u.Scheme != "http" && u.Scheme != "https") || u.Host == "" {
 		errs = append(errs, fmt.Errorf("openai: BaseURL %q: want an http:// or https:// URL with a host", c.BaseURL))
+	} else if u.RawQuery != "" || u.Fragment != "" || u.User != nil {
+		errs = append(errs, fmt.Errorf("openai: BaseURL %q: want no query, fragment or user info; the key goes in APIKey", u.Redacted()))
 	}
 	if strings.TrimSpace(c.Model) == "" {
 		errs = append(errs, errors.New("openai: Model is empty"))

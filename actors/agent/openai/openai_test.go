@@ -348,13 +348,15 @@ func TestNew_invalidConfig(t *testing.T) {
 		{openai.Config{Model: "m"}, "BaseURL is empty"},
 		{openai.Config{BaseURL: "localhost:11434/v1", Model: "m"}, "want an http:// or https:// URL"},
 		{openai.Config{BaseURL: "ftp://x/v1", Model: "m"}, "want an http:// or https:// URL"},
+		{openai.Config{BaseURL: "http://x/v1?key=k", Model: "m"}, "want no query"},
+		{openai.Config{BaseURL: "http://u:p@x/v1", Model: "m"}, "want no query, fragment or user info"},
 		{openai.Config{BaseURL: "http://x/v1"}, "Model is empty"},
 		{openai.Config{BaseURL: "http://x/v1", Model: "m", APIKey: "a\nb"}, "line break"},
 		{openai.Config{BaseURL: "http://x/v1", Model: "m", IdleTimeout: -1}, "IdleTimeout -1ns is negative"},
 		{openai.Config{BaseURL: "http://x/v1", Model: "m", HTTPClient: &http.Client{Timeout: time.Second}}, "would cut streams"},
 	} {
 		_, err := openai.New(tc.cfg)
-		if err == nil || !strings.Contains(err.Error(), tc.want) || !strings.HasPrefix(err.Error(), "openai: ") {
+		if err == nil || !strings.Contains(err.Error(), tc.want) || !strings.HasPrefix(err.Error(), "openai: ") || strings.Contains(err.Error(), ":p@") {
 			t.Errorf("New(%+v) = %v; want an error with %q", tc.cfg, err, tc.want)
 		}
 	}
