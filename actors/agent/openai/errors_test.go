@@ -362,10 +362,12 @@ func TestAgent_Run_requestTimeout(t *testing.T) {
 			}
 		}
 	})
-	a := newAgent(t, f, openai.Config{RequestTimeout: 200 * time.Millisecond, IdleTimeout: 150 * time.Millisecond})
+	// The stream outlives IdleTimeout three times; a stall of the fake
+	// server as long as IdleTimeout would fail the test, hence its margin.
+	a := newAgent(t, f, openai.Config{RequestTimeout: 1500 * time.Millisecond, IdleTimeout: 500 * time.Millisecond})
 	turn := agenttest.NewTurn("hi")
 	_, err := a.Run(runCtx(t), turn)
-	if err == nil || !strings.Contains(err.Error(), "timed out after 200ms (RequestTimeout)") {
+	if err == nil || !strings.Contains(err.Error(), "timed out after 1.5s (RequestTimeout)") {
 		t.Fatalf("err = %v", err)
 	}
 	if len(turn.Outputs()) == 0 {
