@@ -26,7 +26,9 @@
 // "data: [DONE]"). The conversation is the optional system prompt, then the
 // thread's history and the prompt: messages whose author is
 // [Config.AssistantAuthor] have role "assistant", every other message role
-// "user" (with its author as "name" when OpenAI accepts it as one).
+// "user" (with its author as "name" when OpenAI accepts it as one). The
+// runner's history holds the thread's posted messages only, so earlier
+// runs' outputs are not in the conversation.
 //
 // The reply's text is emitted as run_output events as it streams,
 // coalesced: buffered text is emitted [Config.FlushInterval] (50 ms) after
@@ -56,9 +58,10 @@
 //
 // # Servers
 //
-// Tested against an in-process server that speaks the format as OpenAI
-// documents it, with the variants of Ollama (whole tool calls), vLLM and
-// llama.cpp (error bodies), and the SSE format's comments and fields.
+// The tests use an in-process fake server that speaks the format as OpenAI
+// documents it, with the variants that Ollama (whole tool calls), vLLM and
+// llama.cpp (error bodies, "error:" lines) are known to send, and the SSE
+// format's comments and fields; no real model server runs in them.
 // llama.cpp's llama-server takes tools only with --jinja (the default in
 // recent versions); without it, every request fails with "tools param
 // requires --jinja flag": set [Config.NoTools] (serve --openai-no-tools).
