@@ -29,7 +29,8 @@ go test -race -count=1 -timeout 20m ./...
 # step and leaves the input in testdata/fuzz: commit it as a regression seed.
 step "fuzz, ${FUZZTIME:-10s} per target"
 for target in FuzzDecode:./events/natsstore/ FuzzApply:./projections/ \
-	FuzzApply:./projections/summaries/ FuzzAuditor_Add:./projections/audit/; do
+	FuzzApply:./projections/summaries/ FuzzAuditor_Add:./projections/audit/ \
+	FuzzReadStream:./actors/agent/openai/; do
 	go test -run '^$' -fuzz "^${target%%:*}\$" -fuzztime "${FUZZTIME:-10s}" "${target#*:}"
 done
 

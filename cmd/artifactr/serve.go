@@ -41,12 +41,13 @@ type serveFlags struct {
 	metrics       string
 	auth          bool
 	agentEnv      []string
+	openai        openaiFlags
 }
 
 func (a *app) serveCommand() *cobra.Command {
 	var f serveFlags
 	cmd := &cobra.Command{
-		Use:   "serve [--agent exec -- PROGRAM [ARGS...]]",
+		Use:   "serve [--agent exec -- PROGRAM [ARGS...] | --agent openai --base-url URL --model NAME]",
 		Short: "Run a runner, with an embedded NATS server unless --nats is given",
 		Long: `Run a runner that claims threads with work and runs their turns with an
 agent.
@@ -66,7 +67,11 @@ opens a request the next message answers; "fail: R" fails) or "exec", which
 runs the program after -- once per turn, speaking JSON lines on stdin and
 stdout. The exec protocol, with its size limits, is in
 actors/agent/PROTOCOL.md (examples/echo-agent.py implements it); serve
-checks at start that the program can be run. --exec-timeout bounds a turn;
+checks at start that the program can be run. Or it is "openai", which
+streams each turn from an OpenAI-compatible chat-completions server
+(OpenAI, Ollama, vLLM, llama.cpp) at --base-url with --model, the API key
+in OPENAI_API_KEY (none for local servers); the model asks the thread's
+user with a tool, ask_user (actors/agent/openai). --exec-timeout bounds a turn;
 --steer gives messages posted while a run is active to that run as steering
 instead of queueing them as the next prompts.
 
@@ -81,6 +86,7 @@ next runner abandons the unfinished runs (run_abandoned).`,
 		Example: `  artifactr serve
   artifactr serve --data /var/lib/artifactr --listen 0.0.0.0:4222
   artifactr serve --agent exec -- python3 examples/echo-agent.py
+  artifactr serve --agent openai --base-url http://localhost:11434/v1 --model llama3.2
   artifactr serve --nats nats://n1:4222,nats://n2:4222 --replicas 3`,
 		Args: cobra.ArbitraryArgs,
 		RunE: func(cmd *cobra.Command, args []string) error {
@@ -109,7 +115,7 @@ next runner abandons the unfinished runs (run_abandoned).`,
 	fl.StringVar(&f.listen, "listen", natsembed.DefaultListen, "client address of the embedded server (port 0: any free port)")
 	fl.BoolVar(&f.noSync, "no-sync", false, "do not fsync JetStream writes: faster, but acknowledged events can be lost on power failure")
 	fl.IntVar(&f.replicas, "replicas", 1, "replicas of the stream and lease bucket when serve creates them (3 on a cluster)")
-	fl.StringVar(&f.agentName, "agent", "echo", `agent running the turns: "echo" or "exec" (program after --)`)
+	fl.StringVar(&f.agentName, "agent", "echo", `agent running the turns: "echo", "exec" (program after --) or "openai"`)
 	fl.BoolVar(&f.steer, "steer", false, "give messages posted during a run to the run as steering")
 	fl.DurationVar(&f.execTimeout, "exec-timeout", agent.DefaultExecTimeout, "bound on one turn of the exec agent (time waiting for answers not counted)")
 	fl.DurationVar(&f.echoDelay, "echo-delay", 0, "keep each echo run active this long (tests)")
@@ -123,6 +129,7 @@ next runner abandons the unfinished runs (run_abandoned).`,
 	fl.StringVar(&f.metrics, "metrics", "", "serve Prometheus /metrics, /healthz and /readyz on this address (host:port); off when empty")
 	fl.BoolVar(&f.auth, "auth", false, "embedded server: require nkey logins with per-role permissions; seeds in DATA/auth (default on when --listen is not loopback)")
 	fl.StringArrayVar(&f.agentEnv, "agent-env", nil, "environment variable the exec agent may see (repeatable); it gets only these plus PATH, HOME and LANG")
+	addOpenAIFlags(cmd, &f.openai)
 	return cmd
 }
 
@@ -131,6 +138,9 @@ func (f *serveFlags) agent(cmd *cobra.Command, args []string) (agent.Agent, erro
 	dash := cmd.ArgsLenAtDash()
 	if dash > 0 || (dash < 0 && len(args) > 0) {
 		return nil, usagef("serve takes no arguments; the exec agent's program goes after --")
+	}
+	if a, err := f.openai.openaiAgent(cmd, f.agentName, args, f.steer); a != nil || err != nil {
+		return a, err
 	}
 	switch f.agentName {
 	case "echo":
@@ -153,7 +163,7 @@ func (f *serveFlags) agent(cmd *cobra.Command, args []string) (agent.Agent, erro
 		}
 		return agent.Exec{Path: args[0], Args: args[1:], Timeout: f.execTimeout, Steer: f.steer, Env: env, PassEnv: pass}, nil
 	}
-	return nil, usagef("--agent %q: want echo or exec", f.agentName)
+	return nil, usagef("--agent %q: want echo, exec or openai", f.agentName)
 }
 
 func (f *serveFlags) validate(external bool) error {
