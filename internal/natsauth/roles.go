@@ -139,8 +139,8 @@ func (n Names) readAPI() []string {
 }
 
 // durableDeny keeps non-runners off the runners' durable consumers: a
-// client that pulled from the work queue, acknowledged its messages or
-// deleted it would starve the runners.
+// client that pulled from the summaries projector's, acknowledged its
+// messages or deleted it would starve the read model.
 func (n Names) durableDeny() []string {
 	var s []string
 	for _, d := range n.Durables {
