@@ -9,6 +9,7 @@ import (
 	"time"
 
 	"github.com/nats-io/nats.go/jetstream"
+	"google.golang.org/protobuf/proto"
 
 	"artifactr/events"
 	"artifactr/events/eventspb"
@@ -177,6 +178,59 @@ func (h *harness) describe(state string) string {
 	return b.String()
 }
 
+// trails prints, for the first n threads named in state, their last events
+// and their lease key's history, for a drain that failed.
+func (h *harness) trails(state string, n int) string {
+	var b strings.Builder
+	envs := h.readLog()
+	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+	defer cancel()
+	var kv jetstream.KeyValue
+	if js, err := jetstream.New(h.adminNC); err == nil {
+		kv, _ = js.KeyValue(ctx, natsstore.DefaultBucket)
+	}
+	for _, w := range strings.Fields(state) {
+		th, _, ok := strings.Cut(w, "(pending")
+		if !ok || n == 0 {
+			continue
+		}
+		n--
+		var mine []events.Envelope
+		for _, e := range envs {
+			if e.Thread == th {
+				mine = append(mine, e)
+			}
+		}
+		fmt.Fprintf(&b, "  %s: %d events\n", th, len(mine))
+		for _, e := range mine[max(0, len(mine)-14):] {
+			detail := ""
+			if e.Event != nil {
+				switch body := e.Event.GetBody().(type) {
+				case *eventspb.Event_ThreadClaimed:
+					detail = fmt.Sprintf("holder=%s rev=%d", body.ThreadClaimed.GetHolder(), body.ThreadClaimed.GetLeaseRevision())
+				case *eventspb.Event_ThreadReleased:
+					detail = fmt.Sprintf("holder=%s reason=%s", body.ThreadReleased.GetHolder(), body.ThreadReleased.GetReason())
+				}
+			}
+			fmt.Fprintf(&b, "    seq=%d %s at %s %s\n", e.Seq, e.Type, e.Stored.Sub(h.start).Round(time.Millisecond), detail)
+		}
+		if kv == nil {
+			continue
+		}
+		hist, err := kv.History(ctx, th)
+		if err != nil {
+			fmt.Fprintf(&b, "    lease history: %v\n", err)
+			continue
+		}
+		for _, e := range hist[max(0, len(hist)-6):] {
+			var l eventspb.Lease
+			_ = proto.Unmarshal(e.Value(), &l)
+			fmt.Fprintf(&b, "    lease rev=%d %s at %s holder=%s session=%s\n", e.Revision(), e.Operation(), e.Created().Sub(h.start).Round(time.Millisecond), l.GetHolder(), l.GetSession())
+		}
+	}
+	return b.String()
+}
+
 // drain waits, with no faults, until every message is consumed and no run
 // is active: every runner up, clocks true, the cluster whole.
 func (h *harness) drain() time.Duration {
@@ -203,7 +257,7 @@ func (h *harness) drain() time.Duration {
 			return time.Since(start)
 		}
 		if time.Now().After(deadline) {
-			h.t.Fatalf("%s: not drained after %s: %s\nrunner warnings: %s\nrunners:\n%s", h.cfg.name, h.cfg.drain, state, h.lc.summary(), h.describe(state))
+			h.t.Fatalf("%s: not drained after %s: %s\nrunner warnings: %s\nrunners:\n%s\ntrails:\n%s", h.cfg.name, h.cfg.drain, state, h.lc.summary(), h.describe(state), h.trails(state, 3))
 		}
 		time.Sleep(250 * time.Millisecond) // poll interval
 	}
