@@ -17,11 +17,13 @@
 //     lapsed and claims their threads (a probe gives a thread up at once if
 //     it has nothing to do): no sweep over every thread.
 //
-// A post to a thread that no live runner holds falls to one runner, chosen
-// by a hash of the thread over the live sessions, which claims it; the
-// others look at the thread again two TTLs later, in case that runner died
-// before it claimed. So each post costs one claim, not one per runner, and
-// no wake-up can be lost between runners.
+// A post to a thread that no live runner holds wakes one runner: the one a
+// shared work source (natsstore's WorkQueue) hands it to, which acknowledges
+// it once a claim holds the thread, so the post goes to another runner if
+// that one dies first. Without a work source, the post falls to one runner
+// by a hash of the thread over the live sessions, and the others look at
+// the thread again two TTLs later in case that runner died before it
+// claimed. Either way each post costs one claim, not one per runner.
 //
 // A claimed idle thread costs its actor, its core's view and one idle timer.
 // A claim loads the thread's events up to its marker only; events after it
@@ -37,9 +39,8 @@
 //		Store:    store,                 // natsstore or memstore
 //		Agent:    agent.Echo{},          // or an exec agent
 //		ClaimTTL: 10 * time.Second,      // the session's TTL
-//
-// //	})
-//
+//		Work:     workQueue,             // shared by the runners
+//	})
 //	if err != nil { ... }
 //	if err := r.Start(ctx); err != nil { ... }
 //	...

@@ -21,10 +21,12 @@ import (
 
 // Messages to the runner actor.
 type (
-	// workItem says thread may have work, and how sure that is.
+	// workItem says thread may have work, and how sure that is. One from
+	// the work source carries its ack.
 	workItem struct {
 		thread string
 		want   want
+		ack    func()
 	}
 	// peekResult says whether a peek found work.
 	peekResult struct {
@@ -134,6 +136,9 @@ type runnerActor struct {
 	queued   map[string]want // threads in queue, and what for
 	failures map[string]int  // claims in a row that failed, by thread
 	rechecks map[string]bool // threads with a busyCheck pending
+	// acks are the work source's wake-ups for threads not yet held, to
+	// acknowledge once a claim holds them.
+	acks map[string][]func()
 	// skipped are the threads whose posts this runner left to another
 	// live runner's claim. Their release makes this runner read them once,
 	// later: the holder may have died between its release and the claim
@@ -158,6 +163,7 @@ func newRunnerActor(r *Runner) *runnerActor {
 		failures: map[string]int{},
 		rechecks: map[string]bool{},
 		skipped:  map[string]struct{}{},
+		acks:     map[string][]func(){},
 		session:  r.currentSession().ID,
 		leases:   map[string]string{},
 		sessions: map[string]bool{},
@@ -173,7 +179,11 @@ func (ra *runnerActor) Receive(ctx actor.Context) {
 	case routed:
 		ra.route(ctx, m.env)
 	case workItem:
-		ra.enqueue(m)
+		if m.ack != nil {
+			ra.woken(m)
+		} else {
+			ra.enqueue(m)
+		}
 		ra.pump(ctx)
 	case claimResult:
 		ra.claimed(ctx, m)
@@ -231,6 +241,7 @@ func (ra *runnerActor) Receive(ctx actor.Context) {
 	case drainAll:
 		ra.draining = true
 		ra.queue, ra.queued = nil, map[string]want{}
+		ra.acks = map[string][]func(){} // unacknowledged: they go to another runner
 		for _, c := range ra.children {
 			ctx.Send(c.pid, drainReq{})
 		}
@@ -270,6 +281,9 @@ func (ra *runnerActor) route(ctx actor.Context, env events.Envelope) {
 		ra.skipped[th] = struct{}{}
 		return
 	}
+	if ra.r.cfg.Work != nil && !(leased && s == ra.session) {
+		return // the work source hands the post to one runner
+	}
 	if (leased && s == ra.session) || ra.owns(th) {
 		// This session's lease with no claim here (a release the watch
 		// has not reported yet), or a free thread that falls to this
@@ -281,6 +295,43 @@ func (ra *runnerActor) route(ctx actor.Context, env events.Envelope) {
 		// died before it claimed.
 		ra.recheck(th)
 	}
+}
+
+// woken takes a wake-up from the work source: acknowledged at once when the
+// thread is held, here or by another live runner, whose follow sees the
+// post; otherwise once a claim holds it.
+func (ra *runnerActor) woken(w workItem) {
+	th := w.thread
+	s, leased := ra.leases[th]
+	if ra.children[th] != nil || (leased && s != ra.session && ra.sessions[s]) {
+		if ra.children[th] == nil {
+			ra.skipped[th] = struct{}{}
+		}
+		ra.ack([]func(){w.ack})
+		return
+	}
+	if ra.draining {
+		return // not acknowledged: another runner gets it
+	}
+	ra.acks[th] = append(ra.acks[th], w.ack)
+	ra.enqueue(workItem{thread: th, want: wantClaim})
+}
+
+// ackAll acknowledges th's wake-ups: a claim holds it.
+func (ra *runnerActor) ackAll(th string) {
+	if acks := ra.acks[th]; len(acks) > 0 {
+		delete(ra.acks, th)
+		ra.ack(acks)
+	}
+}
+
+// ack acknowledges off the actor's goroutine: an ack is a network write.
+func (ra *runnerActor) ack(acks []func()) {
+	ra.r.goDo(func() {
+		for _, a := range acks {
+			a()
+		}
+	})
 }
 
 func (ra *runnerActor) enqueue(w workItem) {
@@ -442,6 +493,7 @@ func (ra *runnerActor) claimed(ctx actor.Context, m claimResult) {
 		}
 		if errors.Is(m.err, events.ErrThreadBusy) {
 			r.stats.claimsBusy.Add(1)
+			ra.ackAll(m.thread) // another holds it and sees the post
 			// Another holds the lease and sees the thread's posts. Look
 			// again later all the same: if nobody holds it by then (its
 			// claim failed, its runner died before it retried), the work
@@ -494,6 +546,7 @@ func (ra *runnerActor) claimed(ctx actor.Context, m claimResult) {
 	ctx.Watch(pid)
 	ra.children[m.thread] = &child{pid: pid, claim: m.claim, fate: fate}
 	delete(ra.skipped, m.thread)
+	ra.ackAll(m.thread)
 	r.stats.held.Add(1)
 	r.stats.claims.Add(1)
 }
@@ -705,7 +758,16 @@ func (ra *runnerActor) describe(m debugReq) {
 		if s, ok := ra.leases[th]; ok {
 			parts = append(parts, fmt.Sprintf("lease(session=%s live=%v)", s, ra.sessions[s]))
 		}
-		out[th] = fmt.Sprintf("session=%s queue=%d claiming=%d caughtUp=%v: %s", ra.session, len(ra.queue), len(ra.claiming), ra.caughtUp, strings.Join(parts, " "))
+		if ra.rechecks[th] {
+			parts = append(parts, "recheck-due")
+		}
+		if _, ok := ra.skipped[th]; ok {
+			parts = append(parts, "skipped")
+		}
+		if n := ra.failures[th]; n > 0 {
+			parts = append(parts, fmt.Sprintf("failures=%d", n))
+		}
+		out[th] = fmt.Sprintf("session=%s queue=%d claiming=%d rechecks=%d caughtUp=%v followed=%d: %s", ra.session, len(ra.queue), len(ra.claiming), len(ra.rechecks), ra.caughtUp, ra.r.Followed(), strings.Join(parts, " "))
 	}
 	m.reply <- out
 }

@@ -4,6 +4,7 @@ import (
 	"context"
 	"fmt"
 	"strings"
+	"sync/atomic"
 	"testing"
 	"time"
 
@@ -187,4 +188,52 @@ func TestRunner_lookAgainOnlyReads(t *testing.T) {
 			t.Fatalf("%s: %d thread_claimed events, want 1", th, claims)
 		}
 	}
+}
+
+// chanWork is a work source fed by the test, recording acknowledgements.
+type chanWork struct {
+	wake  chan string
+	acked atomic.Int64
+}
+
+func (w *chanWork) Next(ctx context.Context) (string, func(), error) {
+	select {
+	case th := <-w.wake:
+		return th, func() { w.acked.Add(1) }, nil
+	case <-ctx.Done():
+		return "", nil, ctx.Err()
+	}
+}
+
+func (w *chanWork) Stop() {}
+
+// A wake-up from the work source is acknowledged once a claim holds its
+// thread, never before: a runner that cannot claim leaves it unacknowledged,
+// for the source to hand to another runner.
+func TestRunner_workAckedAfterClaim(t *testing.T) {
+	log := memstore.NewLog()
+	s := log.Open(memstore.Config{})
+	ttl := 300 * time.Millisecond
+	stuck := &chanWork{wake: make(chan string, 1)}
+	b := startRunner(t, runner.Config{Store: stuckClaims{log.Open(memstore.Config{})}, ID: "B", ClaimTTL: ttl, CallTimeout: 50 * time.Millisecond, Work: stuck})
+	post(t, s, "w", "hello")
+	stuck.wake <- "w"
+	waitFor(t, 20*time.Second, "B's claims fail", func() (bool, string) {
+		d := b.Describe(context.Background(), []string{"w"})["w"]
+		return strings.Contains(d, "failures=2"), d
+	})
+	if n := stuck.acked.Load(); n != 0 {
+		t.Fatalf("B acknowledged the wake-up %d times without a claim", n)
+	}
+	b.Kill()
+
+	work := &chanWork{wake: make(chan string, 1)}
+	a := startRunner(t, runner.Config{Store: log.Open(memstore.Config{}), ID: "A", ClaimTTL: ttl, Work: work})
+	defer a.Stop(context.Background())
+	work.wake <- "w" // redelivered
+	waitFor(t, 20*time.Second, "A answers and acknowledges", func() (bool, string) {
+		ok, state := settled(t, s, "w")()
+		return ok && work.acked.Load() == 1, fmt.Sprintf("%s; acked %d", state, work.acked.Load())
+	})
+	auditClean(t, s, "w")
 }

@@ -20,6 +20,17 @@ import (
 	"artifactr/internal/ctxsleep"
 )
 
+// WorkSource yields threads that may have work: new posts, each to one of
+// the runners sharing the source, and kept for it until acknowledged.
+type WorkSource interface {
+	// Next blocks until a thread may have work. It returns the thread and
+	// the function that acknowledges the wake-up; one never acknowledged
+	// goes to another runner after a while.
+	Next(ctx context.Context) (thread string, ack func(), err error)
+	// Stop ends the source.
+	Stop()
+}
+
 // Config configures a [Runner].
 type Config struct {
 	// Store is the event log. Required.
@@ -46,6 +57,14 @@ type Config struct {
 	// MaxClaiming bounds the claims in flight at once; more wait. Default
 	// 64.
 	MaxClaiming int
+	// Work yields threads with new posts, shared by the runners (natsstore's
+	// WorkQueue). The runner acknowledges a post once a claim holds its
+	// thread, here or in another live runner, so a post is not lost to a
+	// runner that dies first, nor when it was made while no runner ran.
+	// Default: none; the runner's follow finds posts instead (one runner
+	// each, by hash, the others looking again later), which suits runners
+	// that do not all restart at once.
+	Work WorkSource
 	// Subjects names the stream's subjects; must match the store's.
 	Subjects events.Subjects
 	// Logger logs. Default slog.Default().
@@ -262,6 +281,9 @@ func (r *Runner) Start(ctx context.Context) error {
 	r.goDo(func() { r.follow(tail) })
 	r.goDo(func() { r.watchLeases(watch) })
 	r.goDo(r.keepSession)
+	if w := r.cfg.Work; w != nil {
+		r.goDo(func() { r.pullWork(w) })
+	}
 	return nil
 }
 
@@ -436,6 +458,20 @@ func (r *Runner) openSession(ctx context.Context) (events.Session, bool) {
 		if !ctxsleep.Sleep(ctx, delay) {
 			return events.Session{}, false
 		}
+	}
+}
+
+func (r *Runner) pullWork(w WorkSource) {
+	defer w.Stop()
+	for {
+		th, ack, err := w.Next(r.ctx)
+		if err != nil {
+			if r.ctx.Err() == nil {
+				r.log.Error("work source ended", "err", err)
+			}
+			return
+		}
+		r.send(workItem{thread: th, want: wantClaim, ack: ack})
 	}
 }
 

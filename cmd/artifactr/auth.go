@@ -142,7 +142,7 @@ func (f *serveFlags) authNames() natsauth.Names {
 	n := natsauth.DefaultNames()
 	n.Stream = f.conn.stream
 	n.Summaries = f.summaries
-	n.Durables = []string{summaries.DefaultDurable}
+	n.Durables = []string{f.workQueue, summaries.DefaultDurable}
 	return n
 }
 

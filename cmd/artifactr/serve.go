@@ -34,6 +34,7 @@ type serveFlags struct {
 	echoDelay     time.Duration
 	claimTTL      time.Duration
 	idleTimeout   time.Duration
+	workQueue     string
 	shutdownGrace time.Duration
 	runnerID      string
 	projector     bool
@@ -122,6 +123,7 @@ next runner abandons the unfinished runs (run_abandoned).`,
 	_ = fl.MarkHidden("echo-delay")
 	fl.DurationVar(&f.claimTTL, "claim-ttl", 10*time.Second, "lease TTL: how soon a dead runner's threads are taken over")
 	fl.DurationVar(&f.idleTimeout, "idle-timeout", 30*time.Second, "release a claim after this long with nothing to do")
+	fl.StringVar(&f.workQueue, "work-queue", natsstore.DefaultWorkQueue, "durable consumer the runners share: each post wakes one of them, and goes to another if that one dies before it claims")
 	fl.DurationVar(&f.shutdownGrace, "shutdown-grace", 5*time.Second, "on shutdown, how long active runs may take to finish")
 	fl.StringVar(&f.runnerID, "runner-id", "", "runner id, the first part of claim holders (default host-pid-random)")
 	fl.BoolVar(&f.projector, "projector", true, "keep the thread-summaries read model up to date (one serve at a time does; the others stand by)")
@@ -220,9 +222,17 @@ func (a *app) serve(ctx context.Context, f *serveFlags, ag agent.Agent, external
 		return err
 	}
 	defer so.close(ctx)
+	// Posts wake runners through a shared durable consumer: one runner per
+	// post, and a post made while no runner ran, or whose runner died
+	// before it claimed, is delivered to one that runs.
+	work, err := store.WorkQueue(ctx, f.workQueue)
+	if err != nil {
+		return storeError(f.conn.url, err)
+	}
 	r, err := runner.New(runner.Config{
 		Store:         store,
 		Agent:         ag,
+		Work:          work,
 		ID:            f.runnerID,
 		ClaimTTL:      f.claimTTL,
 		IdleTimeout:   f.idleTimeout,
@@ -234,6 +244,7 @@ func (a *app) serve(ctx context.Context, f *serveFlags, ag agent.Agent, external
 		return usage(err)
 	}
 	if err := r.Start(ctx); err != nil {
+		work.Stop()
 		return storeError(f.conn.url, err)
 	}
 	so.started()

@@ -23,8 +23,8 @@ const (
 	// Next loops over pulls until its ctx ends.
 	workWait = 5 * time.Second
 	// workAckWait is how long a delivered post waits for its ack before the
-	// server hands it to another runner. Next acks at once, so only a runner
-	// that died between delivery and ack leaves a post to be redelivered.
+	// server hands it to another runner: the runner acks once a claim holds
+	// the thread, so a runner that dies first costs the post this long.
 	workAckWait = 30 * time.Second
 	// workRetryMax bounds the pause between pulls that fail.
 	workRetryMax = 2 * time.Second
@@ -35,18 +35,19 @@ const (
 // them, so a post wakes one runner rather than all. It has the method set of
 // runner.WorkSource.
 //
-// Delivery is at least once: a runner that dies between the delivery of a
-// post and its ack gets it redelivered to another runner after 30s. A runner
-// that is handed a thread another runner holds simply ignores it, because the
-// holder follows its own thread; threads whose holder died are found through
-// the runners' watch of lapsed sessions.
+// Delivery is at least once: a runner acks a post once a claim holds its
+// thread, so one that dies before its claim gets the post redelivered to
+// another runner after 30s. A runner that is handed a thread another runner
+// holds acks it at once, because the holder follows its own thread; threads
+// whose holder died are found through the runners' watch of lapsed sessions.
 //
 // The consumer is created with DeliverNewPolicy the first time a name is
 // used; after that it keeps its position, so posts made while no runner runs
 // are delivered when one starts. It is safe for concurrent use.
 type WorkQueue struct {
-	s    *Store
-	name string
+	s       *Store
+	name    string
+	ackWait time.Duration
 
 	mu   sync.Mutex // protects cons
 	cons jetstream.Consumer
@@ -60,6 +61,10 @@ type WorkQueue struct {
 // [events.ErrUnavailable] when the server cannot be reached, and one naming
 // the conflict when a consumer of that name exists with another filter.
 func (s *Store) WorkQueue(ctx context.Context, name string) (*WorkQueue, error) {
+	return s.openWorkQueue(ctx, name, workAckWait)
+}
+
+func (s *Store) openWorkQueue(ctx context.Context, name string, ackWait time.Duration) (*WorkQueue, error) {
 	if name == "" {
 		name = DefaultWorkQueue
 	}
@@ -69,7 +74,7 @@ func (s *Store) WorkQueue(ctx context.Context, name string) (*WorkQueue, error) 
 	if err := s.checkOpen(); err != nil {
 		return nil, err
 	}
-	q := &WorkQueue{s: s, name: name, stop: make(chan struct{})}
+	q := &WorkQueue{s: s, name: name, ackWait: ackWait, stop: make(chan struct{})}
 	ctx, cancel := s.bound(ctx)
 	defer cancel()
 	if err := q.open(ctx); err != nil {
@@ -85,7 +90,7 @@ func (q *WorkQueue) config() jetstream.ConsumerConfig {
 		FilterSubject: q.s.subj.AllOf(events.KindPosted),
 		DeliverPolicy: jetstream.DeliverNewPolicy,
 		AckPolicy:     jetstream.AckExplicitPolicy,
-		AckWait:       workAckWait,
+		AckWait:       q.ackWait,
 		MaxDeliver:    -1,
 		MaxAckPending: 10_000,
 		// Many runners each keep one pull waiting.
@@ -127,12 +132,14 @@ func openDurable(ctx context.Context, st jetstream.Stream, cfg jetstream.Consume
 	return cons, nil
 }
 
-// Next blocks until a post is delivered to this runner, acks it and returns
-// its thread. It retries failed pulls (a restarting server, a consumer
+// Next blocks until a post is delivered to this runner and returns its
+// thread and the function that acks the post. Until that is called, the post
+// is this runner's for 30s, then goes to another: call it once the thread is
+// taken care of (a claim holds it). It retries failed pulls (a restarting server, a consumer
 // deleted by hand, which it recreates) until ctx ends, when it returns
 // ctx's error, or the queue is stopped or the store closed, when it returns
 // an error wrapping [events.ErrClosed].
-func (q *WorkQueue) Next(ctx context.Context) (string, error) {
+func (q *WorkQueue) Next(ctx context.Context) (string, func(), error) {
 	ctx, cancel := context.WithCancel(ctx)
 	defer cancel()
 	go func() {
@@ -145,18 +152,18 @@ func (q *WorkQueue) Next(ctx context.Context) (string, error) {
 	failures := 0
 	for {
 		if err := q.ended(ctx); err != nil {
-			return "", err
+			return "", nil, err
 		}
-		thread, err := q.pull(ctx)
+		thread, ack, err := q.pull(ctx)
 		switch {
 		case err == nil && thread != "":
-			return thread, nil
+			return thread, ack, nil
 		case err == nil:
 			failures = 0 // the pull expired empty, or held garbage
 			continue
 		}
 		if e := q.ended(ctx); e != nil {
-			return "", e
+			return "", nil, e
 		}
 		failures++
 		q.s.cfg.Logger.Warn("natsstore: work queue pull failed; retrying", "queue", q.name, "err", err)
@@ -182,9 +189,10 @@ func (q *WorkQueue) ended(ctx context.Context) error {
 	return ctx.Err()
 }
 
-// pull fetches one post and acks it. It returns "" and no error when the
-// pull expired empty, or the message was not a post of a valid thread.
-func (q *WorkQueue) pull(ctx context.Context) (string, error) {
+// pull fetches one post and returns its thread and the post's ack. It
+// returns "" and no error when the pull expired empty, or the message was
+// not a post of a valid thread (acked: it is no work).
+func (q *WorkQueue) pull(ctx context.Context) (string, func(), error) {
 	q.mu.Lock()
 	cons := q.cons
 	q.mu.Unlock()
@@ -192,26 +200,26 @@ func (q *WorkQueue) pull(ctx context.Context) (string, error) {
 	defer cancel()
 	res, err := cons.Fetch(1, jetstream.FetchContext(pctx))
 	if err != nil {
-		return "", err
+		return "", nil, err
 	}
 	m, ok := <-res.Messages()
 	if !ok || m == nil {
 		if err := res.Error(); err != nil && !errors.Is(err, context.DeadlineExceeded) && !errors.Is(err, nats.ErrTimeout) {
-			return "", err
+			return "", nil, err
 		}
-		return "", nil
+		return "", nil, nil
 	}
-	// Ack before handing the thread over: the runner's claim decides who
-	// works on it. A runner that dies between this ack and taking the
-	// thread's lease loses the wake-up: the thread waits for its next post.
-	if err := m.Ack(); err != nil {
-		q.s.cfg.Logger.Debug("natsstore: work queue ack failed; the post will be redelivered", "queue", q.name, "err", err)
+	ack := func() {
+		if err := m.Ack(); err != nil {
+			q.s.cfg.Logger.Debug("natsstore: work queue ack failed; the post will be redelivered", "queue", q.name, "err", err)
+		}
 	}
 	thread, kind, ok := q.s.subj.Parse(m.Subject())
 	if !ok || kind != events.KindPosted {
-		return "", nil
+		ack()
+		return "", nil, nil
 	}
-	return thread, nil
+	return thread, ack, nil
 }
 
 // Stop ends the queue for this runner: a blocked Next returns. The durable

@@ -37,10 +37,11 @@ func TestWorkQueue_Next_eachPostToOneRunner(t *testing.T) {
 	for i, q := range qs {
 		wg.Go(func() {
 			for {
-				th, err := q.Next(ctx)
+				th, ack, err := q.Next(ctx)
 				if err != nil {
 					return
 				}
+				ack()
 				mu.Lock()
 				got[i][th]++
 				if total++; total == n {
@@ -94,9 +95,53 @@ func TestWorkQueue_Next_resumes(t *testing.T) {
 		t.Fatal(err)
 	}
 	defer q2.Stop()
-	th, err := q2.Next(ctxT(t))
+	th, ack, err := q2.Next(ctxT(t))
 	if err != nil || th != "while-down" {
 		t.Fatalf("Next = %q, %v", th, err)
+	}
+	ack()
+}
+
+// A post whose ack never comes (its runner died before it claimed the
+// thread) goes to another runner after the ack wait; an acked one does not.
+func TestWorkQueue_unackedRedelivered(t *testing.T) {
+	srv := natsembed.RunForTest(t)
+	s := open(t, srv)
+	const wait = 300 * time.Millisecond
+	q1, err := s.openWorkQueue(ctxT(t), "unacked", wait)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer q1.Stop()
+	post(t, s, "dropped", "m1")
+	th, _, err := q1.Next(ctxT(t))
+	if err != nil || th != "dropped" {
+		t.Fatalf("Next = %q, %v", th, err)
+	}
+	q1.Stop() // dies without acking
+	q2, err := s.openWorkQueue(ctxT(t), "unacked", wait)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer q2.Stop()
+	th, ack, err := q2.Next(ctxT(t))
+	if err != nil || th != "dropped" {
+		t.Fatalf("redelivery: Next = %q, %v", th, err)
+	}
+	ack()
+	deadline := time.Now().Add(10 * time.Second)
+	for {
+		info, err := q2.cons.Info(ctxT(t))
+		if err != nil {
+			t.Fatal(err)
+		}
+		if info.NumAckPending == 0 && info.NumPending == 0 {
+			break
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("after the ack: %d pending acks, %d pending posts; want none", info.NumAckPending, info.NumPending)
+		}
+		time.Sleep(10 * time.Millisecond) // poll interval
 	}
 }
 
@@ -110,7 +155,7 @@ func TestWorkQueue_Next_stops(t *testing.T) {
 		t.Fatal(err)
 	}
 	errc := make(chan error, 1)
-	go func() { _, err := q.Next(ctxT(t)); errc <- err }()
+	go func() { _, _, err := q.Next(ctxT(t)); errc <- err }()
 	q.Stop()
 	if err := <-errc; !errors.Is(err, events.ErrClosed) {
 		t.Fatalf("Next after Stop: %v", err)
@@ -121,7 +166,7 @@ func TestWorkQueue_Next_stops(t *testing.T) {
 	}
 	ctx, cancel := context.WithTimeout(ctxT(t), 200*time.Millisecond)
 	defer cancel()
-	if _, err := q2.Next(ctx); !errors.Is(err, context.DeadlineExceeded) {
+	if _, _, err := q2.Next(ctx); !errors.Is(err, context.DeadlineExceeded) {
 		t.Fatalf("Next past its deadline: %v", err)
 	}
 }

@@ -21,8 +21,8 @@ const rolesHeader = `# artifactr's NATS roles as nats-server permissions. Genera
 #   go test ./internal/natsauth -run TestExample_rolesConf -rewrite
 # from internal/natsauth/roles.go, for the default names: stream ARTIFACTR
 # on subjects threads.>, buckets claims (leases and runner sessions),
-# thread_summaries and thread_snapshots, durable consumer
-# summaries (the projector).
+# thread_summaries and thread_snapshots, durable consumers
+# artifactr-runners (the work queue) and summaries (the projector).
 #
 #   RUNNER   publishes claim and run events, writes the three buckets,
 #            creates and acknowledges its durable consumers.

@@ -46,6 +46,7 @@ const (
 	DefaultClaims           = "claims"
 	DefaultSummaries        = "thread_summaries"
 	DefaultSnapshots        = "thread_snapshots"
+	DefaultWorkQueue        = "artifactr-runners"
 	DefaultSummariesDurable = "summaries"
 )
 
@@ -59,7 +60,7 @@ type Names struct {
 	Summaries string // KV bucket of the thread-summaries read model
 	Snapshots string // KV bucket of thread snapshots
 	// Durables are the durable consumers only runners may create, read,
-	// acknowledge or delete: the summaries projector's.
+	// acknowledge or delete: the work queue and the summaries projector's.
 	Durables []string
 }
 
@@ -72,7 +73,7 @@ func DefaultNames() Names {
 		Claims:    DefaultClaims,
 		Summaries: DefaultSummaries,
 		Snapshots: DefaultSnapshots,
-		Durables:  []string{DefaultSummariesDurable},
+		Durables:  []string{DefaultWorkQueue, DefaultSummariesDurable},
 	}
 }
 
@@ -139,8 +140,8 @@ func (n Names) readAPI() []string {
 }
 
 // durableDeny keeps non-runners off the runners' durable consumers: a
-// client that pulled from the summaries projector's, acknowledged its
-// messages or deleted it would starve the read model.
+// client that pulled from the work queue, acknowledged its messages or
+// deleted it would starve the runners.
 func (n Names) durableDeny() []string {
 	var s []string
 	for _, d := range n.Durables {

@@ -202,8 +202,18 @@ func (sl *slot) startRunner(id string) {
 		base = eventstest.Unfenced(ns) // the mutation: no fence on consuming writes
 	}
 	cs := newChaosStore(base, &h.stats)
+	// Posts wake runners through the shared work queue, as in serve.
+	wctx, wcancel := context.WithTimeout(context.Background(), 30*time.Second)
+	work, err := ns.WorkQueue(wctx, "")
+	wcancel()
+	if err != nil {
+		ns.Close()
+		nc.Close()
+		h.t.Fatalf("work queue for runner %s: %v", id, err)
+	}
 	r, err := runner.New(runner.Config{
 		Store:         cs,
+		Work:          work,
 		Agent:         agent.Echo{Delay: h.cfg.delay, Steer: true},
 		ID:            id,
 		ClaimTTL:      h.cfg.ttl,

@@ -52,11 +52,11 @@ func Matrix() []Case {
 		{Subject: "$JS.API.STREAM.INFO.ARTIFACTR", Allowed: all},
 		{Subject: "$JS.API.DIRECT.GET.KV_thread_summaries.$KV.thread_summaries.t1", Allowed: all},
 		{Subject: "$JS.API.CONSUMER.CREATE.ARTIFACTR.probe.threads.>", Allowed: all},
-		{Subject: "$JS.API.CONSUMER.CREATE.ARTIFACTR.summaries.threads.>", Allowed: runners},
-		{Subject: "$JS.API.CONSUMER.MSG.NEXT.ARTIFACTR.summaries", Allowed: runners},
+		{Subject: "$JS.API.CONSUMER.CREATE.ARTIFACTR.artifactr-runners.threads.*.posted", Allowed: runners},
+		{Subject: "$JS.API.CONSUMER.MSG.NEXT.ARTIFACTR.artifactr-runners", Allowed: runners},
 		{Subject: "$JS.API.CONSUMER.DELETE.ARTIFACTR.summaries", Allowed: runners, Destructive: true},
 		{Subject: "$JS.API.CONSUMER.RESET.ARTIFACTR.summaries", Allowed: runners, Destructive: true},
-		{Subject: "$JS.ACK.ARTIFACTR.summaries.1.1.1.1.0", Allowed: runners},
+		{Subject: "$JS.ACK.ARTIFACTR.artifactr-runners.1.1.1.1.0", Allowed: runners},
 	}
 }
 
