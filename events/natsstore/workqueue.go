@@ -26,6 +26,8 @@ const (
 	// server hands it to another runner: the runner acks once a claim holds
 	// the thread, so a runner that dies first costs the post this long.
 	workAckWait = 30 * time.Second
+	// workBatch is the most posts one pull fetches in a burst.
+	workBatch = 64
 	// workRetryMax bounds the pause between pulls that fail.
 	workRetryMax = 2 * time.Second
 )
@@ -49,8 +51,9 @@ type WorkQueue struct {
 	name    string
 	ackWait time.Duration
 
-	mu   sync.Mutex // protects cons
+	mu   sync.Mutex // protects cons and buf
 	cons jetstream.Consumer
+	buf  []jetstream.Msg // fetched in a batch, not yet handed out
 
 	stop     chan struct{}
 	stopOnce sync.Once
@@ -193,21 +196,9 @@ func (q *WorkQueue) ended(ctx context.Context) error {
 // returns "" and no error when the pull expired empty, or the message was
 // not a post of a valid thread (acked: it is no work).
 func (q *WorkQueue) pull(ctx context.Context) (string, func(), error) {
-	q.mu.Lock()
-	cons := q.cons
-	q.mu.Unlock()
-	pctx, cancel := context.WithTimeout(ctx, workWait)
-	defer cancel()
-	res, err := cons.Fetch(1, jetstream.FetchContext(pctx))
-	if err != nil {
+	m, err := q.fetch(ctx)
+	if err != nil || m == nil {
 		return "", nil, err
-	}
-	m, ok := <-res.Messages()
-	if !ok || m == nil {
-		if err := res.Error(); err != nil && !errors.Is(err, context.DeadlineExceeded) && !errors.Is(err, nats.ErrTimeout) {
-			return "", nil, err
-		}
-		return "", nil, nil
 	}
 	ack := func() {
 		if err := m.Ack(); err != nil {
@@ -220,6 +211,54 @@ func (q *WorkQueue) pull(ctx context.Context) (string, func(), error) {
 		return "", nil, nil
 	}
 	return thread, ack, nil
+}
+
+// fetch returns the next delivered post, or nil when a pull expired empty.
+// A burst is fetched in batches of up to workBatch, one request each, and
+// handed out one by one; their ack wait runs from their delivery.
+func (q *WorkQueue) fetch(ctx context.Context) (jetstream.Msg, error) {
+	q.mu.Lock()
+	cons := q.cons
+	if len(q.buf) > 0 {
+		m := q.buf[0]
+		q.buf[0] = nil
+		q.buf = q.buf[1:]
+		q.mu.Unlock()
+		return m, nil
+	}
+	q.mu.Unlock()
+	// What is there now, without waiting; if nothing, one long poll.
+	res, err := cons.FetchNoWait(workBatch)
+	if err != nil {
+		return nil, err
+	}
+	var got []jetstream.Msg
+	for m := range res.Messages() {
+		got = append(got, m)
+	}
+	if err := res.Error(); err != nil && !errors.Is(err, nats.ErrTimeout) && !errors.Is(err, jetstream.ErrNoMessages) {
+		return nil, err
+	}
+	if len(got) == 0 {
+		pctx, cancel := context.WithTimeout(ctx, workWait)
+		defer cancel()
+		res, err := cons.Fetch(1, jetstream.FetchContext(pctx))
+		if err != nil {
+			return nil, err
+		}
+		m, ok := <-res.Messages()
+		if !ok || m == nil {
+			if err := res.Error(); err != nil && !errors.Is(err, context.DeadlineExceeded) && !errors.Is(err, nats.ErrTimeout) {
+				return nil, err
+			}
+			return nil, nil
+		}
+		return m, nil
+	}
+	q.mu.Lock()
+	q.buf = append(q.buf, got[1:]...)
+	q.mu.Unlock()
+	return got[0], nil
 }
 
 // Stop ends the queue for this runner: a blocked Next returns. The durable
