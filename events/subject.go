@@ -23,6 +23,11 @@ const (
 	KindRun    Kind = "run"
 )
 
+// Kinds lists a thread's subjects, in the order of [KindPosted],
+// [KindClaim], [KindRun]. The array is a copy; callers may not change the
+// package's.
+func Kinds() [3]Kind { return [3]Kind{KindPosted, KindClaim, KindRun} }
+
 // ThreadIDPattern is the form of a valid thread id, for messages.
 const ThreadIDPattern = "[A-Za-z0-9_-]{1,128}"
 

@@ -95,7 +95,7 @@ func (s *Store) LoadUpTo(ctx context.Context, thread string, from, upTo uint64) 
 		return envs[:n], nil
 	}
 	var all []events.Envelope
-	for _, k := range []events.Kind{events.KindPosted, events.KindClaim, events.KindRun} {
+	for _, k := range events.Kinds() {
 		envs, err := s.directLoadUpTo(ctx, s.subj.Thread(thread, k), from, upTo)
 		if err != nil {
 			return nil, unavailable("load "+thread, err)

@@ -3,21 +3,23 @@ package natsembed
 import (
 	"context"
 	"encoding/json"
+	"errors"
 	"fmt"
 	"log/slog"
 	"net"
 	"strconv"
-	"testing"
 	"time"
 
 	"github.com/nats-io/nats.go"
+
+	"artifactr/internal/testkit"
 )
 
 // RunForTest starts a server for t on a free loopback port, with JetStream
 // in a temporary directory and fsync off (test data need not survive power
 // loss). It is shut down when t ends. Failing to start fails t: tests never
 // skip for want of a server.
-func RunForTest(t testing.TB) *Server {
+func RunForTest(t testkit.TB) *Server {
 	t.Helper()
 	s, err := Start(Config{
 		DataDir: t.TempDir(),
@@ -36,14 +38,14 @@ func RunForTest(t testing.TB) *Server {
 // every node has a fixed client and route port and its own data directory,
 // so a node can be stopped and restarted as the same member.
 type Cluster struct {
-	t     testing.TB
+	t     testkit.TB
 	Nodes []*Server // nil while a node is stopped
 	cfgs  []Config
 }
 
 // StartCluster starts an n-node cluster for t and waits until its JetStream
 // meta leader exists and knows every peer. It is shut down when t ends.
-func StartCluster(t testing.TB, n int) *Cluster {
+func StartCluster(t testkit.TB, n int) *Cluster {
 	t.Helper()
 	if n < 1 {
 		t.Fatalf("natsembed.StartCluster: n = %d", n)
@@ -101,25 +103,23 @@ func (c *Cluster) WaitForRoutes(d time.Duration) {
 	}
 	// routePoolSize routes, plus the system account's own, per peer.
 	want := (len(running) - 1) * (routePoolSize + 1)
-	var bad string
-	ok := poll(d, func() bool {
+	err := testkit.Poll(d, func() error {
 		for _, n := range running {
 			if got := n.ns.NumRoutes(); got != want {
-				bad = fmt.Sprintf("%s has %d routes, want %d", n.Name(), got, want)
-				return false
+				return fmt.Errorf("%s has %d routes, want %d", n.Name(), got, want)
 			}
 		}
-		return true
+		return nil
 	})
-	if !ok {
-		c.t.Fatalf("natsembed: cluster not formed after %s: %s", d, bad)
+	if err != nil {
+		c.t.Fatalf("natsembed: cluster not formed after %s: %v", d, err)
 	}
 }
 
 // freePorts reserves k distinct loopback ports by listening on :0 and
 // releasing them. Another process could take one in between; in tests on
 // loopback that is rare enough.
-func freePorts(t testing.TB, k int) []int {
+func freePorts(t testkit.TB, k int) []int {
 	t.Helper()
 	ls := make([]net.Listener, k)
 	ports := make([]int, k)
@@ -201,11 +201,13 @@ func (c *Cluster) MetaLeader() *Server {
 func (c *Cluster) WaitForMetaLeader(d time.Duration) *Server {
 	c.t.Helper()
 	var l *Server
-	ok := poll(d, func() bool {
-		l = c.MetaLeader()
-		return l != nil && len(l.ns.JetStreamClusterPeers()) == len(c.Nodes)
+	err := testkit.Poll(d, func() error {
+		if l = c.MetaLeader(); l == nil || len(l.ns.JetStreamClusterPeers()) != len(c.Nodes) {
+			return errors.New("no meta leader with every peer")
+		}
+		return nil
 	})
-	if !ok {
+	if err != nil {
 		c.t.Fatalf("natsembed: no JetStream meta leader with %d peers after %s", len(c.Nodes), d)
 	}
 	return l
@@ -227,7 +229,13 @@ func (c *Cluster) StreamLeader(stream string) *Server {
 func (c *Cluster) WaitForStreamLeader(stream string, d time.Duration) *Server {
 	c.t.Helper()
 	var l *Server
-	if !poll(d, func() bool { l = c.StreamLeader(stream); return l != nil }) {
+	err := testkit.Poll(d, func() error {
+		if l = c.StreamLeader(stream); l == nil {
+			return errors.New("no stream leader")
+		}
+		return nil
+	})
+	if err != nil {
 		c.t.Fatalf("natsembed: stream %s has no leader after %s", stream, d)
 	}
 	return l
@@ -260,18 +268,4 @@ func StepDownStream(ctx context.Context, nc *nats.Conn, stream string) error {
 		return fmt.Errorf("natsembed: step down stream %s: not accepted: %s", stream, resp.Data)
 	}
 	return nil
-}
-
-// poll calls f every 10ms until it returns true or d passes.
-func poll(d time.Duration, f func() bool) bool {
-	deadline := time.Now().Add(d)
-	for {
-		if f() {
-			return true
-		}
-		if time.Now().After(deadline) {
-			return false
-		}
-		time.Sleep(10 * time.Millisecond)
-	}
 }
