@@ -23,7 +23,8 @@ type Bucket struct {
 	s      *Store
 	name   string
 	stream jetstream.Stream // KV_<name>
-	prefix string           // $KV.<name>.
+	prefix string           // $KV.<name>.: the keys' stored subjects
+	put    string           // where writes are published (prefix, or under the domain)
 }
 
 // Entry is a key's last value and its revision. Revision is the
@@ -75,13 +76,13 @@ func (s *Store) Bucket(ctx context.Context, name string, create bool) (*Bucket, 
 		}
 	}
 	if err != nil {
-		return nil, unavailable("open bucket "+name, s.denied(err, createSubject("KV_"+name)))
+		return nil, unavailable("open bucket "+name, s.denied(err, s.createSubject("KV_"+name)))
 	}
 	st, err := s.js.Stream(ctx, "KV_"+name)
 	if err != nil {
 		return nil, unavailable("open bucket "+name, err)
 	}
-	return &Bucket{s: s, name: name, stream: st, prefix: "$KV." + name + "."}, nil
+	return &Bucket{s: s, name: name, stream: st, prefix: kvStored(name), put: s.api.kvPublish(name)}, nil
 }
 
 // DeleteBucket deletes the read-model bucket name and everything in it.
@@ -203,7 +204,7 @@ func (b *Bucket) PutMany(ctx context.Context, puts []Put) ([]uint64, []error) {
 				errs[i] = fmt.Errorf("natsstore: bucket %s: invalid key %q", b.name, p.Key)
 				continue
 			}
-			m := &nats.Msg{Subject: b.prefix + p.Key, Data: p.Value}
+			m := &nats.Msg{Subject: b.put + p.Key, Data: p.Value}
 			f, err := b.s.js.PublishMsgAsync(m, jetstream.WithExpectLastSequencePerSubject(p.Revision))
 			if err != nil {
 				errs[i] = unavailable(fmt.Sprintf("put %s to %s", p.Key, b.name), err)
@@ -260,7 +261,7 @@ func (b *Bucket) Scan(ctx context.Context, filter string, fn func(Entry) error) 
 	}
 	defer func() {
 		if info := cons.CachedInfo(); info != nil && !b.s.nc.IsClosed() {
-			_ = b.s.nc.Publish("$JS.API.CONSUMER.DELETE."+info.Stream+"."+info.Name, nil)
+			_ = b.s.nc.Publish(b.s.api.subject("CONSUMER.DELETE."+info.Stream+"."+info.Name), nil)
 		}
 	}()
 	if cons.CachedInfo().NumPending == 0 {

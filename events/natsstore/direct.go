@@ -123,7 +123,7 @@ func (s *Store) directBatch(ctx context.Context, filter string, from uint64) ([]
 	if err != nil {
 		return nil, 0, 0, err
 	}
-	msgs, err := g.request(ctx, "$JS.API.DIRECT.GET."+s.cfg.Stream, req)
+	msgs, err := g.request(ctx, s.api.subject("DIRECT.GET."+s.cfg.Stream), req)
 	if err != nil {
 		return nil, 0, 0, err
 	}

@@ -104,7 +104,7 @@ func (s *Store) replay(ctx context.Context, filter string, from uint64) ([]event
 // with, without waiting: the inactivity threshold is the fallback.
 func (s *Store) dropConsumer(c jetstream.Consumer) {
 	if info := c.CachedInfo(); info != nil && !s.nc.IsClosed() {
-		_ = s.nc.Publish("$JS.API.CONSUMER.DELETE."+s.cfg.Stream+"."+info.Name, nil)
+		_ = s.nc.Publish(s.api.subject("CONSUMER.DELETE."+s.cfg.Stream+"."+info.Name), nil)
 	}
 }
 
@@ -198,7 +198,7 @@ func (s *Store) getMsg(ctx context.Context, stream string, req msgGetRequest) (*
 	if err != nil {
 		return nil, err
 	}
-	resp, err := s.nc.RequestWithContext(ctx, "$JS.API.STREAM.MSG.GET."+stream, body)
+	resp, err := s.nc.RequestWithContext(ctx, s.api.subject("STREAM.MSG.GET."+stream), body)
 	if err != nil {
 		return nil, err
 	}

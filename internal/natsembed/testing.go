@@ -34,6 +34,42 @@ func RunForTest(t testkit.TB) *Server {
 	return s
 }
 
+// StartLeaf starts two servers for t, each with JetStream in its own
+// domain: a hub in hubDomain, and a leaf node of it in leafDomain, the way
+// an edge site runs its own JetStream. It returns once the leaf is
+// connected. A client of the hub reaches the hub's JetStream as $JS.API
+// (or $JS.<hubDomain>.API) and the leaf's only as $JS.<leafDomain>.API:
+// code that hard-codes $JS.API or $KV talks to the wrong JetStream. Both
+// are shut down when t ends.
+func StartLeaf(t testkit.TB, hubDomain, leafDomain string) (hub, leaf *Server) {
+	t.Helper()
+	ports := freePorts(t, 1)
+	logger := newTestLogger(t, slog.LevelError)
+	leafAddr := "127.0.0.1:" + strconv.Itoa(ports[0])
+	hub, err := Start(Config{DataDir: t.TempDir(), Listen: "127.0.0.1:-1", NoSync: true, ServerName: "hub",
+		JetStreamDomain: hubDomain, LeafListen: leafAddr, Logger: logger.With("node", "hub")})
+	if err != nil {
+		t.Fatalf("natsembed.StartLeaf: hub: %v", err)
+	}
+	t.Cleanup(hub.Shutdown)
+	leaf, err = Start(Config{DataDir: t.TempDir(), Listen: "127.0.0.1:-1", NoSync: true, ServerName: "leaf",
+		JetStreamDomain: leafDomain, LeafRemotes: []string{"nats-leaf://" + leafAddr}, Logger: logger.With("node", "leaf")})
+	if err != nil {
+		t.Fatalf("natsembed.StartLeaf: leaf: %v", err)
+	}
+	t.Cleanup(leaf.Shutdown)
+	err = testkit.Poll(30*time.Second, func() error {
+		if hub.ns.NumLeafNodes() != 1 || leaf.ns.NumLeafNodes() != 1 {
+			return errors.New("leaf node not connected")
+		}
+		return nil
+	})
+	if err != nil {
+		t.Fatalf("natsembed.StartLeaf: %v", err)
+	}
+	return hub, leaf
+}
+
 // Cluster is an in-process JetStream cluster on loopback, for fault tests:
 // every node has a fixed client and route port and its own data directory,
 // so a node can be stopped and restarted as the same member.
