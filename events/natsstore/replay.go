@@ -207,6 +207,3 @@ func (s *Store) NextSeq(ctx context.Context, from uint64) (uint64, bool, error) 
 	}
 	return m.Sequence, true, nil
 }
-
-// Subjects names the store's subjects: <prefix>.T.posted and the rest.
-func (s *Store) Subjects() events.Subjects { return s.subj }

@@ -14,12 +14,6 @@ import (
 	"artifactr/events"
 )
 
-// ErrUnsafeConfig is returned by [New] when the stream or the bucket exists
-// with a configuration that would break the audit log or the leases, such as
-// a stream that allows deletes, rollups or message TTLs. New never changes
-// an existing stream; fix it by hand.
-var ErrUnsafeConfig = errors.New("natsstore: unsafe existing config")
-
 // Store is the JetStream [events.Store]. It is safe for concurrent use.
 type Store struct {
 	cfg      Config
@@ -162,21 +156,8 @@ func (s *Store) Close() error {
 // one, lowered to fit the server's max payload.
 func (s *Store) MaxEventBytes() int { return s.maxEvent }
 
+// Subjects names the store's subjects: <prefix>.T.posted and the rest.
+func (s *Store) Subjects() events.Subjects { return s.subj }
+
 // Conn returns the store's connection.
 func (s *Store) Conn() *nats.Conn { return s.nc }
-
-// unavailable wraps a failed call. Errors that are not the server's answer
-// (timeouts, no connection, no responders) also wrap [events.ErrUnavailable].
-func unavailable(what string, err error) error {
-	if err == nil {
-		return nil
-	}
-	if errors.Is(err, ErrUnsafeConfig) || errors.Is(err, events.ErrClosed) || errors.Is(err, ErrPermissionDenied) {
-		return fmt.Errorf("natsstore: %s: %w", what, err)
-	}
-	var apiErr *jetstream.APIError
-	if errors.As(err, &apiErr) {
-		return fmt.Errorf("natsstore: %s: %w", what, err)
-	}
-	return fmt.Errorf("natsstore: %s: %w: %w", what, events.ErrUnavailable, err)
-}
