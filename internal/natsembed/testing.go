@@ -58,14 +58,22 @@ func StartLeaf(t testkit.TB, hubDomain, leafDomain string) (hub, leaf *Server) {
 		t.Fatalf("natsembed.StartLeaf: leaf: %v", err)
 	}
 	t.Cleanup(leaf.Shutdown)
+	// Connected is not enough: the hub learns the leaf's interest in
+	// $JS.<leafDomain>.API after; until then a request gets no responders.
+	nc, err := nats.Connect(hub.ClientURL())
+	if err != nil {
+		t.Fatalf("natsembed.StartLeaf: %v", err)
+	}
+	defer nc.Close()
 	err = testkit.Poll(30*time.Second, func() error {
 		if hub.ns.NumLeafNodes() != 1 || leaf.ns.NumLeafNodes() != 1 {
 			return errors.New("leaf node not connected")
 		}
-		return nil
+		_, err := nc.Request("$JS."+leafDomain+".API.INFO", nil, time.Second)
+		return err
 	})
 	if err != nil {
-		t.Fatalf("natsembed.StartLeaf: %v", err)
+		t.Fatalf("natsembed.StartLeaf: the leaf's JetStream is not reachable from the hub: %v", err)
 	}
 	return hub, leaf
 }
