@@ -23,9 +23,9 @@ const (
 	KindRun    Kind = "run"
 )
 
-// Kinds lists a thread's subjects, in the order of [KindPosted],
-// [KindClaim], [KindRun]. The array is a copy; callers may not change the
-// package's.
+// Kinds lists a thread's three subject kinds: [KindPosted], [KindClaim],
+// [KindRun]. It returns an array, a fresh copy, so no caller can change the
+// list for others.
 func Kinds() [3]Kind { return [3]Kind{KindPosted, KindClaim, KindRun} }
 
 // ThreadIDPattern is the form of a valid thread id, for messages.

@@ -69,7 +69,7 @@ type Config struct {
 	// the chaos and metrics tests block in it to stall a write past the
 	// claim's TTL. It cannot weaken the fence (the append that follows still
 	// carries its check); a hook that blocks only delays that thread's
-	// writes, and it must return once ctx is done.
+	// writes, and it should return once ctx is done.
 	BeforeAppend func(ctx context.Context, ev *eventspb.Event)
 	// Observer is told what the runner does. Default: NopObserver.
 	Observer Observer
