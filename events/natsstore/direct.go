@@ -84,7 +84,14 @@ func (s *Store) LoadUpTo(ctx context.Context, thread string, from, upTo uint64) 
 	defer cancel()
 	from = max(from, 1)
 	if !s.direct {
-		envs, err := s.replay(ctx, s.subj.ThreadAll(thread), from)
+		// Read up to upTo, or to the thread's last event if upTo is on
+		// another subject and the thread has none after it: either is
+		// stored on the filter (see replay).
+		last, err := events.ThreadLastSeq(ctx, s, thread)
+		if err != nil {
+			return nil, err
+		}
+		envs, err := s.replay(ctx, s.subj.ThreadAll(thread), from, min(upTo, last))
 		if err != nil {
 			return nil, unavailable("load "+thread, err)
 		}
