@@ -10,8 +10,8 @@ import (
 	"artifactr/internal/natsembed"
 )
 
-// TestStore_Load_R3seesAcked: on a replicated stream, Load and LoadUpTo
-// return every event acked before the call. Their ordered consumer is an
+// TestStore_Load_R3seesAcked: on a replicated stream, Load, LoadUpTo and
+// Replay return every event acked before the call. Their ordered consumer is an
 // R1 consumer, which the server may place on a follower that has not yet
 // applied the last writes; its pending count alone would end the read
 // early, and a claim would plan on a history missing consuming writes.
@@ -41,9 +41,17 @@ func TestStore_Load_R3seesAcked(t *testing.T) {
 		}
 		last = a.Seq
 		var envs []events.Envelope
-		if i%2 == 0 {
+		switch i % 4 {
+		case 0:
 			envs = load(t, s, "T")
-		} else if envs, err = s.LoadUpTo(ctxT(t), "T", 1, last); err != nil {
+		case 1:
+			envs, err = s.LoadUpTo(ctxT(t), "T", 1, last)
+		case 2:
+			_, err = s.Replay(ctxT(t), s.Subjects().All(), 1, func(e events.Envelope) error { envs = append(envs, e); return nil })
+		case 3:
+			_, err = s.Replay(ctxT(t), s.Subjects().ThreadAll("T"), 1, func(e events.Envelope) error { envs = append(envs, e); return nil })
+		}
+		if err != nil {
 			t.Fatal(err)
 		}
 		if n := len(envs); n == 0 || envs[n-1].Seq != last {
