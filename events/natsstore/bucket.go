@@ -249,7 +249,20 @@ func (b *Bucket) Scan(ctx context.Context, filter string, fn func(Entry) error) 
 	if err := b.s.checkOpen(); err != nil {
 		return err
 	}
+	// Read at least until the last write on filter as the stream leader
+	// has it: the consumer's pending count alone may come from a follower
+	// that lags (see Store.replay).
 	cctx, cancel := b.s.bound(ctx)
+	lastW, err := b.s.getMsg(cctx, b.stream.CachedInfo().Config.Name, msgGetRequest{LastFor: b.prefix + filter})
+	if errors.Is(err, jetstream.ErrMsgNotFound) {
+		cancel()
+		return nil
+	}
+	if err != nil {
+		cancel()
+		return unavailable("scan "+b.name, err)
+	}
+	target := lastW.Sequence
 	cons, err := b.stream.OrderedConsumer(cctx, jetstream.OrderedConsumerConfig{
 		FilterSubjects:    []string{b.prefix + filter},
 		DeliverPolicy:     jetstream.DeliverLastPerSubjectPolicy,
@@ -264,9 +277,6 @@ func (b *Bucket) Scan(ctx context.Context, filter string, fn func(Entry) error) 
 			_ = b.s.nc.Publish(b.s.api.subject("CONSUMER.DELETE."+info.Stream+"."+info.Name), nil)
 		}
 	}()
-	if cons.CachedInfo().NumPending == 0 {
-		return nil
-	}
 	it, err := cons.Messages(jetstream.PullMaxMessages(loadBatch), jetstream.PullExpiry(2*loadHeartbeat), jetstream.PullHeartbeat(loadHeartbeat))
 	if err != nil {
 		return unavailable("scan "+b.name, err)
@@ -289,7 +299,10 @@ func (b *Bucket) Scan(ctx context.Context, filter string, fn func(Entry) error) 
 				return err
 			}
 		}
-		if md.NumPending == 0 {
+		// Past the target, the pending count is this consumer's view
+		// of writes made during the scan: deliveries go in sequence
+		// order, and a key rewritten meanwhile comes after the target.
+		if md.Sequence.Stream >= target && md.NumPending == 0 {
 			return nil
 		}
 	}

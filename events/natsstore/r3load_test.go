@@ -1,6 +1,7 @@
 package natsstore
 
 import (
+	"fmt"
 	"testing"
 	"time"
 
@@ -11,7 +12,8 @@ import (
 )
 
 // TestStore_Load_R3seesAcked: on a replicated stream, Load, LoadUpTo and
-// Replay return every event acked before the call. Their ordered consumer is an
+// Replay return every event acked before the call, and a bucket's Scan
+// every key written before it. Their ordered consumer is an
 // R1 consumer, which the server may place on a follower that has not yet
 // applied the last writes; its pending count alone would end the read
 // early, and a claim would plan on a history missing consuming writes.
@@ -60,6 +62,22 @@ func TestStore_Load_R3seesAcked(t *testing.T) {
 				got = envs[n-1].Seq
 			}
 			t.Fatalf("round %d: loaded up to seq %d, but %d was acked before the load", i, got, last)
+		}
+	}
+	b, err := s.Bucket(ctxT(t), "r3model", true)
+	if err != nil {
+		t.Fatal(err)
+	}
+	for i := range 60 {
+		if _, err := b.Put(ctxT(t), fmt.Sprintf("k%d", i), []byte("v"), 0); err != nil {
+			t.Fatalf("put %d: %v", i, err)
+		}
+		n := 0
+		if err := b.Scan(ctxT(t), ">", func(Entry) error { n++; return nil }); err != nil {
+			t.Fatal(err)
+		}
+		if n != i+1 {
+			t.Fatalf("round %d: scan found %d keys, but %d were written before it", i, n, i+1)
 		}
 	}
 }
