@@ -68,7 +68,7 @@ func TestStore_Append_R3stepDown(t *testing.T) {
 func TestStore_Load_R3seesAcked(t *testing.T) {
 	_, _, s, cl, ack := startR3(t)
 	last := ack.Seq
-	for i := range 150 {
+	for i := range 100 {
 		a, err := s.Append(ctxT(t), events.NewRunOutput(cl, time.Now(), "r1", "x"), events.ExpectLast(last))
 		if err != nil {
 			t.Fatalf("append %d: %v", i, err)
@@ -100,7 +100,7 @@ func TestStore_Load_R3seesAcked(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	for i := range 60 {
+	for i := range 40 {
 		if _, err := b.Put(ctxT(t), fmt.Sprintf("k%d", i), []byte("v"), 0); err != nil {
 			t.Fatalf("put %d: %v", i, err)
 		}
