@@ -32,7 +32,7 @@ const releaseTimeout = 2 * time.Second
 //
 // It returns the claim and the thread's events up to at least its marker. A
 // thread held by another returns an error wrapping [ErrThreadBusy].
-func AcquireClaim(ctx context.Context, s Store, thread, holder string, ttl time.Duration, now time.Time) (Claim, []Envelope, error) {
+func AcquireClaim(ctx context.Context, s ClaimStore, thread, holder string, ttl time.Duration, now time.Time) (Claim, []Envelope, error) {
 	if err := ValidateThreadID(thread); err != nil {
 		return Claim{}, nil, err
 	}
@@ -51,11 +51,19 @@ func AcquireClaim(ctx context.Context, s Store, thread, holder string, ttl time.
 	return c, envs, nil
 }
 
-// ClaimStore is what [AcquireSessionClaim] needs of a store.
+// ClaimStore is what [AcquireClaim] needs of a store: leases, the claim
+// marker's compare-and-set append, and the reads around it.
 type ClaimStore interface {
 	Appender
-	Reader
+	Loader
+	LastSeqReader
 	Leaser
+}
+
+// SessionClaimStore is what [AcquireSessionClaim] needs of a store: a
+// [ClaimStore] whose leases can live by a runner session.
+type SessionClaimStore interface {
+	ClaimStore
 	SessionLeaser
 }
 
@@ -66,7 +74,7 @@ type ClaimStore interface {
 // events returned reach the claim's marker; a store that is a
 // [BoundedLoader] returns them up to the marker exactly, and the caller
 // follows the log for the rest.
-func AcquireSessionClaim(ctx context.Context, s ClaimStore, sess Session, thread, holder string, from uint64, now time.Time) (Claim, []Envelope, error) {
+func AcquireSessionClaim(ctx context.Context, s SessionClaimStore, sess Session, thread, holder string, from uint64, now time.Time) (Claim, []Envelope, error) {
 	if err := ValidateThreadID(thread); err != nil {
 		return Claim{}, nil, err
 	}
@@ -102,7 +110,7 @@ func AcquireSessionClaim(ctx context.Context, s ClaimStore, sess Session, thread
 // claimer is what appendMarker needs of a store.
 type claimer interface {
 	Appender
-	Reader
+	LastSeqReader
 	Leaser
 }
 
@@ -154,10 +162,16 @@ func appendMarker(ctx context.Context, s claimer, lease Lease, now time.Time) (C
 	}
 }
 
+// ReleaseStore is what [ReleaseClaim] needs of a store.
+type ReleaseStore interface {
+	Appender
+	Leaser
+}
+
 // ReleaseClaim gives c up: it appends thread_released expecting c's marker to
 // be the newest, then deletes the lease so the thread can be claimed at once.
 // A release that finds a newer claim has nothing to give up and returns nil.
-func ReleaseClaim(ctx context.Context, s Store, c Claim, reason string, now time.Time) error {
+func ReleaseClaim(ctx context.Context, s ReleaseStore, c Claim, reason string, now time.Time) error {
 	if err := ReleaseMarker(ctx, s, c, reason, now); err != nil {
 		return err
 	}

@@ -3,10 +3,10 @@ package events
 import (
 	"context"
 	"fmt"
-	"testing"
 	"time"
 
 	"artifactr/events/eventspb"
+	"artifactr/events/internal/unfence"
 )
 
 // DefaultMaxEventBytes is the default limit on an encoded event's size.
@@ -18,14 +18,26 @@ const DefaultMaxEventBytes = 1 << 20
 //
 // Every method validates its thread id first and returns an error wrapping
 // [ErrInvalidThreadID] without writing anything when it is bad.
+//
+// Store is made of small role interfaces; a function takes only the roles it
+// uses, as [AcquireClaim] takes a [ClaimStore].
 type Store interface {
 	Poster
 	Appender
 	Reader
 	Leaser
 	SessionLeaser
+	SubjectNamer
 	// Close releases the store's resources. It does not release leases.
 	Close() error
+}
+
+// SubjectNamer names the subjects of a store's stream. A component that
+// works on a store's subjects takes them from here, so it cannot be
+// configured to contradict the store.
+type SubjectNamer interface {
+	// Subjects returns the subjects of the store's stream.
+	Subjects() Subjects
 }
 
 // Poster posts messages.
@@ -48,18 +60,52 @@ type Appender interface {
 	Append(ctx context.Context, ev *eventspb.Event, chk Check, opts ...AppendOption) (Ack, error)
 }
 
-// Reader reads the log.
+// Reader reads the log: every read role.
 type Reader interface {
+	Loader
+	LastSeqReader
+	Tailer
+	ThreadLister
+}
+
+// Loader loads a thread's events.
+type Loader interface {
 	// Load returns every event of thread with sequence >= from, at least up
 	// to the stream's last sequence when Load was called, in order.
 	// Malformed events are returned with Envelope.Err set.
 	Load(ctx context.Context, thread string, from uint64) ([]Envelope, error)
+}
+
+// LastSeqReader reads the last sequence of a thread's subject.
+type LastSeqReader interface {
 	// LastSeq returns the sequence of the last event on thread's subject of
 	// kind k, or 0 when there is none.
 	LastSeq(ctx context.Context, thread string, k Kind) (uint64, error)
+}
+
+// ThreadLastSeq returns the sequence of thread's newest event: the largest
+// last sequence of its three subjects, or 0 when it has none.
+func ThreadLastSeq(ctx context.Context, s LastSeqReader, thread string) (uint64, error) {
+	var last uint64
+	for _, k := range Kinds() {
+		n, err := s.LastSeq(ctx, thread, k)
+		if err != nil {
+			return 0, err
+		}
+		last = max(last, n)
+	}
+	return last, nil
+}
+
+// Tailer follows the log.
+type Tailer interface {
 	// Tail follows events on a subject filter, such as threads.T.> or
 	// threads.*.posted, from sequence from (0 means only new events).
 	Tail(ctx context.Context, filter string, from uint64) (Tail, error)
+}
+
+// ThreadLister lists threads.
+type ThreadLister interface {
 	// Threads lists the threads that have a posted message, in no set order.
 	Threads(ctx context.Context) ([]string, error)
 }
@@ -217,9 +263,10 @@ const (
 	// CheckFence expects Seq to be the last sequence on the thread's claim
 	// subject: the writer's claim is still the newest.
 	CheckFence
-	// CheckUnfencedForTest drops the fence from a consuming append. Stores
-	// refuse it outside test binaries; it exists to prove that the safety
-	// tests fail without the fence.
+	// CheckUnfencedForTest drops the fence from a consuming append. It
+	// exists to prove that the safety tests fail without the fence. Stores
+	// refuse it unless the test helpers (eventstest.Unfenced) switched it
+	// on, which no production binary can do: they are its only way in.
 	CheckUnfencedForTest
 )
 
@@ -280,8 +327,8 @@ func CheckAppend(ev *eventspb.Event, chk Check, opts []AppendOption) (AppendOpti
 	case t == TypeMessagePosted:
 		return o, fmt.Errorf("%w: message_posted is written by Post", ErrInvalidEvent)
 	case t.Fenced() && chk.Mode == CheckUnfencedForTest:
-		if !testing.Testing() {
-			return o, fmt.Errorf("%w: the fence can only be switched off in tests", ErrInvalidEvent)
+		if !unfence.Allowed() {
+			return o, fmt.Errorf("%w: the fence can only be switched off in tests (eventstest.Unfenced)", ErrInvalidEvent)
 		}
 	case t.Fenced() && chk.Mode != CheckFence:
 		return o, fmt.Errorf("%w: %s must be fenced by the writer's claim", ErrInvalidEvent, t)

@@ -23,6 +23,11 @@ const (
 	KindRun    Kind = "run"
 )
 
+// Kinds lists a thread's three subject kinds: [KindPosted], [KindClaim],
+// [KindRun]. It returns an array, a fresh copy, so no caller can change the
+// list for others.
+func Kinds() [3]Kind { return [3]Kind{KindPosted, KindClaim, KindRun} }
+
 // ThreadIDPattern is the form of a valid thread id, for messages.
 const ThreadIDPattern = "[A-Za-z0-9_-]{1,128}"
 

@@ -1,6 +1,7 @@
-// Package agent defines the interface an artifactr agent implements, and the
-// built-in agents: echo (the default, deterministic) and exec (any program,
-// speaking JSON lines).
+// Package agent defines the interface an artifactr agent implements, its
+// plain data types, and the built-in echo agent (the default,
+// deterministic). Agents that do I/O live in subpackages: exec (any
+// program, speaking JSON lines).
 package agent
 
 import (

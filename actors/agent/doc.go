@@ -3,52 +3,11 @@
 //
 // # Usage
 //
-//	var a agent.Agent = agent.Echo{}          // or agent.Exec{Path: "python3", Args: ...}
+//	var a agent.Agent = agent.Echo{}          // or exec.Agent{Path: "python3", Args: ...}
 //	out, err := a.Run(ctx, turn)              // ctx is cancelled when the claim is lost
 //	if err != nil { /* append run_failed{Reason: err.Error()} */ }
 //
-// # Exec protocol
-//
-// [Exec] starts its program once per turn and speaks JSON lines: one JSON
-// object per line, UTF-8, ending in "\n", on the program's stdin and stdout.
-// Every object has a "type". Messages are [Message] objects:
-// {"seq":N,"id":"...","author":"...","text":"..."} ("author" omitted if
-// empty).
-//
-// artifactr writes to stdin:
-//
-//	{"type":"turn","token":{"thread":"T","claim_seq":N,"run_id":"R"},"prompt":MESSAGE,"history":[MESSAGE...]}
-//	    first line, exactly once. history holds the messages before the
-//	    prompt, oldest first; it is [] when empty, never null.
-//	{"type":"answer","request_id":"ID","message":MESSAGE}
-//	    the answer to an ask, written only after the program asked.
-//	{"type":"steering","message":MESSAGE}
-//	    a message posted while the turn runs; only if Exec.Steer is set.
-//
-// The program writes to stdout:
-//
-//	{"type":"output","text":"..."}        output, recorded as run_output
-//	{"type":"ask","question":"..."}       opens a request and waits for an
-//	                                      answer line; "request_id" is optional
-//	                                      and echoed back, else it is "1", "2"...
-//	                                      in order of asking
-//	{"type":"done","output":"..."}        the final output; ends the turn
-//	{"type":"error","reason":"..."}       fails the turn with that reason
-//
-// Blank lines and unknown fields are ignored; lines are at most 1 MiB. After
-// an ask, artifactr reads no further stdout line until it has written the
-// answer; steering posted meanwhile is written after the answer. A program
-// should skip stdin lines of types it does not know, as types may be added.
-// After done, artifactr closes stdin and the program should exit; after 2s
-// its process group is killed. stderr is free text; its last 4 KiB are
-// appended to failure reasons.
-//
-// A turn fails, and the program's process group is killed and reaped, when:
-// the program sends error ("exec: program error: REASON"); it exits before
-// done ("exec: program exited with status 3 before done"); it
-// writes a line that is not JSON ("exec: malformed line 2: \"...\": ...",
-// quoted and cut at 120 bytes), has an unknown type, or is too long; the
-// turn's Timeout passes ("exec: timed out after 60s"; time waiting for an
-// answer is not counted); or the run's context is cancelled ("exec: context
-// canceled").
+// The exec agent, which runs any program per turn, lives in package
+// artifactr/actors/agent/exec, apart from these plain types: a package that
+// only needs them (the pure core, actors/thread) does not link os/exec.
 package agent

@@ -9,11 +9,13 @@ import (
 
 	"artifactr/actors/agent"
 	"artifactr/actors/agent/agenttest"
+	agentexec "artifactr/actors/agent/exec"
 	"artifactr/actors/runner"
 	"artifactr/events"
 	"artifactr/events/memstore"
 	"artifactr/events/natsstore"
 	"artifactr/internal/natsembed"
+	"artifactr/internal/testkit"
 	"artifactr/projections"
 )
 
@@ -43,7 +45,7 @@ func TestRunner_oversizedEvents(t *testing.T) {
 		{"echo of a message just under 1 MiB", 0, agent.Echo{},
 			strings.Repeat("é", (events.DefaultMaxEventBytes-100)/2), ""}, // the post fits; "echo: " and the run's envelope do not
 		{"exec done line over the store's limit", 256 << 10,
-			agent.Exec{Path: "/bin/sh", Args: []string{"-c", bigAgent}, Timeout: 30 * time.Second},
+			agentexec.Agent{Path: "/bin/sh", Args: []string{"-c", bigAgent}, Timeout: 30 * time.Second},
 			"big please", strings.Repeat("a", 600000)},
 	}
 	for _, tc := range tests {
@@ -67,7 +69,7 @@ func TestRunner_oversizedEvents(t *testing.T) {
 			th := "big"
 			post(t, s, th, tc.prompt)
 			post(t, s, th, "next")
-			waitFor(t, 60*time.Second, "both messages run", settled(t, s, th))
+			testkit.WaitFor(t, 60*time.Second, "both messages run", settled(t, s, th))
 			v := fold(t, s, th)
 			if len(v.Runs) != 2 {
 				t.Fatalf("%d runs, want 2", len(v.Runs))
@@ -122,7 +124,7 @@ func TestRunner_turnEndedLikeAgenttest(t *testing.T) {
 	ag := recordAgent{errs: make(chan error, 2)}
 	r := startRunner(t, runner.Config{Store: s, Agent: ag, ClaimTTL: 2 * time.Second, ShutdownGrace: time.Millisecond})
 	post(t, s, "ended", "go")
-	waitFor(t, 10*time.Second, "the request opened", func() (bool, string) {
+	testkit.WaitFor(t, 10*time.Second, "the request opened", func() (bool, string) {
 		v := fold(t, s, "ended")
 		return len(v.OpenRequests()) == 1, fmt.Sprintf("%d open requests", len(v.OpenRequests()))
 	})

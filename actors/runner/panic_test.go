@@ -9,6 +9,7 @@ import (
 	"artifactr/actors/runner"
 	"artifactr/actors/thread"
 	"artifactr/events/memstore"
+	"artifactr/internal/testkit"
 )
 
 // A thread actor that panics is stopped, not restarted on its stale state,
@@ -26,9 +27,9 @@ func TestRunner_panicHandsOver(t *testing.T) {
 	r := startRunner(t, runner.Config{Store: s})
 	defer r.Stop(context.Background())
 	post(t, s, "boom", "first")
-	waitFor(t, 10*time.Second, "the panic", func() (bool, string) { return panicked.Load() == 1, "" })
+	testkit.WaitFor(t, 10*time.Second, "the panic", func() (bool, string) { return panicked.Load() == 1, "" })
 	post(t, s, "boom", "second")
-	waitFor(t, 15*time.Second, "both messages run after the handover", settled(t, s, "boom"))
+	testkit.WaitFor(t, 15*time.Second, "both messages run after the handover", settled(t, s, "boom"))
 	v := fold(t, s, "boom")
 	if len(v.Runs) != 2 {
 		t.Fatalf("%d runs, want 2", len(v.Runs))

@@ -7,7 +7,6 @@ import (
 	"errors"
 	"fmt"
 	"log/slog"
-	"os"
 	"sync"
 	"sync/atomic"
 	"time"
@@ -18,6 +17,7 @@ import (
 	"artifactr/events"
 	"artifactr/events/eventspb"
 	"artifactr/internal/ctxsleep"
+	"artifactr/internal/procid"
 )
 
 // WorkSource yields threads that may have work: new posts, each to one of
@@ -65,15 +65,17 @@ type Config struct {
 	// each, by hash, the others looking again later), which suits runners
 	// that do not all restart at once.
 	Work WorkSource
-	// Subjects names the stream's subjects; must match the store's.
-	Subjects events.Subjects
 	// Logger logs. Default slog.Default().
 	Logger *slog.Logger
 	// Now is the runner's clock, for event times only. Default time.Now.
 	Now func() time.Time
-	// BeforeAppend, if set, is called before each append a thread actor
-	// makes, off the actor's goroutine. It is a fault-injection point: tests
-	// use it to stall writes past the TTL.
+	// BeforeAppend is a fault-injection point, for tests only; leave it nil
+	// in production. If set, it is called before each append a thread actor
+	// makes, off the actor's goroutine, with the event about to be written:
+	// the chaos and metrics tests block in it to stall a write past the
+	// claim's TTL. It cannot weaken the fence (the append that follows still
+	// carries its check); a hook that blocks only delays that thread's
+	// writes, and it should return once ctx is done.
 	BeforeAppend func(ctx context.Context, ev *eventspb.Event)
 	// Observer is told what the runner does. Default: NopObserver.
 	Observer Observer
@@ -87,8 +89,7 @@ func (c *Config) setDefaults() error {
 		c.Agent = agent.Echo{}
 	}
 	if c.ID == "" {
-		host, _ := os.Hostname()
-		c.ID = fmt.Sprintf("%s-%d-%s", host, os.Getpid(), randHex(4))
+		c.ID = procid.New()
 	}
 	if c.ClaimTTL == 0 {
 		c.ClaimTTL = 10 * time.Second
@@ -190,7 +191,7 @@ func New(cfg Config) (*Runner, error) {
 	if err := cfg.setDefaults(); err != nil {
 		return nil, err
 	}
-	return &Runner{cfg: cfg, store: cfg.Store, subjects: cfg.Subjects, log: cfg.Logger.With("runner", cfg.ID), done: make(chan struct{}), actorStopped: make(chan struct{})}, nil
+	return &Runner{cfg: cfg, store: cfg.Store, subjects: cfg.Store.Subjects(), log: cfg.Logger.With("runner", cfg.ID), done: make(chan struct{}), actorStopped: make(chan struct{})}, nil
 }
 
 // ID returns the runner's id.

@@ -16,6 +16,7 @@ import (
 	"artifactr/events"
 	"artifactr/events/eventspb"
 	"artifactr/events/memstore"
+	"artifactr/internal/testkit"
 	"artifactr/projections"
 	"artifactr/projections/audit"
 )
@@ -49,23 +50,6 @@ func post(t *testing.T, s events.Store, th, text string) uint64 {
 	}
 	return ack.Seq
 }
-
-// waitFor polls cond until it holds or the deadline passes.
-func waitFor(t *testing.T, d time.Duration, what string, cond func() (bool, string)) {
-	t.Helper()
-	deadline := time.Now().Add(d)
-	for {
-		ok, state := cond()
-		if ok {
-			return
-		}
-		if time.Now().After(deadline) {
-			t.Fatalf("timed out after %s waiting for %s; last state: %s", d, what, state)
-		}
-		time.Sleep(10 * time.Millisecond)
-	}
-}
-
 func fold(t *testing.T, s events.Store, th string) *projections.Thread {
 	envs, err := s.Load(context.Background(), th, 1)
 	if err != nil {
@@ -113,7 +97,7 @@ func TestRunner_answersPosts(t *testing.T) {
 			post(t, s, th, fmt.Sprintf("%s-%d", th, i))
 		}
 	}
-	waitFor(t, 10*time.Second, "every message answered", settled(t, s, threads...))
+	testkit.WaitFor(t, 10*time.Second, "every message answered", settled(t, s, threads...))
 	for _, th := range threads {
 		v := fold(t, s, th)
 		for _, run := range v.Runs {
@@ -136,17 +120,31 @@ func TestRunner_answersPosts(t *testing.T) {
 	}
 }
 
+// TestRunner_subjectsFromStore: the runner follows the subjects its store
+// writes; there is no separate setting that could name others.
+func TestRunner_subjectsFromStore(t *testing.T) {
+	s := memstore.New(memstore.Config{Subjects: events.Subjects{Prefix: "convs"}})
+	r := startRunner(t, runner.Config{Store: s})
+	defer r.Stop(context.Background())
+	post(t, s, "p", "hello")
+	testkit.WaitFor(t, 10*time.Second, "the post answered under prefix convs", settled(t, s, "p"))
+	v := fold(t, s, "p")
+	if len(v.Runs) != 1 || v.Runs[0].Status != projections.RunCompleted {
+		t.Fatalf("runs %+v", v.Runs)
+	}
+}
+
 func TestRunner_requestAnswered(t *testing.T) {
 	s := memstore.New(memstore.Config{})
 	r := startRunner(t, runner.Config{Store: s})
 	defer r.Stop(context.Background())
 	post(t, s, "q", "ask: your name?")
-	waitFor(t, 10*time.Second, "the request opened", func() (bool, string) {
+	testkit.WaitFor(t, 10*time.Second, "the request opened", func() (bool, string) {
 		v := fold(t, s, "q")
 		return len(v.OpenRequests()) == 1, fmt.Sprintf("%d open requests", len(v.OpenRequests()))
 	})
 	post(t, s, "q", "bob")
-	waitFor(t, 10*time.Second, "the run completed", settled(t, s, "q"))
+	testkit.WaitFor(t, 10*time.Second, "the run completed", settled(t, s, "q"))
 	v := fold(t, s, "q")
 	if len(v.Runs) != 1 || v.Runs[0].Status != projections.RunCompleted || v.Runs[0].Output != "echo: your name? -> bob" {
 		t.Fatalf("runs %+v", v.Runs[0])
@@ -162,14 +160,14 @@ func TestRunner_takeoverAfterKill(t *testing.T) {
 	a := startRunner(t, runner.Config{Store: s, ID: "A", ClaimTTL: ttl, Agent: agent.Echo{Delay: time.Hour}})
 	post(t, s, "k", "one")
 	post(t, s, "k", "two")
-	waitFor(t, 10*time.Second, "A's run active", func() (bool, string) {
+	testkit.WaitFor(t, 10*time.Second, "A's run active", func() (bool, string) {
 		v := fold(t, s, "k")
 		return v.ActiveRun != nil, "no active run"
 	})
 	a.Kill()
 	b := startRunner(t, runner.Config{Store: log.Open(memstore.Config{}), ID: "B", ClaimTTL: ttl})
 	defer b.Stop(context.Background())
-	waitFor(t, 10*time.Second, "B answers the rest", settled(t, s, "k"))
+	testkit.WaitFor(t, 10*time.Second, "B answers the rest", settled(t, s, "k"))
 	v := fold(t, s, "k")
 	if len(v.Runs) != 2 || v.Runs[0].Status != projections.RunAbandoned || v.Runs[1].Status != projections.RunCompleted {
 		t.Fatalf("runs: %+v %+v", v.Runs[0], v.Runs[len(v.Runs)-1])
@@ -186,7 +184,7 @@ func TestRunner_stopHandsOver(t *testing.T) {
 	r := startRunner(t, runner.Config{Store: s, Agent: agent.Echo{Delay: time.Hour}, ShutdownGrace: 50 * time.Millisecond})
 	post(t, s, "s", "slow")
 	post(t, s, "s", "next")
-	waitFor(t, 10*time.Second, "run active", func() (bool, string) { return fold(t, s, "s").ActiveRun != nil, "" })
+	testkit.WaitFor(t, 10*time.Second, "run active", func() (bool, string) { return fold(t, s, "s").ActiveRun != nil, "" })
 	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
 	defer cancel()
 	if err := r.Stop(ctx); err != nil {
@@ -241,10 +239,10 @@ func TestRunner_followBreaks(t *testing.T) {
 	fails.Store(3)
 	r := startRunner(t, runner.Config{Store: flakyTails{s, fails}, Logger: slog.New(slog.DiscardHandler)})
 	defer r.Stop(context.Background())
-	waitFor(t, 10*time.Second, "the follow to work again", func() (bool, string) {
+	testkit.WaitFor(t, 10*time.Second, "the follow to work again", func() (bool, string) {
 		return fails.Load() < 0, fmt.Sprint(fails.Load())
 	})
 	post(t, s, "blind", "x")
-	waitFor(t, 10*time.Second, "the post's run", settled(t, s, "blind"))
+	testkit.WaitFor(t, 10*time.Second, "the post's run", settled(t, s, "blind"))
 	auditClean(t, s, "blind")
 }

@@ -9,6 +9,7 @@ import (
 	"artifactr/actors/runner"
 	"artifactr/events/natsstore"
 	"artifactr/internal/natsembed"
+	"artifactr/internal/testkit"
 )
 
 // A released thread leaves a snapshot of its fold; the next claim starts
@@ -27,8 +28,8 @@ func TestRunner_snapshots(t *testing.T) {
 	for i := range 5 {
 		post(t, s, "long", fmt.Sprintf("m%d", i))
 	}
-	waitFor(t, 10*time.Second, "the first turns", settled(t, s, "long"))
-	waitFor(t, 10*time.Second, "an idle release with a snapshot", func() (bool, string) {
+	testkit.WaitFor(t, 10*time.Second, "the first turns", settled(t, s, "long"))
+	testkit.WaitFor(t, 10*time.Second, "an idle release with a snapshot", func() (bool, string) {
 		st := r.Stats()
 		return st.Held == 0 && st.SnapshotsSaved >= 1, fmt.Sprintf("%+v", st)
 	})
@@ -37,11 +38,11 @@ func TestRunner_snapshots(t *testing.T) {
 		t.Fatalf("no snapshot stored: %v", err)
 	}
 	post(t, s, "long", "after the snapshot")
-	waitFor(t, 10*time.Second, "the turn after the snapshot", settled(t, s, "long"))
+	testkit.WaitFor(t, 10*time.Second, "the turn after the snapshot", settled(t, s, "long"))
 	if st := r.Stats(); st.SnapshotsLoaded != 1 || st.SnapshotsBad != 0 {
 		t.Fatalf("stats %+v: want the claim to start from the snapshot", st)
 	}
-	waitFor(t, 10*time.Second, "the second release", func() (bool, string) {
+	testkit.WaitFor(t, 10*time.Second, "the second release", func() (bool, string) {
 		return r.Stats().Held == 0, fmt.Sprintf("%+v", r.Stats())
 	})
 
@@ -50,7 +51,7 @@ func TestRunner_snapshots(t *testing.T) {
 		t.Fatal(err)
 	}
 	post(t, s, "long", "after the damage")
-	waitFor(t, 10*time.Second, "the turn after the damage", settled(t, s, "long"))
+	testkit.WaitFor(t, 10*time.Second, "the turn after the damage", settled(t, s, "long"))
 	if st := r.Stats(); st.SnapshotsBad != 1 || st.SnapshotsLoaded != 1 {
 		t.Fatalf("stats %+v: want the bad snapshot ignored", st)
 	}

@@ -363,15 +363,7 @@ func (a *threadActor) append(ap *thread.Append) {
 // sync reads the thread's last sequence, retrying until it can.
 func (a *threadActor) sync() {
 	for delay := 10 * time.Millisecond; ; delay = min(2*delay, time.Second) {
-		var last uint64
-		var err error
-		for _, k := range []events.Kind{events.KindPosted, events.KindClaim, events.KindRun} {
-			var n uint64
-			if n, err = a.r.store.LastSeq(a.ctx, a.claim.Thread, k); err != nil {
-				break
-			}
-			last = max(last, n)
-		}
+		last, err := events.ThreadLastSeq(a.ctx, a.r.store, a.claim.Thread)
 		if err == nil {
 			a.send(thread.Synced{LastSeq: last})
 			return

@@ -3,7 +3,6 @@ package thread_test
 import (
 	"context"
 	"errors"
-	"os/exec"
 	"strings"
 	"testing"
 	"time"
@@ -13,6 +12,7 @@ import (
 	"artifactr/events/eventspb"
 	"artifactr/events/eventstest"
 	"artifactr/events/memstore"
+	"artifactr/internal/testkit"
 )
 
 // driver carries out a core's Readys against a memstore in one goroutine,
@@ -64,10 +64,9 @@ func (d *driver) exec(rd thread.Ready) {
 			d.pending = append(d.pending, thread.AppendDone{Ack: ack, Err: err})
 		}
 		if rd.Sync {
-			var last uint64
-			for _, k := range []events.Kind{events.KindPosted, events.KindClaim, events.KindRun} {
-				n, _ := d.s.LastSeq(context.Background(), d.thread, k)
-				last = max(last, n)
+			last, err := events.ThreadLastSeq(context.Background(), d.s, d.thread)
+			if err != nil {
+				d.t.Fatalf("sync: %v", err)
 			}
 			d.pending = append(d.pending, thread.Synced{LastSeq: last})
 		}
@@ -340,15 +339,8 @@ func TestCore_Decide_rejectsForeignRun(t *testing.T) {
 	}
 }
 
-// The core is pure: it imports neither nats.go nor protoactor.
+// The core is pure: it imports neither nats.go nor protoactor, nor os/exec
+// (agents that run programs live in actors/agent/exec).
 func TestCore_deps_pure(t *testing.T) {
-	out, err := exec.Command("go", "list", "-deps", "artifactr/actors/thread").CombinedOutput()
-	if err != nil {
-		t.Fatalf("go list: %v\n%s", err, out)
-	}
-	for _, bad := range []string{"github.com/nats-io/", "github.com/asynkron/protoactor-go"} {
-		if strings.Contains(string(out), bad) {
-			t.Fatalf("actors/thread depends on %s", bad)
-		}
-	}
+	testkit.NoDeps(t, "artifactr/actors/thread", "github.com/nats-io/", "github.com/asynkron/protoactor-go/", "os/exec")
 }

@@ -13,7 +13,7 @@ import (
 	"github.com/nats-io/nkeys"
 	"github.com/spf13/cobra"
 
-	"artifactr/actors/agent"
+	agentexec "artifactr/actors/agent/exec"
 	"artifactr/events/natsstore"
 	"artifactr/internal/natsauth"
 	"artifactr/internal/natsembed"
@@ -225,7 +225,7 @@ func agentEnv(flags []string) (env, pass []string, err error) {
 		if name == "" {
 			return nil, nil, usagef("--agent-env %q: want KEY or KEY=VALUE", v)
 		}
-		if agent.Secret(name) {
+		if agentexec.Secret(name) {
 			return nil, nil, usagef("--agent-env %s: agents never get artifactr's or nats's settings (NATS URL, nkeys, creds)", name)
 		}
 		if hasValue {

@@ -15,6 +15,7 @@ import (
 	"github.com/spf13/cobra"
 
 	"artifactr/actors/agent"
+	agentexec "artifactr/actors/agent/exec"
 	"artifactr/actors/runner"
 	"artifactr/events/natsstore"
 	"artifactr/internal/natsembed"
@@ -118,7 +119,7 @@ next runner abandons the unfinished runs (run_abandoned).`,
 	fl.IntVar(&f.replicas, "replicas", 1, "replicas of the stream and lease bucket when serve creates them (3 on a cluster)")
 	fl.StringVar(&f.agentName, "agent", "echo", `agent running the turns: "echo", "exec" (program after --) or "openai"`)
 	fl.BoolVar(&f.steer, "steer", false, "give messages posted during a run to the run as steering")
-	fl.DurationVar(&f.execTimeout, "exec-timeout", agent.DefaultExecTimeout, "bound on one turn of the exec agent (time waiting for answers not counted)")
+	fl.DurationVar(&f.execTimeout, "exec-timeout", agentexec.DefaultTimeout, "bound on one turn of the exec agent (time waiting for answers not counted)")
 	fl.DurationVar(&f.echoDelay, "echo-delay", 0, "keep each echo run active this long (tests)")
 	_ = fl.MarkHidden("echo-delay")
 	fl.DurationVar(&f.claimTTL, "claim-ttl", 10*time.Second, "lease TTL: how soon a dead runner's threads are taken over")
@@ -163,7 +164,7 @@ func (f *serveFlags) agent(cmd *cobra.Command, args []string) (agent.Agent, erro
 		if err != nil {
 			return nil, err
 		}
-		return agent.Exec{Path: args[0], Args: args[1:], Timeout: f.execTimeout, Steer: f.steer, Env: env, PassEnv: pass}, nil
+		return agentexec.Agent{Path: args[0], Args: args[1:], Timeout: f.execTimeout, Steer: f.steer, Env: env, PassEnv: pass}, nil
 	}
 	return nil, usagef("--agent %q: want echo, exec or openai", f.agentName)
 }

@@ -128,7 +128,7 @@ func RunRace(t *testing.T, open func(now func() time.Time) events.Store, cfg Rac
 
 // stealClaim claims th, moving the shared clock past the TTL first so that
 // any live lease has lapsed. Losing the lease race to a sibling just retries.
-func stealClaim(ctx context.Context, s events.Store, clock *Clock, th, holder string) (events.Claim, []events.Envelope, error) {
+func stealClaim(ctx context.Context, s events.ClaimStore, clock *Clock, th, holder string) (events.Claim, []events.Envelope, error) {
 	for {
 		clock.Advance(2 * TTL)
 		c, envs, err := events.AcquireClaim(ctx, s, th, holder, TTL, clock.Now())
@@ -139,7 +139,7 @@ func stealClaim(ctx context.Context, s events.Store, clock *Clock, th, holder st
 	}
 }
 
-func startAndEnd(ctx context.Context, s events.Store, c events.Claim, m uint64, run string) (bool, error) {
+func startAndEnd(ctx context.Context, s events.Appender, c events.Claim, m uint64, run string) (bool, error) {
 	ack, err := s.Append(ctx, events.NewRunStarted(c, time.Now(), run, m, "race"), events.Fenced(c))
 	if err != nil {
 		return false, err

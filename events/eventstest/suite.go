@@ -92,7 +92,7 @@ func ctxT(t *testing.T) context.Context {
 	return ctx
 }
 
-func post(t *testing.T, s events.Store, thread, id, text string) uint64 {
+func post(t *testing.T, s events.Poster, thread, id, text string) uint64 {
 	t.Helper()
 	ack, err := s.Post(ctxT(t), thread, &eventspb.MessagePosted{MessageId: id, Author: "test", Text: text})
 	if err != nil {
@@ -101,7 +101,7 @@ func post(t *testing.T, s events.Store, thread, id, text string) uint64 {
 	return ack.Seq
 }
 
-func claim(t *testing.T, s events.Store, thread, holder string, now time.Time) (events.Claim, []events.Envelope) {
+func claim(t *testing.T, s events.ClaimStore, thread, holder string, now time.Time) (events.Claim, []events.Envelope) {
 	t.Helper()
 	c, envs, err := events.AcquireClaim(ctxT(t), s, thread, holder, TTL, now)
 	if err != nil {
@@ -113,7 +113,7 @@ func claim(t *testing.T, s events.Store, thread, holder string, now time.Time) (
 	return c, envs
 }
 
-func load(t *testing.T, s events.Store, thread string) []events.Envelope {
+func load(t *testing.T, s events.Loader, thread string) []events.Envelope {
 	t.Helper()
 	envs, err := s.Load(ctxT(t), thread, 1)
 	if err != nil {
@@ -199,7 +199,7 @@ func wantErr(t *testing.T, err, target error, what string) {
 	}
 }
 
-func lastSeq(t *testing.T, s events.Store, thread string, k events.Kind) uint64 {
+func lastSeq(t *testing.T, s events.LastSeqReader, thread string, k events.Kind) uint64 {
 	t.Helper()
 	n, err := s.LastSeq(ctxT(t), thread, k)
 	if err != nil {
@@ -479,7 +479,7 @@ func adrSetup(t *testing.T, h Harness) (th string, a, b events.Store, ca, cb eve
 	return
 }
 
-func checkOneLanded(t *testing.T, s events.Store, th string, m uint64) {
+func checkOneLanded(t *testing.T, s events.Loader, th string, m uint64) {
 	t.Helper()
 	envs := load(t, s, th)
 	if c := consumers(envs)[m]; len(c) != 1 {

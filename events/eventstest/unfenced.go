@@ -5,12 +5,22 @@ import (
 
 	"artifactr/events"
 	"artifactr/events/eventspb"
+	"artifactr/events/internal/unfence"
 )
 
 // Unfenced wraps s so that consuming appends carry no fence. It exists only to
-// prove that the safety tests fail without the fence; stores refuse it
-// outside test binaries.
-func Unfenced(s events.Store) events.Store { return unfenced{s} }
+// prove that the safety tests fail without the fence. It is the only way to
+// switch the unfenced mode on (for every store in the process, from the first
+// call): stores refuse [events.CheckUnfencedForTest] until then, and a
+// production binary never imports this package.
+func Unfenced(s events.Store) events.Store {
+	unfence.Allow()
+	return unfenced{s}
+}
+
+// AllowUnfenced lets stores accept [events.CheckUnfencedForTest] from
+// appends that a test makes itself, without the [Unfenced] wrapper.
+func AllowUnfenced() { unfence.Allow() }
 
 type unfenced struct{ events.Store }
 

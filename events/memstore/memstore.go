@@ -191,6 +191,9 @@ func New(cfg Config) *Store { return NewLog().Open(cfg) }
 // MaxEventBytes returns the limit on an encoded event this handle enforces.
 func (s *Store) MaxEventBytes() int { return s.cfg.MaxEventBytes }
 
+// Subjects returns the subjects the handle writes, from its Config.
+func (s *Store) Subjects() events.Subjects { return s.cfg.Subjects }
+
 // Log returns the log the handle writes to.
 func (s *Store) Log() *Log { return s.log }
 

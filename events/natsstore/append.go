@@ -175,7 +175,8 @@ func (s *Store) prepareAppend(ev *eventspb.Event, chk events.Check, opts []event
 		claim := s.subj.Thread(thread, events.KindClaim)
 		w.opts = []jetstream.PublishOpt{jetstream.WithExpectLastSequenceForSubject(chk.Seq, claim)}
 	case events.CheckUnfencedForTest:
-		// No check: events.CheckAppend allows this only in test binaries.
+		// No check: events.CheckAppend allows this only once the test
+		// helpers (eventstest.Unfenced) switched it on.
 		// The write lands after the claim's marker if at all, so after
 		// stays a valid lower bound for reading back.
 	default:

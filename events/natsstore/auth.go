@@ -70,4 +70,4 @@ func (s *Store) denied(err error, subject string) error {
 }
 
 // createSubject is the JetStream API subject that creates stream.
-func createSubject(stream string) string { return "$JS.API.STREAM.CREATE." + stream }
+func (s *Store) createSubject(stream string) string { return s.api.subject("STREAM.CREATE." + stream) }

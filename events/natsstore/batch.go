@@ -294,12 +294,3 @@ func (s *Store) sendBatch(ctx context.Context, msgs []*nats.Msg) (batchAck, erro
 	}
 	return ack, nil
 }
-
-// apiCode returns err's JetStream error code, or 0 when it carries none.
-func apiCode(err error) jetstream.ErrorCode {
-	var apiErr *jetstream.APIError
-	if errors.As(err, &apiErr) {
-		return apiErr.ErrorCode
-	}
-	return 0
-}

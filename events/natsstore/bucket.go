@@ -23,7 +23,8 @@ type Bucket struct {
 	s      *Store
 	name   string
 	stream jetstream.Stream // KV_<name>
-	prefix string           // $KV.<name>.
+	prefix string           // $KV.<name>.: the keys' stored subjects
+	put    string           // where writes are published (prefix, or under the domain)
 }
 
 // Entry is a key's last value and its revision. Revision is the
@@ -75,13 +76,13 @@ func (s *Store) Bucket(ctx context.Context, name string, create bool) (*Bucket, 
 		}
 	}
 	if err != nil {
-		return nil, unavailable("open bucket "+name, s.denied(err, createSubject("KV_"+name)))
+		return nil, unavailable("open bucket "+name, s.denied(err, s.createSubject("KV_"+name)))
 	}
 	st, err := s.js.Stream(ctx, "KV_"+name)
 	if err != nil {
 		return nil, unavailable("open bucket "+name, err)
 	}
-	return &Bucket{s: s, name: name, stream: st, prefix: "$KV." + name + "."}, nil
+	return &Bucket{s: s, name: name, stream: st, prefix: kvStored(name), put: s.api.kvPublish(name)}, nil
 }
 
 // DeleteBucket deletes the read-model bucket name and everything in it.
@@ -203,7 +204,7 @@ func (b *Bucket) PutMany(ctx context.Context, puts []Put) ([]uint64, []error) {
 				errs[i] = fmt.Errorf("natsstore: bucket %s: invalid key %q", b.name, p.Key)
 				continue
 			}
-			m := &nats.Msg{Subject: b.prefix + p.Key, Data: p.Value}
+			m := &nats.Msg{Subject: b.put + p.Key, Data: p.Value}
 			f, err := b.s.js.PublishMsgAsync(m, jetstream.WithExpectLastSequencePerSubject(p.Revision))
 			if err != nil {
 				errs[i] = unavailable(fmt.Sprintf("put %s to %s", p.Key, b.name), err)
@@ -248,7 +249,20 @@ func (b *Bucket) Scan(ctx context.Context, filter string, fn func(Entry) error) 
 	if err := b.s.checkOpen(); err != nil {
 		return err
 	}
+	// Read at least until the last write on filter as the stream leader
+	// has it: the consumer's pending count alone may come from a follower
+	// that lags (see Store.replay).
 	cctx, cancel := b.s.bound(ctx)
+	lastW, err := b.s.getMsg(cctx, b.stream.CachedInfo().Config.Name, msgGetRequest{LastFor: b.prefix + filter})
+	if errors.Is(err, jetstream.ErrMsgNotFound) {
+		cancel()
+		return nil
+	}
+	if err != nil {
+		cancel()
+		return unavailable("scan "+b.name, err)
+	}
+	target := lastW.Sequence
 	cons, err := b.stream.OrderedConsumer(cctx, jetstream.OrderedConsumerConfig{
 		FilterSubjects:    []string{b.prefix + filter},
 		DeliverPolicy:     jetstream.DeliverLastPerSubjectPolicy,
@@ -260,12 +274,9 @@ func (b *Bucket) Scan(ctx context.Context, filter string, fn func(Entry) error) 
 	}
 	defer func() {
 		if info := cons.CachedInfo(); info != nil && !b.s.nc.IsClosed() {
-			_ = b.s.nc.Publish("$JS.API.CONSUMER.DELETE."+info.Stream+"."+info.Name, nil)
+			_ = b.s.nc.Publish(b.s.api.subject("CONSUMER.DELETE."+info.Stream+"."+info.Name), nil)
 		}
 	}()
-	if cons.CachedInfo().NumPending == 0 {
-		return nil
-	}
 	it, err := cons.Messages(jetstream.PullMaxMessages(loadBatch), jetstream.PullExpiry(2*loadHeartbeat), jetstream.PullHeartbeat(loadHeartbeat))
 	if err != nil {
 		return unavailable("scan "+b.name, err)
@@ -288,7 +299,10 @@ func (b *Bucket) Scan(ctx context.Context, filter string, fn func(Entry) error) 
 				return err
 			}
 		}
-		if md.NumPending == 0 {
+		// Past the target, the pending count is this consumer's view
+		// of writes made during the scan: deliveries go in sequence
+		// order, and a key rewritten meanwhile comes after the target.
+		if md.Sequence.Stream >= target && md.NumPending == 0 {
 			return nil
 		}
 	}

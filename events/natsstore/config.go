@@ -43,6 +43,11 @@ type Config struct {
 	// Prefix is the first subject token, as in <prefix>.T.posted. Default
 	// events.DefaultPrefix.
 	Prefix string
+	// Domain is the JetStream domain the stream and buckets live in, as
+	// a leaf node's JetStream is reached from its hub: every API request
+	// and KV write then goes to $JS.<Domain>.API. "" (the default) is the
+	// JetStream of the server the store is connected to.
+	Domain string
 	// Bucket is the KV bucket holding the leases. Default DefaultBucket.
 	Bucket string
 	// SnapshotBucket is the KV bucket of thread snapshots, created on the
@@ -115,6 +120,8 @@ func (c *Config) validate() error {
 		return fmt.Errorf("natsstore: Config.Stream %q is not a valid stream name", c.Stream)
 	case !isToken(c.Prefix):
 		return fmt.Errorf("natsstore: Config.Prefix %q is not a single subject token", c.Prefix)
+	case c.Domain != "" && !isToken(c.Domain):
+		return fmt.Errorf("natsstore: Config.Domain %q is not a single subject token", c.Domain)
 	case !isToken(c.Bucket):
 		return fmt.Errorf("natsstore: Config.Bucket %q is not a valid bucket name", c.Bucket)
 	case !isToken(c.SnapshotBucket):

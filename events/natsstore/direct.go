@@ -84,7 +84,14 @@ func (s *Store) LoadUpTo(ctx context.Context, thread string, from, upTo uint64) 
 	defer cancel()
 	from = max(from, 1)
 	if !s.direct {
-		envs, err := s.replay(ctx, s.subj.ThreadAll(thread), from)
+		// Read up to upTo, or to the thread's last event if upTo is on
+		// another subject and the thread has none after it: either is
+		// stored on the filter (see replay).
+		last, err := events.ThreadLastSeq(ctx, s, thread)
+		if err != nil {
+			return nil, err
+		}
+		envs, err := s.replay(ctx, s.subj.ThreadAll(thread), from, min(upTo, last))
 		if err != nil {
 			return nil, unavailable("load "+thread, err)
 		}
@@ -95,7 +102,7 @@ func (s *Store) LoadUpTo(ctx context.Context, thread string, from, upTo uint64) 
 		return envs[:n], nil
 	}
 	var all []events.Envelope
-	for _, k := range []events.Kind{events.KindPosted, events.KindClaim, events.KindRun} {
+	for _, k := range events.Kinds() {
 		envs, err := s.directLoadUpTo(ctx, s.subj.Thread(thread, k), from, upTo)
 		if err != nil {
 			return nil, unavailable("load "+thread, err)
@@ -123,7 +130,7 @@ func (s *Store) directBatch(ctx context.Context, filter string, from uint64) ([]
 	if err != nil {
 		return nil, 0, 0, err
 	}
-	msgs, err := g.request(ctx, "$JS.API.DIRECT.GET."+s.cfg.Stream, req)
+	msgs, err := g.request(ctx, s.api.subject("DIRECT.GET."+s.cfg.Stream), req)
 	if err != nil {
 		return nil, 0, 0, err
 	}

@@ -36,6 +36,25 @@
 // Every reader decodes with a hand-written fast path for well-formed events
 // and falls back to events.Decode for anything else (decode.go).
 //
+// # Files, by role
+//
+// Each file has one job:
+//   - the store and its setup: store.go (New, Close), config.go, api.go (the
+//     JetStream API and KV subjects, in [Config.Domain]), auth.go
+//     (connection options, permission errors), errors.go, setup.go (the
+//     stream's and the lease bucket's config, created or checked);
+//   - append and publish: append.go (Post, Append), publish.go (a checked
+//     publish, retried until its outcome is known, with the read-back after
+//     an ambiguous outcome);
+//   - reads and tails: read.go (Load, LastSeq, Threads, leader gets),
+//     direct.go (batched direct gets, LoadUpTo), tail.go, replay.go (the
+//     whole stream, for the audit); decode.go decodes what they read;
+//   - leases and buckets: lease.go (thread leases), session.go (runner
+//     sessions, the lease watch), snapshot.go, bucket.go (read models);
+//   - consumers: durable.go (a read model's durable), workqueue.go (the
+//     runners' shared work queue);
+//   - batches: batch.go (atomic batches).
+//
 // # Usage
 //
 //	srv, _ := natsembed.Start(natsembed.Config{DataDir: dir})

@@ -251,7 +251,3 @@ func (s *Store) DeleteDurable(ctx context.Context, name string) error {
 	}
 	return nil
 }
-
-// ErrNotFound is returned when a durable consumer, a read-model bucket or a
-// key does not exist.
-var ErrNotFound = errors.New("natsstore: not found")

@@ -27,9 +27,10 @@ const (
 // write is one checked publish, ready to be sent again with the same
 // Nats-Msg-Id until its outcome is known.
 type write struct {
-	what    string // for errors: "append run_started to threads.T.run"
-	stream  string // the stream the subject belongs to, for reading back
-	subject string
+	what    string      // for errors: "append run_started to threads.T.run"
+	stream  string      // the stream the subject belongs to, for reading back
+	subject string      // the stored subject: checks and read-back are on it
+	pub     string      // the subject to publish to, if not subject (a KV write under a domain)
 	header  nats.Header // without the JetStream options below
 	data    []byte
 	msgID   string
@@ -88,7 +89,7 @@ func (s *Store) publish(ctx context.Context, w write) outcome {
 				// payload together exceed the server's limit.
 				return outcome{err: fmt.Errorf("%w: %s: %d-byte payload plus headers over the server's max payload: %w", events.ErrTooLarge, w.what, len(w.data), err)}
 			}
-			if derr := s.publishDenied(w.subject); derr != nil {
+			if derr := s.publishDenied(w.pubSubject()); derr != nil {
 				return outcome{err: fmt.Errorf("natsstore: %s: %w", w.what, derr)}
 			}
 			maybeLanded = true
@@ -199,13 +200,21 @@ func (s *Store) sendOnce(ctx context.Context, w write) (*jetstream.PubAck, error
 // msg builds a fresh message for one attempt of w, since publishing writes
 // the options into the message's headers.
 func (w write) msg() (*nats.Msg, []jetstream.PublishOpt) {
-	m := &nats.Msg{Subject: w.subject, Data: w.data, Header: make(nats.Header, len(w.header)+4)}
+	m := &nats.Msg{Subject: w.pubSubject(), Data: w.data, Header: make(nats.Header, len(w.header)+4)}
 	for k, v := range w.header {
 		m.Header[k] = v
 	}
 	opts := make([]jetstream.PublishOpt, 0, len(w.opts)+1)
 	opts = append(opts, jetstream.WithMsgID(w.msgID))
 	return m, append(opts, w.opts...)
+}
+
+// pubSubject is the subject w is published to.
+func (w write) pubSubject() string {
+	if w.pub != "" {
+		return w.pub
+	}
+	return w.subject
 }
 
 func unknownOutcome(w write, err error) error {

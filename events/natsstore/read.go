@@ -28,10 +28,10 @@ const loadInactive = 10 * time.Second
 // that stall at about a second rather than the default ten.
 const loadHeartbeat = 500 * time.Millisecond
 
-// Load implements [events.Reader] with an ordered consumer on the thread's
-// subjects. The consumer's pending count at creation covers every event
-// stored before the call; Load reads until a delivered message reports none
-// pending. An empty thread costs one request.
+// Load implements [events.Reader]: with batched direct gets on a
+// single-replica stream, else with an ordered consumer on the thread's
+// subjects, read up to the thread's last sequence as the stream leader
+// reports it (see replay).
 func (s *Store) Load(ctx context.Context, thread string, from uint64) ([]events.Envelope, error) {
 	if err := events.ValidateThreadID(thread); err != nil {
 		return nil, err
@@ -53,16 +53,32 @@ func (s *Store) Load(ctx context.Context, thread string, from uint64) ([]events.
 		}
 		return s.LoadUpTo(ctx, thread, from, last)
 	}
-	envs, err := s.replay(ctx, s.subj.ThreadAll(thread), max(from, 1))
+	last, err := events.ThreadLastSeq(ctx, s, thread)
+	if err != nil {
+		return nil, err
+	}
+	envs, err := s.replay(ctx, s.subj.ThreadAll(thread), max(from, 1), last)
 	if err != nil {
 		return nil, unavailable("load "+thread, err)
 	}
 	return envs, nil
 }
 
-// replay reads the messages on filter from sequence from up to the last one
-// stored when it was called.
-func (s *Store) replay(ctx context.Context, filter string, from uint64) ([]events.Envelope, error) {
+// replay reads the messages on filter from sequence from until it has
+// delivered one at or past target, which the caller read from the stream
+// leader (LastSeq) and which has a message on filter at or after it. It
+// returns them all, that one included.
+//
+// The target, not the consumer's pending count, ends the read: an ordered
+// consumer is an R1 consumer, and on a replicated stream the server may
+// place it on a follower that has not applied the last acked writes yet.
+// Its pending count then misses them, and a claim would plan on a history
+// without consuming writes that landed before its marker. Waiting for the
+// target lets the follower catch up.
+func (s *Store) replay(ctx context.Context, filter string, from, target uint64) ([]events.Envelope, error) {
+	if target < from {
+		return nil, nil
+	}
 	cons, err := s.stream.OrderedConsumer(ctx, jetstream.OrderedConsumerConfig{
 		FilterSubjects:    []string{filter},
 		DeliverPolicy:     jetstream.DeliverByStartSequencePolicy,
@@ -73,12 +89,8 @@ func (s *Store) replay(ctx context.Context, filter string, from uint64) ([]event
 		return nil, err
 	}
 	defer s.dropConsumer(cons)
-	pending := cons.CachedInfo().NumPending
-	if pending == 0 {
-		return nil, nil
-	}
 	it, err := cons.Messages(
-		jetstream.PullMaxMessages(min(pending, uint64(loadBatch))),
+		jetstream.PullMaxMessages(int(min(target-from+1, loadBatch))),
 		jetstream.PullExpiry(2*loadHeartbeat),
 		jetstream.PullHeartbeat(loadHeartbeat),
 	)
@@ -86,15 +98,15 @@ func (s *Store) replay(ctx context.Context, filter string, from uint64) ([]event
 		return nil, err
 	}
 	defer it.Stop()
-	envs := make([]events.Envelope, 0, pending)
+	var envs []events.Envelope
 	for {
 		m, err := it.Next(jetstream.NextContext(ctx))
 		if err != nil {
 			return nil, err
 		}
-		env, md := s.decodeMsg(m)
+		env, _ := s.decodeMsg(m)
 		envs = append(envs, env)
-		if md.NumPending == 0 {
+		if env.Seq >= target {
 			return envs, nil
 		}
 	}
@@ -104,7 +116,7 @@ func (s *Store) replay(ctx context.Context, filter string, from uint64) ([]event
 // with, without waiting: the inactivity threshold is the fallback.
 func (s *Store) dropConsumer(c jetstream.Consumer) {
 	if info := c.CachedInfo(); info != nil && !s.nc.IsClosed() {
-		_ = s.nc.Publish("$JS.API.CONSUMER.DELETE."+s.cfg.Stream+"."+info.Name, nil)
+		_ = s.nc.Publish(s.api.subject("CONSUMER.DELETE."+s.cfg.Stream+"."+info.Name), nil)
 	}
 }
 
@@ -198,7 +210,7 @@ func (s *Store) getMsg(ctx context.Context, stream string, req msgGetRequest) (*
 	if err != nil {
 		return nil, err
 	}
-	resp, err := s.nc.RequestWithContext(ctx, "$JS.API.STREAM.MSG.GET."+stream, body)
+	resp, err := s.nc.RequestWithContext(ctx, s.api.subject("STREAM.MSG.GET."+stream), body)
 	if err != nil {
 		return nil, err
 	}

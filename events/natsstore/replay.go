@@ -139,6 +139,10 @@ func (s *Store) replayMsgs(ctx context.Context, filter string, from uint64, fn f
 	if err != nil || last < from {
 		return last, err
 	}
+	target, err := s.replayTarget(ctx, filter, last)
+	if err != nil || target < from {
+		return last, err
+	}
 	cctx, cancel := s.bound(ctx)
 	cons, err := s.stream.OrderedConsumer(cctx, jetstream.OrderedConsumerConfig{
 		FilterSubjects:    []string{filter},
@@ -151,9 +155,6 @@ func (s *Store) replayMsgs(ctx context.Context, filter string, from uint64, fn f
 		return last, unavailable("replay "+filter, err)
 	}
 	defer s.dropConsumer(cons)
-	if cons.CachedInfo().NumPending == 0 {
-		return last, nil
-	}
 	it, err := cons.Messages(
 		jetstream.PullMaxMessages(replayBatch),
 		jetstream.PullExpiry(2*loadHeartbeat),
@@ -183,10 +184,31 @@ func (s *Store) replayMsgs(ctx context.Context, filter string, from uint64, fn f
 		if err := fn(m, md); err != nil {
 			return last, err
 		}
-		if md.NumPending == 0 || md.Sequence.Stream == last {
+		if md.Sequence.Stream >= target {
 			return last, nil
 		}
 	}
+}
+
+// replayTarget is the sequence a replay of filter up to last reads until:
+// the last message on filter, as the stream leader has it, capped at last.
+// A message on filter stands at or after it. Not the consumer's pending
+// count: an ordered consumer may sit on a follower that lags (see replay).
+// 0 when filter has no message.
+func (s *Store) replayTarget(ctx context.Context, filter string, last uint64) (uint64, error) {
+	if filter == s.subj.All() {
+		return last, nil // every message of the stream is on it
+	}
+	ctx, cancel := s.bound(ctx)
+	defer cancel()
+	m, err := s.getMsg(ctx, s.cfg.Stream, msgGetRequest{LastFor: filter})
+	if errors.Is(err, jetstream.ErrMsgNotFound) {
+		return 0, nil
+	}
+	if err != nil {
+		return 0, unavailable("replay "+filter, err)
+	}
+	return min(m.Sequence, last), nil
 }
 
 // NextSeq returns the sequence of the first event stored at or after from,
@@ -207,6 +229,3 @@ func (s *Store) NextSeq(ctx context.Context, from uint64) (uint64, bool, error) 
 	}
 	return m.Sequence, true, nil
 }
-
-// Subjects names the store's subjects: <prefix>.T.posted and the rest.
-func (s *Store) Subjects() events.Subjects { return s.subj }

@@ -73,6 +73,7 @@ func (s *Store) putSession(ctx context.Context, ss events.Session) (events.Sessi
 		what:    fmt.Sprintf("write session %s of %s expecting revision %d", key, ss.Owner, ss.Revision),
 		stream:  s.kvStream,
 		subject: s.kvPrefix + key,
+		pub:     s.kvPut + key,
 		data:    data,
 		msgID:   key + ":" + nuid.Next(),
 		after:   ss.Revision,

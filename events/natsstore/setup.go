@@ -47,17 +47,6 @@ func (s *Store) streamConfig() jetstream.StreamConfig {
 	}
 }
 
-// ErrNoStream is returned by [New] with [Config.NoCreate] when the stream or
-// the lease bucket does not exist on the server. Nothing was created.
-var ErrNoStream = errors.New("natsstore: no artifactr stream")
-
-// notSetUp is a missing stream or bucket under NoCreate; it matches
-// [ErrNoStream].
-type notSetUp struct{ msg string }
-
-func (e *notSetUp) Error() string        { return e.msg }
-func (e *notSetUp) Is(target error) bool { return target == ErrNoStream }
-
 // where names the server the store is connected to, for errors.
 func (s *Store) where() string {
 	if u := s.nc.ConnectedUrlRedacted(); u != "" {

@@ -14,12 +14,6 @@ import (
 	"artifactr/events"
 )
 
-// ErrUnsafeConfig is returned by [New] when the stream or the bucket exists
-// with a configuration that would break the audit log or the leases, such as
-// a stream that allows deletes, rollups or message TTLs. New never changes
-// an existing stream; fix it by hand.
-var ErrUnsafeConfig = errors.New("natsstore: unsafe existing config")
-
 // Store is the JetStream [events.Store]. It is safe for concurrent use.
 type Store struct {
 	cfg      Config
@@ -28,8 +22,10 @@ type Store struct {
 	js       jetstream.JetStream
 	stream   jetstream.Stream // the thread stream, for consumers and info
 	subj     events.Subjects
+	api      api    // JetStream API subjects, in cfg.Domain
 	kvStream string // KV_<bucket>: the bucket's own stream
-	kvPrefix string // $KV.<bucket>.
+	kvPrefix string // $KV.<bucket>.: the leases' stored subjects
+	kvPut    string // where lease writes are published (kvPrefix, or under the domain)
 	maxEvent int    // effective event size limit
 	direct   bool   // Load reads with direct gets (see directReads)
 
@@ -59,9 +55,11 @@ func New(ctx context.Context, cfg Config) (*Store, error) {
 	s := &Store{
 		cfg:      cfg,
 		subj:     events.Subjects{Prefix: cfg.Prefix},
+		api:      newAPI(cfg.Domain),
 		kvStream: "KV_" + cfg.Bucket,
-		kvPrefix: "$KV." + cfg.Bucket + ".",
+		kvPrefix: kvStored(cfg.Bucket),
 	}
+	s.kvPut = s.api.kvPublish(cfg.Bucket)
 	if err := s.connect(); err != nil {
 		return nil, err
 	}
@@ -86,7 +84,7 @@ func (s *Store) connect() error {
 		}
 		s.nc, s.ownConn = nc, true
 	}
-	js, err := jetstream.New(s.nc)
+	js, err := s.api.newJetStream(s.nc)
 	if err != nil {
 		s.Close()
 		return fmt.Errorf("natsstore: jetstream: %w", err)
@@ -108,13 +106,13 @@ func (s *Store) setup(ctx context.Context) error {
 		if errors.Is(err, ErrNoStream) {
 			return err
 		}
-		return unavailable(fmt.Sprintf("set up stream %s", s.cfg.Stream), s.denied(err, createSubject(s.cfg.Stream)))
+		return unavailable(fmt.Sprintf("set up stream %s", s.cfg.Stream), s.denied(err, s.createSubject(s.cfg.Stream)))
 	}
 	if err := s.ensureBucket(ctx); err != nil {
 		if errors.Is(err, ErrNoStream) {
 			return err
 		}
-		return unavailable(fmt.Sprintf("set up lease bucket %s", s.cfg.Bucket), s.denied(err, createSubject(s.kvStream)))
+		return unavailable(fmt.Sprintf("set up lease bucket %s", s.cfg.Bucket), s.denied(err, s.createSubject(s.kvStream)))
 	}
 	// Snapshots are a cache: without their bucket (a role that may not
 	// create it, a read-only open) claims replay the whole thread.
@@ -158,21 +156,8 @@ func (s *Store) Close() error {
 // one, lowered to fit the server's max payload.
 func (s *Store) MaxEventBytes() int { return s.maxEvent }
 
+// Subjects names the store's subjects: <prefix>.T.posted and the rest.
+func (s *Store) Subjects() events.Subjects { return s.subj }
+
 // Conn returns the store's connection.
 func (s *Store) Conn() *nats.Conn { return s.nc }
-
-// unavailable wraps a failed call. Errors that are not the server's answer
-// (timeouts, no connection, no responders) also wrap [events.ErrUnavailable].
-func unavailable(what string, err error) error {
-	if err == nil {
-		return nil
-	}
-	if errors.Is(err, ErrUnsafeConfig) || errors.Is(err, events.ErrClosed) || errors.Is(err, ErrPermissionDenied) {
-		return fmt.Errorf("natsstore: %s: %w", what, err)
-	}
-	var apiErr *jetstream.APIError
-	if errors.As(err, &apiErr) {
-		return fmt.Errorf("natsstore: %s: %w", what, err)
-	}
-	return fmt.Errorf("natsstore: %s: %w: %w", what, events.ErrUnavailable, err)
-}

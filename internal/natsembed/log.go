@@ -6,7 +6,8 @@ import (
 	"log/slog"
 	"strings"
 	"sync"
-	"testing"
+
+	"artifactr/internal/testkit"
 )
 
 // logAdapter turns the server's printf logging into slog records. It also
@@ -42,12 +43,12 @@ func (a *logAdapter) Fatalf(format string, v ...any) {
 type testHandler struct {
 	mu    *sync.Mutex
 	done  *bool // protected by mu
-	t     testing.TB
+	t     testkit.TB
 	level slog.Level
 	attrs []slog.Attr
 }
 
-func newTestLogger(t testing.TB, level slog.Level) *slog.Logger {
+func newTestLogger(t testkit.TB, level slog.Level) *slog.Logger {
 	h := &testHandler{mu: new(sync.Mutex), done: new(bool), t: t, level: level}
 	t.Cleanup(func() {
 		h.mu.Lock()

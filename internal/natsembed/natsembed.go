@@ -74,6 +74,17 @@ type Config struct {
 	// TLS serves clients over TLS when set.
 	TLS TLSFiles
 
+	// JetStreamDomain puts the server's JetStream in a domain: clients
+	// reach it as $JS.<domain>.API (natsstore's Config.Domain), the way a
+	// leaf node's JetStream is reached from its hub. "" is no domain.
+	JetStreamDomain string
+	// LeafListen accepts leaf-node connections on host:port. "" accepts
+	// none.
+	LeafListen string
+	// LeafRemotes are the leaf-node URLs (nats-leaf://host:port) of hubs
+	// this server connects to as a leaf node.
+	LeafRemotes []string
+
 	// ClusterName, ClusterListen and Routes join the server to a cluster.
 	// All three are set together, or none. Routes lists every member's
 	// cluster address as host:port (including this server's own is fine).
@@ -234,6 +245,9 @@ func (c *Config) serverOptions() (*server.Options, error) {
 	if err := c.applySecurity(opts); err != nil {
 		return nil, err
 	}
+	if err := c.applyLeaf(opts); err != nil {
+		return nil, err
+	}
 	if c.ClusterName == "" {
 		return opts, nil
 	}
@@ -252,6 +266,27 @@ func (c *Config) serverOptions() (*server.Options, error) {
 		opts.Routes = append(opts.Routes, u)
 	}
 	return opts, nil
+}
+
+// applyLeaf sets the JetStream domain and the leaf-node listener and
+// remotes.
+func (c *Config) applyLeaf(opts *server.Options) error {
+	opts.JetStreamDomain = c.JetStreamDomain
+	if c.LeafListen != "" {
+		host, port, err := splitHostPort(c.LeafListen)
+		if err != nil {
+			return fmt.Errorf("natsembed: Config.LeafListen: %w", err)
+		}
+		opts.LeafNode.Host, opts.LeafNode.Port = host, port
+	}
+	for _, r := range c.LeafRemotes {
+		u, err := url.Parse(r)
+		if err != nil {
+			return fmt.Errorf("natsembed: Config.LeafRemotes: %q: %w", r, err)
+		}
+		opts.LeafNode.Remotes = append(opts.LeafNode.Remotes, &server.RemoteLeafOpts{URLs: []*url.URL{u}})
+	}
+	return nil
 }
 
 func splitHostPort(hp string) (string, int, error) {

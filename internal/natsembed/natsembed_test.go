@@ -16,6 +16,8 @@ import (
 
 	"github.com/nats-io/nats.go"
 	"github.com/nats-io/nats.go/jetstream"
+
+	"artifactr/internal/testkit"
 )
 
 func TestRunForTest_jetStream_bigPayload(t *testing.T) {
@@ -231,9 +233,10 @@ func TestCluster_StepDownStream_R3(t *testing.T) {
 		t.Fatal(err)
 	}
 	var nl *Server
-	if !poll(30*time.Second, func() bool { nl = c.StreamLeader("R3"); return nl != nil && nl != old }) {
-		t.Fatalf("no new stream leader after step-down (old %s)", old.Name())
-	}
+	testkit.WaitFor(t, 30*time.Second, "a new stream leader after step-down", func() (bool, string) {
+		nl = c.StreamLeader("R3")
+		return nl != nil && nl != old, "old leader " + old.Name()
+	})
 	t.Logf("stream leader %s -> %s", old.Name(), nl.Name())
 	publish(50, 100)
 

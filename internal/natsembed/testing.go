@@ -3,21 +3,23 @@ package natsembed
 import (
 	"context"
 	"encoding/json"
+	"errors"
 	"fmt"
 	"log/slog"
 	"net"
 	"strconv"
-	"testing"
 	"time"
 
 	"github.com/nats-io/nats.go"
+
+	"artifactr/internal/testkit"
 )
 
 // RunForTest starts a server for t on a free loopback port, with JetStream
 // in a temporary directory and fsync off (test data need not survive power
 // loss). It is shut down when t ends. Failing to start fails t: tests never
 // skip for want of a server.
-func RunForTest(t testing.TB) *Server {
+func RunForTest(t testkit.TB) *Server {
 	t.Helper()
 	s, err := Start(Config{
 		DataDir: t.TempDir(),
@@ -32,18 +34,62 @@ func RunForTest(t testing.TB) *Server {
 	return s
 }
 
+// StartLeaf starts two servers for t, each with JetStream in its own
+// domain: a hub in hubDomain, and a leaf node of it in leafDomain, the way
+// an edge site runs its own JetStream. It returns once the leaf is
+// connected. A client of the hub reaches the hub's JetStream as $JS.API
+// (or $JS.<hubDomain>.API) and the leaf's only as $JS.<leafDomain>.API:
+// code that hard-codes $JS.API or $KV talks to the wrong JetStream. Both
+// are shut down when t ends.
+func StartLeaf(t testkit.TB, hubDomain, leafDomain string) (hub, leaf *Server) {
+	t.Helper()
+	ports := freePorts(t, 1)
+	logger := newTestLogger(t, slog.LevelError)
+	leafAddr := "127.0.0.1:" + strconv.Itoa(ports[0])
+	hub, err := Start(Config{DataDir: t.TempDir(), Listen: "127.0.0.1:-1", NoSync: true, ServerName: "hub",
+		JetStreamDomain: hubDomain, LeafListen: leafAddr, Logger: logger.With("node", "hub")})
+	if err != nil {
+		t.Fatalf("natsembed.StartLeaf: hub: %v", err)
+	}
+	t.Cleanup(hub.Shutdown)
+	leaf, err = Start(Config{DataDir: t.TempDir(), Listen: "127.0.0.1:-1", NoSync: true, ServerName: "leaf",
+		JetStreamDomain: leafDomain, LeafRemotes: []string{"nats-leaf://" + leafAddr}, Logger: logger.With("node", "leaf")})
+	if err != nil {
+		t.Fatalf("natsembed.StartLeaf: leaf: %v", err)
+	}
+	t.Cleanup(leaf.Shutdown)
+	// Connected is not enough: the hub learns the leaf's interest in
+	// $JS.<leafDomain>.API after; until then a request gets no responders.
+	nc, err := nats.Connect(hub.ClientURL())
+	if err != nil {
+		t.Fatalf("natsembed.StartLeaf: %v", err)
+	}
+	defer nc.Close()
+	err = testkit.Poll(30*time.Second, func() error {
+		if hub.ns.NumLeafNodes() != 1 || leaf.ns.NumLeafNodes() != 1 {
+			return errors.New("leaf node not connected")
+		}
+		_, err := nc.Request("$JS."+leafDomain+".API.INFO", nil, time.Second)
+		return err
+	})
+	if err != nil {
+		t.Fatalf("natsembed.StartLeaf: the leaf's JetStream is not reachable from the hub: %v", err)
+	}
+	return hub, leaf
+}
+
 // Cluster is an in-process JetStream cluster on loopback, for fault tests:
 // every node has a fixed client and route port and its own data directory,
 // so a node can be stopped and restarted as the same member.
 type Cluster struct {
-	t     testing.TB
+	t     testkit.TB
 	Nodes []*Server // nil while a node is stopped
 	cfgs  []Config
 }
 
 // StartCluster starts an n-node cluster for t and waits until its JetStream
 // meta leader exists and knows every peer. It is shut down when t ends.
-func StartCluster(t testing.TB, n int) *Cluster {
+func StartCluster(t testkit.TB, n int) *Cluster {
 	t.Helper()
 	if n < 1 {
 		t.Fatalf("natsembed.StartCluster: n = %d", n)
@@ -101,25 +147,23 @@ func (c *Cluster) WaitForRoutes(d time.Duration) {
 	}
 	// routePoolSize routes, plus the system account's own, per peer.
 	want := (len(running) - 1) * (routePoolSize + 1)
-	var bad string
-	ok := poll(d, func() bool {
+	err := testkit.Poll(d, func() error {
 		for _, n := range running {
 			if got := n.ns.NumRoutes(); got != want {
-				bad = fmt.Sprintf("%s has %d routes, want %d", n.Name(), got, want)
-				return false
+				return fmt.Errorf("%s has %d routes, want %d", n.Name(), got, want)
 			}
 		}
-		return true
+		return nil
 	})
-	if !ok {
-		c.t.Fatalf("natsembed: cluster not formed after %s: %s", d, bad)
+	if err != nil {
+		c.t.Fatalf("natsembed: cluster not formed after %s: %v", d, err)
 	}
 }
 
 // freePorts reserves k distinct loopback ports by listening on :0 and
 // releasing them. Another process could take one in between; in tests on
 // loopback that is rare enough.
-func freePorts(t testing.TB, k int) []int {
+func freePorts(t testkit.TB, k int) []int {
 	t.Helper()
 	ls := make([]net.Listener, k)
 	ports := make([]int, k)
@@ -201,11 +245,13 @@ func (c *Cluster) MetaLeader() *Server {
 func (c *Cluster) WaitForMetaLeader(d time.Duration) *Server {
 	c.t.Helper()
 	var l *Server
-	ok := poll(d, func() bool {
-		l = c.MetaLeader()
-		return l != nil && len(l.ns.JetStreamClusterPeers()) == len(c.Nodes)
+	err := testkit.Poll(d, func() error {
+		if l = c.MetaLeader(); l == nil || len(l.ns.JetStreamClusterPeers()) != len(c.Nodes) {
+			return errors.New("no meta leader with every peer")
+		}
+		return nil
 	})
-	if !ok {
+	if err != nil {
 		c.t.Fatalf("natsembed: no JetStream meta leader with %d peers after %s", len(c.Nodes), d)
 	}
 	return l
@@ -227,7 +273,13 @@ func (c *Cluster) StreamLeader(stream string) *Server {
 func (c *Cluster) WaitForStreamLeader(stream string, d time.Duration) *Server {
 	c.t.Helper()
 	var l *Server
-	if !poll(d, func() bool { l = c.StreamLeader(stream); return l != nil }) {
+	err := testkit.Poll(d, func() error {
+		if l = c.StreamLeader(stream); l == nil {
+			return errors.New("no stream leader")
+		}
+		return nil
+	})
+	if err != nil {
 		c.t.Fatalf("natsembed: stream %s has no leader after %s", stream, d)
 	}
 	return l
@@ -260,18 +312,4 @@ func StepDownStream(ctx context.Context, nc *nats.Conn, stream string) error {
 		return fmt.Errorf("natsembed: step down stream %s: not accepted: %s", stream, resp.Data)
 	}
 	return nil
-}
-
-// poll calls f every 10ms until it returns true or d passes.
-func poll(d time.Duration, f func() bool) bool {
-	deadline := time.Now().Add(d)
-	for {
-		if f() {
-			return true
-		}
-		if time.Now().After(deadline) {
-			return false
-		}
-		time.Sleep(10 * time.Millisecond)
-	}
 }

@@ -12,6 +12,7 @@ import (
 	"go.opentelemetry.io/otel/sdk/trace/tracetest"
 
 	"artifactr/actors/agent"
+	agentexec "artifactr/actors/agent/exec"
 	"artifactr/actors/runner"
 	"artifactr/events"
 	"artifactr/events/memstore"
@@ -112,7 +113,7 @@ func TestObserver_execAgentJoinsTheTurn(t *testing.T) {
 	// The program answers with the traceparent of its turn line.
 	script := `read -r turn; tp=$(printf '%s' "$turn" | sed -n 's/.*"traceparent":"\([^"]*\)".*/\1/p'); echo "{\"type\":\"done\",\"output\":\"$tp\"}"`
 	r := startRunner(t, runner.Config{
-		Store: s, Agent: agent.Exec{Path: "/bin/sh", Args: []string{"-c", script}, Timeout: 20 * time.Second},
+		Store: s, Agent: agentexec.Agent{Path: "/bin/sh", Args: []string{"-c", script}, Timeout: 20 * time.Second},
 		Observer: obs.New(obs.Config{TracerProvider: tp, Logger: testLogger()}),
 	})
 	defer r.Stop(context.Background())

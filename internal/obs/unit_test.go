@@ -13,7 +13,7 @@ import (
 
 	"github.com/prometheus/client_golang/prometheus"
 
-	"artifactr/actors/agent"
+	agentexec "artifactr/actors/agent/exec"
 	"artifactr/actors/runner"
 	"artifactr/events"
 	"artifactr/events/memstore"
@@ -160,7 +160,7 @@ func TestObserver_runLogs(t *testing.T) {
 	s := memstore.New(memstore.Config{})
 	script := `read -r turn; echo "stderr of $$" >&2; case "$turn" in *'"text":"bad"'*) exit 3;; esac; echo '{"type":"done","output":"ok"}'`
 	r := startRunner(t, runner.Config{
-		Store: s, Agent: agent.Exec{Path: "/bin/sh", Args: []string{"-c", script}, Timeout: 20 * time.Second},
+		Store: s, Agent: agentexec.Agent{Path: "/bin/sh", Args: []string{"-c", script}, Timeout: 20 * time.Second},
 		Observer: obs.New(obs.Config{Logger: log}), Logger: testLogger(),
 	})
 	defer r.Stop(context.Background())

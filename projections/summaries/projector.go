@@ -2,18 +2,16 @@ package summaries
 
 import (
 	"context"
-	"crypto/rand"
-	"encoding/hex"
 	"encoding/json"
 	"errors"
 	"fmt"
 	"log/slog"
-	"os"
 	"sync/atomic"
 	"time"
 
 	"artifactr/events"
 	"artifactr/events/natsstore"
+	"artifactr/internal/procid"
 )
 
 // Defaults of [Config].
@@ -63,10 +61,7 @@ func (c *Config) setDefaults() error {
 		c.Durable = DefaultDurable
 	}
 	if c.Owner == "" {
-		host, _ := os.Hostname()
-		b := make([]byte, 4)
-		_, _ = rand.Read(b)
-		c.Owner = fmt.Sprintf("%s-%d-%s", host, os.Getpid(), hex.EncodeToString(b))
+		c.Owner = procid.New()
 	}
 	if c.LeaseTTL == 0 {
 		c.LeaseTTL = DefaultLeaseTTL

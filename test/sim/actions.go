@@ -172,13 +172,9 @@ func (w *world) exec(e effect) thread.Input {
 		w.tracef("%s append %s %s -> %s", e.by, describe(e.app.Event), describeCheck(e.app.Check), outcome(ack, err))
 		return thread.AppendDone{Ack: ack, Err: err}
 	case doSync:
-		var last uint64
-		for _, k := range []events.Kind{events.KindPosted, events.KindClaim, events.KindRun} {
-			n, err := p.store.LastSeq(w.ctx, threadID, k)
-			if err != nil {
-				panic(fmt.Sprintf("sim: memstore LastSeq: %v", err))
-			}
-			last = max(last, n)
+		last, err := events.ThreadLastSeq(w.ctx, p.store, threadID)
+		if err != nil {
+			panic(fmt.Sprintf("sim: memstore LastSeq: %v", err))
 		}
 		w.tracef("%s sync -> last seq %d", e.by, last)
 		return thread.Synced{LastSeq: last}

@@ -1,4 +1,4 @@
-package agent
+package exec
 
 import (
 	"bufio"
@@ -8,14 +8,16 @@ import (
 	"errors"
 	"fmt"
 	"os"
-	"os/exec"
+	osexec "os/exec"
 	"strconv"
 	"strings"
 	"time"
+
+	"artifactr/actors/agent"
 )
 
-// DefaultExecTimeout bounds a turn of an [Exec] agent whose Timeout is zero.
-const DefaultExecTimeout = 60 * time.Second
+// DefaultTimeout bounds a turn of an [Agent] whose Timeout is zero.
+const DefaultTimeout = 60 * time.Second
 
 // Limits of the exec protocol. They are set explicitly so a misbehaving
 // program costs bounded memory.
@@ -35,20 +37,20 @@ var (
 	nowFunc   = time.Now
 )
 
-// Exec runs one program per turn and talks to it in JSON lines, so agents can
+// Agent runs one program per turn and talks to it in JSON lines, so agents can
 // be written in any language. The protocol is in the package doc and in
-// PROTOCOL.md.
+// actors/agent/PROTOCOL.md.
 //
 // The program runs in its own process group; on every failure the whole
 // group is killed and the program is reaped before Run returns.
-type Exec struct {
+type Agent struct {
 	// Path is the program to run; it is looked up in PATH if it has no
 	// slash.
 	Path string
 	// Args are the program's arguments, without the program name.
 	Args []string
-	// Timeout bounds the turn; zero means [DefaultExecTimeout]. Time spent
-	// waiting in [Turn.Ask] is not counted, because answers may come from
+	// Timeout bounds the turn; zero means [DefaultTimeout]. Time spent
+	// waiting in [agent.Turn.Ask] is not counted, because answers may come from
 	// people.
 	Timeout time.Duration
 	// Steer makes the agent Steerable: steering messages are written to the
@@ -66,21 +68,21 @@ type Exec struct {
 }
 
 // Name returns "exec".
-func (Exec) Name() string { return "exec" }
+func (Agent) Name() string { return "exec" }
 
 // Steerable reports e.Steer.
-func (e Exec) Steerable() bool { return e.Steer }
+func (e Agent) Steerable() bool { return e.Steer }
 
 // Run starts the program, converses with it until it sends done or error,
 // and stops it. Every error starts with "exec: " and, if the program wrote to
 // stderr, ends with "; stderr: <last 4 KiB>".
-func (e Exec) Run(ctx context.Context, t Turn) (string, error) {
+func (e Agent) Run(ctx context.Context, t agent.Turn) (string, error) {
 	if e.Path == "" {
 		return "", errors.New("exec: no program path")
 	}
 	timeout := e.Timeout
 	if timeout <= 0 {
-		timeout = DefaultExecTimeout
+		timeout = DefaultTimeout
 	}
 	p, err := e.start(ctx)
 	if err != nil {
@@ -88,7 +90,7 @@ func (e Exec) Run(ctx context.Context, t Turn) (string, error) {
 	}
 	out, err := p.converse(ctx, t, timeout)
 	p.stop(err == nil)
-	reportStderr(ctx, p.stderr.String(), err)
+	agent.ReportStderr(ctx, p.stderr.String(), err)
 	if err != nil {
 		return "", p.withStderr(err)
 	}
@@ -98,22 +100,22 @@ func (e Exec) Run(ctx context.Context, t Turn) (string, error) {
 // Lines artifactr writes to the program.
 type (
 	turnLine struct {
-		Type    string    `json:"type"` // "turn"
-		Token   Token     `json:"token"`
-		Prompt  Message   `json:"prompt"`
-		History []Message `json:"history"`
+		Type    string          `json:"type"` // "turn"
+		Token   agent.Token     `json:"token"`
+		Prompt  agent.Message   `json:"prompt"`
+		History []agent.Message `json:"history"`
 		// W3C trace context of the turn's span; omitted when tracing is off.
 		TraceParent string `json:"traceparent,omitempty"`
 		TraceState  string `json:"tracestate,omitempty"`
 	}
 	answerLine struct {
-		Type      string  `json:"type"` // "answer"
-		RequestID string  `json:"request_id"`
-		Message   Message `json:"message"`
+		Type      string        `json:"type"` // "answer"
+		RequestID string        `json:"request_id"`
+		Message   agent.Message `json:"message"`
 	}
 	steeringLine struct {
-		Type    string  `json:"type"` // "steering"
-		Message Message `json:"message"`
+		Type    string        `json:"type"` // "steering"
+		Message agent.Message `json:"message"`
 	}
 )
 
@@ -137,7 +139,7 @@ type lineEvent struct {
 // process is one running program. Only the Run goroutine touches its fields,
 // except stderr (written by os/exec) and the channels.
 type process struct {
-	cmd    *exec.Cmd
+	cmd    *osexec.Cmd
 	cancel context.CancelFunc // kills the process group
 	stdin  *os.File           // write end
 	stdout *os.File           // read end
@@ -148,13 +150,13 @@ type process struct {
 	waitc  chan error     // receives cmd.Wait's result once
 	exited bool           // cmd.Wait has returned
 	status error          // cmd.Wait's result
-	steer  bool           // forward steering (Exec.Steer)
+	steer  bool           // forward steering (Agent.Steer)
 	asks   int            // asks so far, for default request ids
 }
 
-func (e Exec) start(ctx context.Context) (*process, error) {
+func (e Agent) start(ctx context.Context) (*process, error) {
 	pctx, cancel := context.WithCancel(ctx)
-	cmd := exec.CommandContext(pctx, e.Path, e.Args...)
+	cmd := osexec.CommandContext(pctx, e.Path, e.Args...)
 	cmd.Dir = e.Dir
 	cmd.Env = e.env()
 	cmd.WaitDelay = waitDelay
@@ -196,19 +198,19 @@ func (e Exec) start(ctx context.Context) (*process, error) {
 
 // converse is the turn's loop: each case handles one input and carries out
 // its effect. It returns the final output, or the error that ends the turn.
-func (p *process) converse(ctx context.Context, t Turn, timeout time.Duration) (string, error) {
+func (p *process) converse(ctx context.Context, t agent.Turn, timeout time.Duration) (string, error) {
 	b := newBudget(timeout)
 	defer b.timer.Stop()
 	history := t.History()
 	if history == nil {
-		history = []Message{}
+		history = []agent.Message{}
 	}
 	first := turnLine{Type: "turn", Token: t.Token(), Prompt: t.Prompt(), History: history}
 	first.TraceParent, first.TraceState = traceContext(ctx)
 	if err := p.send(ctx, b, first); err != nil {
 		return "", err
 	}
-	var steer <-chan Message
+	var steer <-chan agent.Message
 	if p.steer {
 		steer = t.Steering()
 	}
@@ -252,7 +254,7 @@ func (p *process) converse(ctx context.Context, t Turn, timeout time.Duration) (
 }
 
 // handle carries out one stdout line. done reports that the turn is over.
-func (p *process) handle(ctx context.Context, t Turn, b *budget, ev lineEvent) (out string, done bool, err error) {
+func (p *process) handle(ctx context.Context, t agent.Turn, b *budget, ev lineEvent) (out string, done bool, err error) {
 	if ev.err != nil {
 		if errors.Is(ev.err, bufio.ErrTooLong) {
 			return "", true, fmt.Errorf("exec: line %d longer than %d bytes", ev.n, maxLineBytes)
@@ -285,7 +287,7 @@ func (p *process) handle(ctx context.Context, t Turn, b *budget, ev lineEvent) (
 
 // ask opens a request for the program and writes the answer back. The turn's
 // clock stops meanwhile.
-func (p *process) ask(ctx context.Context, t Turn, b *budget, l programLine) error {
+func (p *process) ask(ctx context.Context, t agent.Turn, b *budget, l programLine) error {
 	p.asks++
 	id := l.RequestID
 	if id == "" {
@@ -371,9 +373,9 @@ func (p *process) stop(graceful bool) {
 
 // exitedBeforeDone describes a program that ended without done.
 func (p *process) exitedBeforeDone() error {
-	var ee *exec.ExitError
+	var ee *osexec.ExitError
 	switch {
-	case p.status == nil || errors.Is(p.status, exec.ErrWaitDelay):
+	case p.status == nil || errors.Is(p.status, osexec.ErrWaitDelay):
 		return errors.New("exec: program exited with status 0 before done")
 	case errors.As(p.status, &ee) && ee.Exited():
 		return fmt.Errorf("exec: program exited with status %d before done", ee.ExitCode())

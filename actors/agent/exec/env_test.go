@@ -1,11 +1,11 @@
-package agent_test
+package exec_test
 
 import (
 	"strings"
 	"testing"
 
-	"artifactr/actors/agent"
 	"artifactr/actors/agent/agenttest"
+	agentexec "artifactr/actors/agent/exec"
 )
 
 // An exec agent that prints its environment shows no NATS URL or
@@ -32,7 +32,7 @@ func TestExec_Run_scrubbedEnv(t *testing.T) {
 		env[k] = v
 	}
 	for k, v := range env {
-		if agent.Secret(k) || strings.Contains(v, "secret-host") || strings.Contains(v, ".nk") || strings.Contains(v, "creds") || k == "AWS_SECRET_ACCESS_KEY" {
+		if agentexec.Secret(k) || strings.Contains(v, "secret-host") || strings.Contains(v, ".nk") || strings.Contains(v, "creds") || k == "AWS_SECRET_ACCESS_KEY" {
 			t.Errorf("agent sees %s=%s", k, v)
 		}
 	}

@@ -1,16 +1,16 @@
 //go:build unix
 
-package agent
+package exec
 
 import (
-	"os/exec"
+	osexec "os/exec"
 	"syscall"
 )
 
 // setProcessGroup runs the program in its own process group and makes
 // cancellation kill the whole group, so children of a shell script die with
 // it instead of holding pipes open.
-func setProcessGroup(cmd *exec.Cmd) {
+func setProcessGroup(cmd *osexec.Cmd) {
 	cmd.SysProcAttr = &syscall.SysProcAttr{Setpgid: true}
 	cmd.Cancel = func() error {
 		// os/exec calls Cancel only before Wait has reaped the leader,
@@ -25,6 +25,6 @@ func setProcessGroup(cmd *exec.Cmd) {
 // fails with ESRCH, unless in the microseconds since reaping the id was
 // reused by a new group leader, which pids cycling that fast makes
 // negligible.
-func killGroup(cmd *exec.Cmd) {
+func killGroup(cmd *osexec.Cmd) {
 	_ = syscall.Kill(-cmd.Process.Pid, syscall.SIGKILL)
 }

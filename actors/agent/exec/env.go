@@ -1,4 +1,4 @@
-package agent
+package exec
 
 import (
 	"os"
@@ -25,7 +25,7 @@ func Secret(name string) bool {
 // program does not inherit artifactr's environment: an agent, or a tool an
 // LLM calls from it, could otherwise read the NATS URL and credentials and
 // write to the log as the runner.
-func (e Exec) env() []string {
+func (e Agent) env() []string {
 	out := make([]string, 0, len(baseEnv)+len(e.PassEnv)+len(e.Env))
 	seen := make(map[string]bool)
 	add := func(kv string) {

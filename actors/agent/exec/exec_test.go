@@ -1,6 +1,6 @@
 //go:build unix
 
-package agent_test
+package exec_test
 
 import (
 	"context"
@@ -16,11 +16,12 @@ import (
 
 	"artifactr/actors/agent"
 	"artifactr/actors/agent/agenttest"
+	agentexec "artifactr/actors/agent/exec"
 )
 
 // sh is an Exec agent running script with /bin/sh.
-func sh(script string) agent.Exec {
-	return agent.Exec{Path: "/bin/sh", Args: []string{"-c", script}}
+func sh(script string) agentexec.Agent {
+	return agentexec.Agent{Path: "/bin/sh", Args: []string{"-c", script}}
 }
 
 type result struct {
@@ -29,7 +30,7 @@ type result struct {
 	elapsed time.Duration
 }
 
-func run(ctx context.Context, e agent.Exec, turn agent.Turn) result {
+func run(ctx context.Context, e agentexec.Agent, turn agent.Turn) result {
 	start := time.Now()
 	out, err := e.Run(ctx, turn)
 	return result{out, err, time.Since(start)}
@@ -101,7 +102,7 @@ func TestExec_Run_done(t *testing.T) {
 
 // A program that lingers after done is killed once the grace ends.
 func TestExec_Run_doneThenLinger(t *testing.T) {
-	defer agent.SetDoneGrace(50 * time.Millisecond)()
+	defer agentexec.SetDoneGrace(50 * time.Millisecond)()
 	turn := agenttest.NewTurn("hi")
 	e := sh(`read -r turn; trap '' TERM; ` + emitPID + `echo '{"type":"done","output":"ok"}'; sleep 30`)
 	r := run(t.Context(), e, turn)
@@ -312,11 +313,11 @@ func TestExec_Run_ctxCancel(t *testing.T) {
 }
 
 func TestExec_Run_badPath(t *testing.T) {
-	r := run(t.Context(), agent.Exec{Path: "/nonexistent/agent"}, agenttest.NewTurn("hi"))
+	r := run(t.Context(), agentexec.Agent{Path: "/nonexistent/agent"}, agenttest.NewTurn("hi"))
 	if r.err == nil || !strings.HasPrefix(r.err.Error(), "exec: start /nonexistent/agent: ") {
 		t.Fatalf("err %v", r.err)
 	}
-	r = run(t.Context(), agent.Exec{}, agenttest.NewTurn("hi"))
+	r = run(t.Context(), agentexec.Agent{}, agenttest.NewTurn("hi"))
 	if r.err == nil || r.err.Error() != "exec: no program path" {
 		t.Fatalf("err %v", r.err)
 	}
@@ -338,13 +339,13 @@ func TestExec_Run_envAndDir(t *testing.T) {
 }
 
 // python3 runs examples/echo-agent.py, the documented example agent.
-func python3(t *testing.T) agent.Exec {
+func python3(t *testing.T) agentexec.Agent {
 	t.Helper()
 	py, err := exec.LookPath("python3")
 	if err != nil {
 		t.Fatalf("python3 is needed to test examples/echo-agent.py: %v", err)
 	}
-	return agent.Exec{Path: py, Args: []string{filepath.Join("..", "..", "examples", "echo-agent.py")}}
+	return agentexec.Agent{Path: py, Args: []string{filepath.Join("..", "..", "..", "examples", "echo-agent.py")}}
 }
 
 func TestExec_Run_pythonExample(t *testing.T) {

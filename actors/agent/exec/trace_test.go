@@ -1,6 +1,6 @@
 //go:build unix
 
-package agent_test
+package exec_test
 
 import (
 	"context"

@@ -1,12 +1,12 @@
 //go:build !unix
 
-package agent
+package exec
 
-import "os/exec"
+import osexec "os/exec"
 
 // setProcessGroup keeps os/exec's default: cancellation kills the program
 // only.
-func setProcessGroup(*exec.Cmd) {}
+func setProcessGroup(*osexec.Cmd) {}
 
 // killGroup does nothing: there is no process group to kill.
-func killGroup(*exec.Cmd) {}
+func killGroup(*osexec.Cmd) {}

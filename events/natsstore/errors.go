@@ -1,0 +1,60 @@
+package natsstore
+
+import (
+	"errors"
+	"fmt"
+
+	"github.com/nats-io/nats.go/jetstream"
+
+	"artifactr/events"
+)
+
+// The errors natsstore returns beyond the events sentinels, and how it
+// translates the server's. ErrPermissionDenied is in auth.go, with the
+// checks that find it.
+
+// ErrUnsafeConfig is returned by [New] when the stream or the bucket exists
+// with a configuration that would break the audit log or the leases, such as
+// a stream that allows deletes, rollups or message TTLs. New never changes
+// an existing stream; fix it by hand.
+var ErrUnsafeConfig = errors.New("natsstore: unsafe existing config")
+
+// ErrNoStream is returned by [New] with [Config.NoCreate] when the stream or
+// the lease bucket does not exist on the server. Nothing was created.
+var ErrNoStream = errors.New("natsstore: no artifactr stream")
+
+// notSetUp is a missing stream or bucket under NoCreate; it matches
+// [ErrNoStream].
+type notSetUp struct{ msg string }
+
+func (e *notSetUp) Error() string        { return e.msg }
+func (e *notSetUp) Is(target error) bool { return target == ErrNoStream }
+
+// ErrNotFound is returned when a durable consumer, a read-model bucket or a
+// key does not exist.
+var ErrNotFound = errors.New("natsstore: not found")
+
+// unavailable wraps a failed call. Errors that are not the server's answer
+// (timeouts, no connection, no responders) also wrap [events.ErrUnavailable].
+func unavailable(what string, err error) error {
+	if err == nil {
+		return nil
+	}
+	if errors.Is(err, ErrUnsafeConfig) || errors.Is(err, events.ErrClosed) || errors.Is(err, ErrPermissionDenied) {
+		return fmt.Errorf("natsstore: %s: %w", what, err)
+	}
+	var apiErr *jetstream.APIError
+	if errors.As(err, &apiErr) {
+		return fmt.Errorf("natsstore: %s: %w", what, err)
+	}
+	return fmt.Errorf("natsstore: %s: %w: %w", what, events.ErrUnavailable, err)
+}
+
+// apiCode returns err's JetStream error code, or 0 when it carries none.
+func apiCode(err error) jetstream.ErrorCode {
+	var apiErr *jetstream.APIError
+	if errors.As(err, &apiErr) {
+		return apiErr.ErrorCode
+	}
+	return 0
+}
