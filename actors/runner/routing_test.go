@@ -11,13 +11,14 @@ import (
 	"artifactr/actors/runner"
 	"artifactr/events"
 	"artifactr/events/memstore"
+	"artifactr/internal/testkit"
 )
 
 // waitPeers waits until every runner's lease watch knows of all of them, so
 // that they agree on which runner each free thread falls to.
 func waitPeers(t *testing.T, rs ...*runner.Runner) {
 	t.Helper()
-	waitFor(t, 10*time.Second, "runners see each other's sessions", func() (bool, string) {
+	testkit.WaitFor(t, 10*time.Second, "runners see each other's sessions", func() (bool, string) {
 		for i, r := range rs {
 			if n := r.Stats().LiveSessions; n != int64(len(rs)) {
 				return false, fmt.Sprintf("runner %d sees %d sessions", i, n)
@@ -54,17 +55,17 @@ func TestRunner_onePostOneClaim(t *testing.T) {
 	for _, th := range ths {
 		last = post(t, s, th, "hello")
 	}
-	waitFor(t, 20*time.Second, "every post answered", settled(t, s, ths...))
+	testkit.WaitFor(t, 20*time.Second, "every post answered", settled(t, s, ths...))
 	// The runners a thread did not fall to look at it again later (unless
 	// they saw its lease first); wait until every runner has routed every
 	// post, then until all those looks are done.
 	for _, r := range rs {
-		waitFor(t, 20*time.Second, "the follow routes every post", func() (bool, string) {
+		testkit.WaitFor(t, 20*time.Second, "the follow routes every post", func() (bool, string) {
 			return r.Followed() >= last, fmt.Sprintf("followed %d of %d", r.Followed(), last)
 		})
 		r.Describe(context.Background(), nil) // through the actor's mailbox: it has taken the posts
 	}
-	waitFor(t, 20*time.Second, "the other runners' looks again", func() (bool, string) {
+	testkit.WaitFor(t, 20*time.Second, "the other runners' looks again", func() (bool, string) {
 		var due int64
 		for _, r := range rs {
 			due += r.Stats().RechecksDue
@@ -115,7 +116,7 @@ func TestRunner_postOfDeadRunnerNotLost(t *testing.T) {
 		post(t, s, th, "hello")
 	}
 	b.Kill()
-	waitFor(t, 20*time.Second, "every post answered", settled(t, s, ths...))
+	testkit.WaitFor(t, 20*time.Second, "every post answered", settled(t, s, ths...))
 	st := a.Stats()
 	t.Logf("A: %+v", st)
 	if st.Claims != n {
@@ -145,14 +146,14 @@ func TestRunner_lookAgainOnlyReads(t *testing.T) {
 	for _, th := range ths {
 		post(t, s, th, "one")
 	}
-	waitFor(t, 20*time.Second, "first posts answered", settled(t, s, ths...))
-	waitFor(t, 20*time.Second, "threads held", func() (bool, string) {
+	testkit.WaitFor(t, 20*time.Second, "first posts answered", settled(t, s, ths...))
+	testkit.WaitFor(t, 20*time.Second, "threads held", func() (bool, string) {
 		return a.Stats().Held+b.Stats().Held == n, fmt.Sprintf("A %d, B %d", a.Stats().Held, b.Stats().Held)
 	})
 	for _, th := range ths {
 		post(t, s, th, "two")
 	}
-	waitFor(t, 20*time.Second, "second posts answered", settled(t, s, ths...))
+	testkit.WaitFor(t, 20*time.Second, "second posts answered", settled(t, s, ths...))
 	held := a.Stats().Held
 	if held == 0 || held == n {
 		t.Fatalf("A holds %d of %d threads; the test needs both runners to hold some", held, n)
@@ -161,7 +162,7 @@ func TestRunner_lookAgainOnlyReads(t *testing.T) {
 	if err := a.Stop(context.Background()); err != nil {
 		t.Fatal(err)
 	}
-	waitFor(t, 20*time.Second, "B reads A's released threads", func() (bool, string) {
+	testkit.WaitFor(t, 20*time.Second, "B reads A's released threads", func() (bool, string) {
 		st := b.Stats()
 		return st.Peeks >= held && st.RechecksDue == 0, fmt.Sprintf("%+v", st)
 	})
@@ -218,7 +219,7 @@ func TestRunner_workAckedAfterClaim(t *testing.T) {
 	b := startRunner(t, runner.Config{Store: stuckClaims{log.Open(memstore.Config{})}, ID: "B", ClaimTTL: ttl, CallTimeout: 50 * time.Millisecond, Work: stuck})
 	post(t, s, "w", "hello")
 	stuck.wake <- "w"
-	waitFor(t, 20*time.Second, "B's claims fail", func() (bool, string) {
+	testkit.WaitFor(t, 20*time.Second, "B's claims fail", func() (bool, string) {
 		d := b.Describe(context.Background(), []string{"w"})["w"]
 		return strings.Contains(d, "failures=2"), d
 	})
@@ -231,7 +232,7 @@ func TestRunner_workAckedAfterClaim(t *testing.T) {
 	a := startRunner(t, runner.Config{Store: log.Open(memstore.Config{}), ID: "A", ClaimTTL: ttl, Work: work})
 	defer a.Stop(context.Background())
 	work.wake <- "w" // redelivered
-	waitFor(t, 20*time.Second, "A answers and acknowledges", func() (bool, string) {
+	testkit.WaitFor(t, 20*time.Second, "A answers and acknowledges", func() (bool, string) {
 		ok, state := settled(t, s, "w")()
 		return ok && work.acked.Load() == 1, fmt.Sprintf("%s; acked %d", state, work.acked.Load())
 	})

@@ -29,8 +29,10 @@ func TestStore_domain_leafFromHub(t *testing.T) {
 	}
 	defer wq.Stop()
 	p1 := post(t, s, "T", "m1")
-	if th, err := wq.Next(ctx); err != nil || th != "T" {
+	if th, ack, err := wq.Next(ctx); err != nil || th != "T" {
 		t.Fatalf("work queue Next = %q, %v; want T", th, err)
+	} else {
+		ack()
 	}
 
 	c := claim(t, s, "T", "h1")
