@@ -12,7 +12,7 @@ import (
 type PostOption func(*postOptions) error
 
 type postOptions struct {
-	id, author             string
+	id, author              string
 	traceParent, traceState string
 }
 
