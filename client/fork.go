@@ -79,6 +79,10 @@ func (c *Client) Fork(ctx context.Context, source string, seq uint64, thread str
 			return Forked{}, fmt.Errorf("client: fork: read %s: %w", thread, err)
 		}
 		if last != 0 {
+			if prev, ok := c.landedFork(ctx, thread, source, seq); ok {
+				f.Seq, f.Duplicate = prev, true
+				return f, nil
+			}
 			return Forked{}, fmt.Errorf("%w: %s has a %s event at %d", ErrThreadExists, thread, k, last)
 		}
 	}
