@@ -18,8 +18,9 @@ var ErrNoEvents = errors.New("client: thread has no events")
 type ThreadOption func(*threadOptions)
 
 type threadOptions struct {
-	seq uint64
-	at  time.Time
+	seq  uint64
+	at   time.Time
+	keep func(events.Envelope) bool
 }
 
 // AtSeq folds only the events with stream sequence <= seq: the thread as it
@@ -28,6 +29,12 @@ func AtSeq(seq uint64) ThreadOption { return func(o *threadOptions) { o.seq = se
 
 // AtTime folds only the events the server stored at or before t.
 func AtTime(t time.Time) ThreadOption { return func(o *threadOptions) { o.at = t } }
+
+// Filter folds only the events keep accepts, such as a filter on stored
+// time or sequence that AtSeq and AtTime do not express.
+func Filter(keep func(events.Envelope) bool) ThreadOption {
+	return func(o *threadOptions) { o.keep = keep }
+}
 
 // Thread returns the fold of thread's events (see projections.Thread): its
 // messages and how each was consumed, its runs with their outputs, its
@@ -46,7 +53,7 @@ func (c *Client) Thread(ctx context.Context, thread string, opts ...ThreadOption
 	}
 	t := projections.New(thread)
 	for _, env := range envs {
-		if (o.seq != 0 && env.Seq > o.seq) || (!o.at.IsZero() && env.Stored.After(o.at)) {
+		if (o.seq != 0 && env.Seq > o.seq) || (!o.at.IsZero() && env.Stored.After(o.at)) || (o.keep != nil && !o.keep(env)) {
 			continue
 		}
 		t.Apply(env)
