@@ -125,8 +125,8 @@ func TestRun_fork(t *testing.T) {
 func TestFormatEvent_threadForked(t *testing.T) {
 	ev := events.NewThreadForked("t2", time.Unix(0, 0), &eventspb.ThreadForked{
 		SourceThread: "t1", SourceSeq: 9,
-		Messages:     []*eventspb.ForkedMessage{{Seq: 1}, {Seq: 4}},
-		Runs:         []*eventspb.ForkedRun{{RunId: "r"}},
+		Messages: []*eventspb.ForkedMessage{{Seq: 1}, {Seq: 4}},
+		Runs:     []*eventspb.ForkedRun{{RunId: "r"}},
 	})
 	env := events.Envelope{Seq: 12, Thread: "t2", Type: events.TypeThreadForked, Event: ev}
 	if got, want := formatEvent(env), " 12 t2 thread_forked source=t1 at=9 messages=2 runs=1"; !strings.HasSuffix(got, want) {
