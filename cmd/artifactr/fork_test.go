@@ -136,3 +136,12 @@ func TestFormatEvent_threadForked(t *testing.T) {
 		t.Errorf("toJSON body: %s", j.Body)
 	}
 }
+
+func TestRun_forkHelp(t *testing.T) {
+	code, stdout, _ := runCLI(t, t.Context(), "fork", "--help")
+	for _, want := range []string{"Usage:", "--at", "history", "already has events"} {
+		if code != exitOK || !strings.Contains(stdout, want) {
+			t.Errorf("fork --help: exit %d, lacks %q", code, want)
+		}
+	}
+}
