@@ -2,6 +2,7 @@ package main
 
 import (
 	"encoding/json"
+	"path/filepath"
 	"strconv"
 	"strings"
 	"testing"
@@ -143,5 +144,33 @@ func TestRun_forkHelp(t *testing.T) {
 		if code != exitOK || !strings.Contains(stdout, want) {
 			t.Errorf("fork --help: exit %d, lacks %q", code, want)
 		}
+	}
+}
+
+// TestRun_forkAsClient: forking needs only the client role's permissions
+// (it writes the new thread's posted subject and reads), and the auditor,
+// which writes nothing, cannot fork.
+func TestRun_forkAsClient(t *testing.T) {
+	data := t.TempDir()
+	url, _, _ := startServeArgs(t, "--auth", "--data", data, "--listen", "127.0.0.1:0", "--claim-ttl", "2s")
+	auth := filepath.Join(data, "auth")
+	client := []string{"--nats", url, "--nkey", filepath.Join(auth, "client.nk")}
+	auditor := []string{"--nats", url, "--nkey", filepath.Join(auth, "auditor.nk")}
+	ctx := t.Context()
+	if code, out, errOut := runCLI(t, ctx, append([]string{"post", "t1", "hello", "--wait"}, client...)...); code != exitOK {
+		t.Fatalf("post: exit %d\n%s%s", code, out, errOut)
+	}
+	code, out, errOut := runCLI(t, ctx, append([]string{"fork", "t1", "--at", "1", "t2"}, auditor...)...)
+	if code != exitFail || !strings.Contains(errOut, "permission") {
+		t.Errorf("fork as auditor: exit %d\n%s%s", code, out, errOut)
+	}
+	if code, out, errOut := runCLI(t, ctx, append([]string{"fork", "t1", "--at", "1", "t2"}, client...)...); code != exitOK {
+		t.Fatalf("fork as client: exit %d\n%s%s", code, out, errOut)
+	}
+	if code, out, errOut := runCLI(t, ctx, append([]string{"post", "t2", "again", "--wait"}, client...)...); code != exitOK || !strings.Contains(out, "echo: again") {
+		t.Errorf("post to the fork: exit %d\n%s%s", code, out, errOut)
+	}
+	if code, out, errOut := runCLI(t, ctx, append([]string{"audit", "--spec"}, auditor...)...); code != exitOK {
+		t.Errorf("audit --spec: exit %d\n%s%s", code, out, errOut)
 	}
 }
