@@ -40,6 +40,7 @@ const (
 	TypeRunCompleted   Type = "run_completed"
 	TypeRunFailed      Type = "run_failed"
 	TypeRunAbandoned   Type = "run_abandoned"
+	TypeThreadForked   Type = "thread_forked"
 )
 
 // TypeOf returns the type of ev's body, or "" when it has none.
@@ -67,6 +68,8 @@ func TypeOf(ev *eventspb.Event) Type {
 		return TypeRunFailed
 	case *eventspb.Event_RunAbandoned:
 		return TypeRunAbandoned
+	case *eventspb.Event_ThreadForked:
+		return TypeThreadForked
 	}
 	return ""
 }
@@ -74,7 +77,7 @@ func TypeOf(ev *eventspb.Event) Type {
 // Kind returns the subject the type is written to, or "" for an unknown type.
 func (t Type) Kind() Kind {
 	switch t {
-	case TypeMessagePosted:
+	case TypeMessagePosted, TypeThreadForked:
 		return KindPosted
 	case TypeThreadClaimed, TypeThreadReleased:
 		return KindClaim

@@ -79,6 +79,8 @@ func (t *Thread) Apply(env events.Envelope) {
 		}
 	case *eventspb.Event_RunAbandoned:
 		t.abandon(e, b.RunAbandoned)
+	case *eventspb.Event_ThreadForked:
+		t.forked(e, b.ThreadForked)
 	}
 }
 

@@ -40,6 +40,7 @@ type threadState struct {
 	Requests            map[string]*Request `json:"requests"`
 	Anomalies           []Anomaly           `json:"anomalies"`
 	LastActivity        time.Time           `json:"last_activity"`
+	Fork                *Fork               `json:"fork,omitempty"`
 }
 
 // EncodeSnapshot returns t's state as a snapshot at t.LastSeq. Loading it
@@ -50,7 +51,7 @@ func (t *Thread) EncodeSnapshot() ([]byte, error) {
 		Messages: t.Messages, Taken: t.Taken, Claim: t.Claim,
 		LastClaimSubjectSeq: t.LastClaimSubjectSeq, LastRunSubjectSeq: t.LastRunSubjectSeq,
 		Runs: t.Runs, ActiveRun: -1, Requests: t.Requests, Anomalies: t.Anomalies,
-		LastActivity: t.LastActivity,
+		LastActivity: t.LastActivity, Fork: t.Fork,
 	}
 	for i, r := range t.Runs {
 		if r == t.ActiveRun {
@@ -101,6 +102,7 @@ func DecodeSnapshot(thread string, data []byte) (*Thread, error) {
 	t.Messages, t.Taken, t.Claim = st.Messages, st.Taken, st.Claim
 	t.LastClaimSubjectSeq, t.LastRunSubjectSeq = st.LastClaimSubjectSeq, st.LastRunSubjectSeq
 	t.Runs, t.Anomalies, t.LastActivity = st.Runs, st.Anomalies, st.LastActivity
+	t.Fork = st.Fork
 	if st.Requests != nil {
 		t.Requests = st.Requests
 	}

@@ -41,6 +41,10 @@ type Thread struct {
 
 	Anomalies []Anomaly
 
+	// Fork is where the thread's history was copied from, when its first
+	// event is thread_forked; nil otherwise. See fork.go.
+	Fork *Fork
+
 	// LastActivity is the Stored time of the last event of this thread,
 	// from the envelope, not from a clock.
 	LastActivity time.Time
@@ -67,6 +71,7 @@ const (
 	ConsumedPrompt   ConsumptionKind = "prompt"   // by run_started
 	ConsumedAnswer   ConsumptionKind = "answer"   // by answer_given
 	ConsumedSteering ConsumptionKind = "steering" // by steering_given
+	ConsumedForked   ConsumptionKind = "forked"   // history copied by thread_forked
 )
 
 // Consumption records the event that consumed a message.

@@ -128,6 +128,7 @@ type threadTrace struct {
 	// to abandon it may still write its run_abandoned, which changes nothing.
 	lastEnded string
 	failed    bool
+	forked    bool // its thread_forked was validated (trace_fork.go)
 }
 
 // Add validates env, the next envelope of the stream.
@@ -192,6 +193,8 @@ func (v *TraceValidator) step(th *threadTrace, env *events.Envelope) *Nonconform
 		th.pending = append(th.pending, env.Seq)
 		v.normalize(th)
 		return nil
+	case *eventspb.Event_ThreadForked:
+		return v.forked(th)
 	case *eventspb.Event_RunOutput:
 		if i, ok := th.runIdx[b.RunOutput.GetRunId()]; !ok || th.frontier[0].runs[i] != active {
 			return bad("names run %q, which is not active", b.RunOutput.GetRunId())

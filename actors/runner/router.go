@@ -269,8 +269,8 @@ func (ra *runnerActor) route(ctx actor.Context, env events.Envelope) {
 		cl.envs = append(cl.envs, env)
 		return
 	}
-	if env.Kind != events.KindPosted || env.Thread == "" {
-		return
+	if env.Type != events.TypeMessagePosted || env.Thread == "" {
+		return // a fork's copied history is no work
 	}
 	th := env.Thread
 	s, leased := ra.leases[th]

@@ -75,6 +75,10 @@ func eventFields(env events.Envelope) []string {
 	case *eventspb.Event_RunAbandoned:
 		r := b.RunAbandoned
 		return []string{"run=" + r.GetRunId(), "started_claim=" + u(r.GetStartedClaimSeq()), claim, holder, "reason=" + quote(r.GetReason())}
+	case *eventspb.Event_ThreadForked:
+		f := b.ThreadForked
+		return []string{"source=" + f.GetSourceThread(), "at=" + u(f.GetSourceSeq()),
+			"messages=" + strconv.Itoa(len(f.GetMessages())), "runs=" + strconv.Itoa(len(f.GetRuns()))}
 	}
 	return nil
 }

@@ -7,6 +7,7 @@
 //	artifactr threads                    # every thread's status
 //	artifactr show t1                    # one thread's state
 //	artifactr audit                      # replay the log, check the invariants
+//	artifactr fork t1 --at 12 t2         # t2 starts with t1's history up to seq 12
 //	artifactr projections status         # the thread-summaries read model's lag
 //	artifactr projections rebuild        # rebuild the read model from zero
 //	artifactr demo                       # a guided tour, no setup

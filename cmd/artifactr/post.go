@@ -12,8 +12,8 @@ import (
 
 	"github.com/spf13/cobra"
 
+	"artifactr/client"
 	"artifactr/events"
-	"artifactr/events/eventspb"
 	"artifactr/projections"
 )
 
@@ -75,12 +75,12 @@ that the thread's next message answers.`,
 				return err
 			}
 			ctx := cmd.Context()
-			store, err := a.open(ctx, &conn, 0)
+			cl, err := a.dial(ctx, &conn, false)
 			if err != nil {
 				return err
 			}
-			defer store.Close()
-			ack, err := a.postTraced(ctx, store, thread, &eventspb.MessagePosted{MessageId: id, Author: author, Text: text})
+			defer cl.Close()
+			ack, err := a.postTraced(ctx, cl, thread, text, id, author)
 			if err != nil {
 				return storeError(conn.url, err)
 			}
@@ -94,7 +94,7 @@ that the thread's next message answers.`,
 			}
 			wctx, cancel := context.WithTimeout(ctx, waitTimeout)
 			defer cancel()
-			return a.waitRun(wctx, store, conn.url, thread, ack.Seq, waitTimeout)
+			return a.waitRun(wctx, cl, conn.url, thread, ack.Seq, waitTimeout)
 		},
 	}
 	addConnFlags(cmd, &conn)
@@ -142,103 +142,33 @@ func (a *app) postText(args []string, file string) (string, error) {
 	return strings.TrimSuffix(text, "\r"), nil
 }
 
-// runOutcome is what became of a posted message, as far as the log shows.
-type runOutcome struct {
-	run     *projections.Run // nil while the message is pending
-	how     projections.ConsumptionKind
-	pending bool
-}
-
-// outcomeOf finds the run that took message seq in t.
-func outcomeOf(t *projections.Thread, seq uint64) runOutcome {
-	for i := range t.Messages {
-		m := &t.Messages[i]
-		if m.Seq != seq {
-			continue
-		}
-		if m.Consumed == nil {
-			return runOutcome{pending: true}
-		}
-		o := runOutcome{how: m.Consumed.Kind}
-		for j := len(t.Runs) - 1; j >= 0; j-- {
-			if t.Runs[j].ID == m.Consumed.RunID {
-				o.run = t.Runs[j]
-				break
-			}
-		}
-		return o
-	}
-	return runOutcome{pending: true} // not folded yet
-}
-
-// waitRun follows thread until the run that took message seq ends, then
-// prints its output, or until that run opens a request, then prints the
-// question.
-func (a *app) waitRun(ctx context.Context, store events.Store, url, thread string, seq uint64, limit time.Duration) error {
-	tail, err := store.Tail(ctx, events.Subjects{}.ThreadAll(thread), 1)
-	if err != nil {
-		return storeError(url, err)
-	}
-	defer tail.Stop()
-	t := projections.New(thread)
-	for {
-		env, err := tail.Next(ctx)
-		if err != nil {
-			if errors.Is(ctx.Err(), context.DeadlineExceeded) {
-				return failf("gave up waiting after %s: %s", limit, describeWait(outcomeOf(t, seq), seq))
-			}
-			if ctx.Err() != nil {
-				return fail(ctx.Err())
-			}
-			return storeError(url, err)
-		}
-		t.Apply(env)
-		if env.Seq < seq {
-			continue
-		}
-		o := outcomeOf(t, seq)
-		if o.run == nil {
-			continue
-		}
-		if o.run.Status == projections.RunActive {
-			if open := t.OpenRequests(); len(open) > 0 {
-				// The run waits for a person: that is the end of this
-				// wait, and the next post answers it.
-				fmt.Fprintf(a.stdout, "%s asks: %s\n", o.run.ID, open[0].Question)
-				fmt.Fprintf(a.stderr, "answer it with: artifactr post %s ANSWER --wait\n", thread)
-				return nil
-			}
-			continue
-		}
-		return a.printOutcome(o)
-	}
-}
-
-func describeWait(o runOutcome, seq uint64) string {
+// waitRun waits for the run that took message seq (client.Wait, following
+// a takeover to the run that took the message) and prints its output, or
+// the question it asks.
+func (a *app) waitRun(ctx context.Context, cl *client.Client, url, thread string, seq uint64, limit time.Duration) error {
+	r, err := cl.Wait(ctx, thread, seq, client.FollowTakeover())
 	switch {
-	case o.pending:
-		return fmt.Sprintf("message %d is still pending (is a runner serving this stream?)", seq)
-	case o.run == nil:
-		return fmt.Sprintf("message %d was consumed as %s by a run not in the log", seq, o.how)
+	case err != nil && errors.Is(ctx.Err(), context.DeadlineExceeded):
+		return failf("gave up waiting after %s: %v", limit, err)
+	case err != nil && ctx.Err() != nil:
+		return fail(ctx.Err())
+	case err != nil:
+		return storeError(url, err)
+	case r.Question != "":
+		// The run waits for a person: that is the end of this wait, and
+		// the next post answers it.
+		fmt.Fprintf(a.stdout, "%s asks: %s\n", r.RunID, r.Question)
+		fmt.Fprintf(a.stderr, "answer it with: artifactr post %s ANSWER --wait\n", thread)
+		return nil
 	}
-	return fmt.Sprintf("message %d went to run %s as its %s, which is still active", seq, o.run.ID, o.how)
-}
-
-// printOutcome prints an ended run's output, or why it did not complete.
-func (a *app) printOutcome(o runOutcome) error {
-	r := o.run
 	switch r.Status {
 	case projections.RunCompleted:
-		out := r.Output
-		if out == "" {
-			out = strings.Join(r.Outputs, "\n")
-		}
-		fmt.Fprintln(a.stdout, out)
+		fmt.Fprintln(a.stdout, r.Output)
 		return nil
 	case projections.RunFailed:
-		return failf("run %s failed: %s", r.ID, r.Reason)
+		return failf("run %s failed: %s", r.RunID, r.Reason)
 	case projections.RunAbandoned:
-		return failf("run %s was abandoned (%s): its holder %s stopped before it ended; the message was consumed and will not be run again", r.ID, r.Reason, r.Holder)
+		return failf("run %s was abandoned (%s): its holder stopped before it ended; the message was consumed and will not be run again", r.RunID, r.Reason)
 	}
-	return failf("run %s ended as %s", r.ID, r.Status)
+	return failf("run %s ended as %s", r.RunID, r.Status)
 }

@@ -8,18 +8,17 @@ import (
 	"go.opentelemetry.io/otel/codes"
 	"go.opentelemetry.io/otel/trace"
 
-	"artifactr/events"
-	"artifactr/events/eventspb"
+	"artifactr/client"
 	"artifactr/internal/obs"
 )
 
-// postTraced posts m with a W3C trace context in its headers, so the run
+// postTraced posts text with a W3C trace context in its headers, so the run
 // that takes it continues the trace. The context is a "post" span's when
 // the OTEL_* variables turn tracing on, else the TRACEPARENT (and
 // TRACESTATE) environment variable's, passed through; with neither, the
 // post carries none. Telemetry never fails a post: a bad OTEL_*
 // configuration is logged and tracing left off.
-func (a *app) postTraced(ctx context.Context, store events.Poster, thread string, m *eventspb.MessagePosted) (events.Ack, error) {
+func (a *app) postTraced(ctx context.Context, cl *client.Client, thread, text, id, author string) (client.Posted, error) {
 	tp, stop, err := obs.TracerProviderFromEnv(ctx, "artifactr", a.stderr)
 	if err != nil {
 		a.log.Warn("tracing off", "err", err)
@@ -33,7 +32,11 @@ func (a *app) postTraced(ctx context.Context, store events.Poster, thread string
 	ctx, span := obs.StartPost(ctx, provider, thread)
 	defer span.End()
 	traceparent, tracestate := obs.TraceContext(ctx)
-	ack, err := store.Post(ctx, thread, m, events.WithTraceContext(traceparent, tracestate))
+	opts := []client.PostOption{client.WithAuthor(author), client.WithTraceContext(traceparent, tracestate)}
+	if id != "" {
+		opts = append(opts, client.WithMessageID(id))
+	}
+	ack, err := cl.Post(ctx, thread, text, opts...)
 	if err != nil {
 		span.SetStatus(codes.Error, err.Error())
 	} else {

@@ -5,13 +5,13 @@ import (
 	"errors"
 	"fmt"
 	"io"
-	"slices"
 	"strconv"
 	"strings"
 	"time"
 
 	"github.com/spf13/cobra"
 
+	"artifactr/client"
 	"artifactr/events"
 	"artifactr/projections"
 )
@@ -43,7 +43,12 @@ you can see the thread as it was.
    "runs":[{"id","status","prompt_seq","start_seq","end_seq","claim_seq",
             "holder","agent","outputs","output","reason","steering","requests"}],
    "open_requests":[{"id","run_id","question","opened_seq"}],
-   "anomalies":[{"seq","type","reason"}]}`,
+   "anomalies":[{"seq","type","reason"}],
+   "fork":{"source","source_seq","seq"}|null}
+
+A thread started by 'artifactr fork' shows where it was forked from; the
+messages and runs it copied are history (consumed "forked"; runs with
+start_seq 0, ended at the fork's seq).`,
 		Args: cobra.ExactArgs(1),
 		RunE: func(cmd *cobra.Command, args []string) error {
 			thread := args[0]
@@ -54,26 +59,24 @@ you can see the thread as it was.
 			if err != nil {
 				return err
 			}
-			store, err := a.openRead(cmd.Context(), &conn)
+			cl, err := a.dial(cmd.Context(), &conn, true)
 			if err != nil {
 				return err
 			}
-			defer store.Close()
-			envs, err := store.Load(cmd.Context(), thread, 1)
-			if err != nil {
+			defer cl.Close()
+			t, err := cl.Thread(cmd.Context(), thread, client.Filter(keep))
+			switch {
+			case errors.Is(err, client.ErrNoEvents):
+				return fail(errNoEvents(thread, 1))
+			case err != nil:
 				return storeError(conn.url, err)
 			}
-			if len(envs) == 0 {
-				return fail(errNoEvents(thread, 1))
-			}
-			envs = slices.DeleteFunc(envs, func(e events.Envelope) bool { return !keep(e) })
-			t := projections.Fold(thread, envs)
 			if asJSON {
 				enc := json.NewEncoder(a.stdout)
 				enc.SetIndent("", "  ")
 				return errOrNil(enc.Encode(showView(t)))
 			}
-			if len(envs) == 0 {
+			if t.LastSeq == 0 {
 				// The thread exists, but not yet at --at.
 				fmt.Fprintf(a.stdout, "thread %s has no events%s\n", thread, atSuffix(at))
 				return nil
@@ -139,6 +142,12 @@ type (
 		Runs         []runView     `json:"runs"`
 		OpenRequests []requestView `json:"open_requests"`
 		Anomalies    []anomalyView `json:"anomalies"`
+		Fork         *forkView     `json:"fork"`
+	}
+	forkView struct {
+		Source    string `json:"source"`
+		SourceSeq uint64 `json:"source_seq"`
+		Seq       uint64 `json:"seq"`
 	}
 	claimView struct {
 		Holder        string `json:"holder"`
@@ -203,6 +212,9 @@ func showView(t *projections.Thread) threadView {
 		id := t.ActiveRun.ID
 		v.ActiveRun = &id
 	}
+	if f := t.Fork; f != nil {
+		v.Fork = &forkView{Source: f.Source, SourceSeq: f.SourceSeq, Seq: f.Seq}
+	}
 	for _, m := range t.Messages {
 		mv := messageView{Seq: m.Seq, MessageID: m.MessageID, Author: m.Author, Text: m.Text, Posted: m.Posted.UTC()}
 		if c := m.Consumed; c != nil {
@@ -238,6 +250,9 @@ func writeShow(w io.Writer, t *projections.Thread) error {
 	var b strings.Builder
 	fmt.Fprintf(&b, "thread %s: %s, %s, last seq %d, last activity %s\n",
 		t.ID, plural(len(t.Messages), "message"), plural(len(t.Runs), "run"), t.LastSeq, t.LastActivity.Local().Format(time.RFC3339))
+	if f := t.Fork; f != nil {
+		fmt.Fprintf(&b, "forked:     from %s at %d (thread_forked at %d); messages up to it are history\n", f.Source, f.SourceSeq, f.Seq)
+	}
 	switch c := t.Claim; {
 	case c.Seq == 0:
 		b.WriteString("claim:      none\n")
@@ -254,7 +269,10 @@ func writeShow(w io.Writer, t *projections.Thread) error {
 	b.WriteString("messages:\n")
 	for _, m := range t.Messages {
 		how := "pending"
-		if c := m.Consumed; c != nil {
+		switch c := m.Consumed; {
+		case c != nil && c.Kind == projections.ConsumedForked:
+			how = "history, copied by the fork at " + u(c.Seq)
+		case c != nil:
 			how = fmt.Sprintf("%s of %s (at %d)", c.Kind, c.RunID, c.Seq)
 		}
 		who := ""
@@ -287,8 +305,11 @@ func writeRuns(b *strings.Builder, t *projections.Thread) {
 	}
 	for _, r := range t.Runs {
 		span := fmt.Sprintf("%d..%d", r.StartSeq, r.EndSeq)
-		if r.EndSeq == 0 {
+		switch {
+		case r.EndSeq == 0:
 			span = fmt.Sprintf("%d..", r.StartSeq)
+		case r.StartSeq == 0 && t.Fork != nil:
+			span = "copied by the fork at " + u(r.EndSeq)
 		}
 		fmt.Fprintf(b, "  %s %s: prompt %d, claim %d, holder %s, seqs %s\n", r.ID, r.Status, r.PromptSeq, r.ClaimSeq, r.Holder, span)
 		for _, o := range r.Outputs {

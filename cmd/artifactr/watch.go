@@ -6,6 +6,7 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"iter"
 	"os"
 	"os/signal"
 	"strconv"
@@ -48,27 +49,22 @@ on), "all" (from the start of the stream), or a stream sequence.`,
 			if err != nil {
 				return err
 			}
-			filter := events.Subjects{}.All()
+			thread := ""
 			if len(args) == 1 {
 				if err := threadArg(args[0]); err != nil {
 					return err
 				}
-				filter = events.Subjects{}.ThreadAll(args[0])
+				thread = args[0]
 			}
-			store, err := a.openRead(cmd.Context(), &conn)
+			cl, err := a.dial(cmd.Context(), &conn, true)
 			if err != nil {
 				return err
 			}
-			defer store.Close()
+			defer cl.Close()
 			// Interrupting is the normal way to stop watching: exit 0.
 			ctx, stop := signal.NotifyContext(cmd.Context(), os.Interrupt, syscall.SIGTERM)
 			defer stop()
-			tail, err := store.Tail(ctx, filter, start)
-			if err != nil {
-				return storeError(conn.url, err)
-			}
-			defer tail.Stop()
-			return watch(ctx, tail, a.stdout, asJSON, conn.url)
+			return watch(ctx, cl.Watch(ctx, thread, start), a.stdout, asJSON, conn.url)
 		},
 	}
 	addConnFlags(cmd, &conn)
@@ -92,15 +88,11 @@ func parseFrom(s string) (uint64, error) {
 	return n, nil
 }
 
-// watch prints the tail's events until ctx ends.
-func watch(ctx context.Context, tail events.Tail, w io.Writer, asJSON bool, url string) error {
+// watch prints the events of seq until ctx ends.
+func watch(ctx context.Context, seq iter.Seq2[events.Envelope, error], w io.Writer, asJSON bool, url string) error {
 	enc := json.NewEncoder(w)
-	for {
-		env, err := tail.Next(ctx)
+	for env, err := range seq {
 		if err != nil {
-			if ctx.Err() != nil {
-				return nil // interrupted: the normal way to stop watching
-			}
 			if errors.Is(err, events.ErrClosed) {
 				return failf("watch ended: %v", err)
 			}
@@ -115,4 +107,7 @@ func watch(ctx context.Context, tail events.Tail, w io.Writer, asJSON bool, url 
 			return fail(err)
 		}
 	}
+	// The sequence ends quietly only when ctx ends: interrupted, the normal
+	// way to stop watching.
+	return nil
 }

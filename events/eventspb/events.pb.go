@@ -55,6 +55,7 @@ type Event struct {
 	//	*Event_RunCompleted
 	//	*Event_RunFailed
 	//	*Event_RunAbandoned
+	//	*Event_ThreadForked
 	Body          isEvent_Body `protobuf_oneof:"body"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
@@ -224,6 +225,15 @@ func (x *Event) GetRunAbandoned() *RunAbandoned {
 	return nil
 }
 
+func (x *Event) GetThreadForked() *ThreadForked {
+	if x != nil {
+		if x, ok := x.Body.(*Event_ThreadForked); ok {
+			return x.ThreadForked
+		}
+	}
+	return nil
+}
+
 type isEvent_Body interface {
 	isEvent_Body()
 }
@@ -272,6 +282,12 @@ type Event_RunAbandoned struct {
 	RunAbandoned *RunAbandoned `protobuf:"bytes,20,opt,name=run_abandoned,json=runAbandoned,proto3,oneof"`
 }
 
+type Event_ThreadForked struct {
+	// Field numbers 40 and up are the double-texting events; 50 and up
+	// are fork's.
+	ThreadForked *ThreadForked `protobuf:"bytes,50,opt,name=thread_forked,json=threadForked,proto3,oneof"`
+}
+
 func (*Event_MessagePosted) isEvent_Body() {}
 
 func (*Event_ThreadClaimed) isEvent_Body() {}
@@ -293,6 +309,8 @@ func (*Event_RunCompleted) isEvent_Body() {}
 func (*Event_RunFailed) isEvent_Body() {}
 
 func (*Event_RunAbandoned) isEvent_Body() {}
+
+func (*Event_ThreadForked) isEvent_Body() {}
 
 // MessagePosted is a message from an agent or a person. Subject threads.T.posted.
 type MessagePosted struct {
@@ -933,6 +951,280 @@ func (x *RunAbandoned) GetReason() string {
 	return ""
 }
 
+// ThreadForked starts a thread as a copy of another thread's history up to
+// one of its events. It is the new thread's first event: it is appended to
+// threads.NEW.posted with a compare-and-set expecting that subject empty, by
+// anyone allowed to post. It carries the history itself, so the new thread's
+// fold needs nothing but its own log. Every copied message is history in the
+// new thread: consumed, never pending, so no run of the new thread takes it
+// (I1); no run is active in the new thread after it (I3).
+type ThreadForked struct {
+	state protoimpl.MessageState `protogen:"open.v1"`
+	// source_thread is the thread the history was copied from.
+	SourceThread string `protobuf:"bytes,1,opt,name=source_thread,json=sourceThread,proto3" json:"source_thread,omitempty"`
+	// source_seq is the stream sequence of the source's event the copy stops
+	// at: everything the source's fold held at that sequence.
+	SourceSeq uint64 `protobuf:"varint,2,opt,name=source_seq,json=sourceSeq,proto3" json:"source_seq,omitempty"`
+	// messages are the source's messages up to source_seq, in order.
+	Messages []*ForkedMessage `protobuf:"bytes,3,rep,name=messages,proto3" json:"messages,omitempty"`
+	// runs are the source's runs started up to source_seq, in start order,
+	// with what they had written by then.
+	Runs          []*ForkedRun `protobuf:"bytes,4,rep,name=runs,proto3" json:"runs,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *ThreadForked) Reset() {
+	*x = ThreadForked{}
+	mi := &file_events_proto_msgTypes[12]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *ThreadForked) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*ThreadForked) ProtoMessage() {}
+
+func (x *ThreadForked) ProtoReflect() protoreflect.Message {
+	mi := &file_events_proto_msgTypes[12]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use ThreadForked.ProtoReflect.Descriptor instead.
+func (*ThreadForked) Descriptor() ([]byte, []int) {
+	return file_events_proto_rawDescGZIP(), []int{12}
+}
+
+func (x *ThreadForked) GetSourceThread() string {
+	if x != nil {
+		return x.SourceThread
+	}
+	return ""
+}
+
+func (x *ThreadForked) GetSourceSeq() uint64 {
+	if x != nil {
+		return x.SourceSeq
+	}
+	return 0
+}
+
+func (x *ThreadForked) GetMessages() []*ForkedMessage {
+	if x != nil {
+		return x.Messages
+	}
+	return nil
+}
+
+func (x *ThreadForked) GetRuns() []*ForkedRun {
+	if x != nil {
+		return x.Runs
+	}
+	return nil
+}
+
+// ForkedMessage is a message of a fork's source.
+type ForkedMessage struct {
+	state protoimpl.MessageState `protogen:"open.v1"`
+	// seq is the message's stream sequence in the thread it was posted to.
+	Seq       uint64 `protobuf:"varint,1,opt,name=seq,proto3" json:"seq,omitempty"`
+	MessageId string `protobuf:"bytes,2,opt,name=message_id,json=messageId,proto3" json:"message_id,omitempty"`
+	Author    string `protobuf:"bytes,3,opt,name=author,proto3" json:"author,omitempty"`
+	Text      string `protobuf:"bytes,4,opt,name=text,proto3" json:"text,omitempty"`
+	// posted is the server's stored time of the original post.
+	Posted *timestamppb.Timestamp `protobuf:"bytes,5,opt,name=posted,proto3" json:"posted,omitempty"`
+	// consumed_as is how the source had consumed it by source_seq: "prompt",
+	// "answer", "steering", "forked", or "" when it was still pending there.
+	ConsumedAs string `protobuf:"bytes,6,opt,name=consumed_as,json=consumedAs,proto3" json:"consumed_as,omitempty"`
+	// run_id is the run that consumed it in the source, if any.
+	RunId         string `protobuf:"bytes,7,opt,name=run_id,json=runId,proto3" json:"run_id,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *ForkedMessage) Reset() {
+	*x = ForkedMessage{}
+	mi := &file_events_proto_msgTypes[13]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *ForkedMessage) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*ForkedMessage) ProtoMessage() {}
+
+func (x *ForkedMessage) ProtoReflect() protoreflect.Message {
+	mi := &file_events_proto_msgTypes[13]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use ForkedMessage.ProtoReflect.Descriptor instead.
+func (*ForkedMessage) Descriptor() ([]byte, []int) {
+	return file_events_proto_rawDescGZIP(), []int{13}
+}
+
+func (x *ForkedMessage) GetSeq() uint64 {
+	if x != nil {
+		return x.Seq
+	}
+	return 0
+}
+
+func (x *ForkedMessage) GetMessageId() string {
+	if x != nil {
+		return x.MessageId
+	}
+	return ""
+}
+
+func (x *ForkedMessage) GetAuthor() string {
+	if x != nil {
+		return x.Author
+	}
+	return ""
+}
+
+func (x *ForkedMessage) GetText() string {
+	if x != nil {
+		return x.Text
+	}
+	return ""
+}
+
+func (x *ForkedMessage) GetPosted() *timestamppb.Timestamp {
+	if x != nil {
+		return x.Posted
+	}
+	return nil
+}
+
+func (x *ForkedMessage) GetConsumedAs() string {
+	if x != nil {
+		return x.ConsumedAs
+	}
+	return ""
+}
+
+func (x *ForkedMessage) GetRunId() string {
+	if x != nil {
+		return x.RunId
+	}
+	return ""
+}
+
+// ForkedRun is a run of a fork's source, as it stood at source_seq.
+type ForkedRun struct {
+	state     protoimpl.MessageState `protogen:"open.v1"`
+	RunId     string                 `protobuf:"bytes,1,opt,name=run_id,json=runId,proto3" json:"run_id,omitempty"`
+	PromptSeq uint64                 `protobuf:"varint,2,opt,name=prompt_seq,json=promptSeq,proto3" json:"prompt_seq,omitempty"`
+	Agent     string                 `protobuf:"bytes,3,opt,name=agent,proto3" json:"agent,omitempty"`
+	Outputs   []string               `protobuf:"bytes,4,rep,name=outputs,proto3" json:"outputs,omitempty"`
+	Output    string                 `protobuf:"bytes,5,opt,name=output,proto3" json:"output,omitempty"`
+	// status is "completed", "failed" or "abandoned"; a run still active at
+	// source_seq is "active" here, and is not active in the new thread.
+	Status        string `protobuf:"bytes,6,opt,name=status,proto3" json:"status,omitempty"`
+	Reason        string `protobuf:"bytes,7,opt,name=reason,proto3" json:"reason,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *ForkedRun) Reset() {
+	*x = ForkedRun{}
+	mi := &file_events_proto_msgTypes[14]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *ForkedRun) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*ForkedRun) ProtoMessage() {}
+
+func (x *ForkedRun) ProtoReflect() protoreflect.Message {
+	mi := &file_events_proto_msgTypes[14]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use ForkedRun.ProtoReflect.Descriptor instead.
+func (*ForkedRun) Descriptor() ([]byte, []int) {
+	return file_events_proto_rawDescGZIP(), []int{14}
+}
+
+func (x *ForkedRun) GetRunId() string {
+	if x != nil {
+		return x.RunId
+	}
+	return ""
+}
+
+func (x *ForkedRun) GetPromptSeq() uint64 {
+	if x != nil {
+		return x.PromptSeq
+	}
+	return 0
+}
+
+func (x *ForkedRun) GetAgent() string {
+	if x != nil {
+		return x.Agent
+	}
+	return ""
+}
+
+func (x *ForkedRun) GetOutputs() []string {
+	if x != nil {
+		return x.Outputs
+	}
+	return nil
+}
+
+func (x *ForkedRun) GetOutput() string {
+	if x != nil {
+		return x.Output
+	}
+	return ""
+}
+
+func (x *ForkedRun) GetStatus() string {
+	if x != nil {
+		return x.Status
+	}
+	return ""
+}
+
+func (x *ForkedRun) GetReason() string {
+	if x != nil {
+		return x.Reason
+	}
+	return ""
+}
+
 // Lease is the value of a key in the claims KV bucket. The key is the thread
 // id, or _session.<id> for a runner session, whose holder is its owner.
 type Lease struct {
@@ -952,7 +1244,7 @@ type Lease struct {
 
 func (x *Lease) Reset() {
 	*x = Lease{}
-	mi := &file_events_proto_msgTypes[12]
+	mi := &file_events_proto_msgTypes[15]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -964,7 +1256,7 @@ func (x *Lease) String() string {
 func (*Lease) ProtoMessage() {}
 
 func (x *Lease) ProtoReflect() protoreflect.Message {
-	mi := &file_events_proto_msgTypes[12]
+	mi := &file_events_proto_msgTypes[15]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -977,7 +1269,7 @@ func (x *Lease) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use Lease.ProtoReflect.Descriptor instead.
 func (*Lease) Descriptor() ([]byte, []int) {
-	return file_events_proto_rawDescGZIP(), []int{12}
+	return file_events_proto_rawDescGZIP(), []int{15}
 }
 
 func (x *Lease) GetHolder() string {
@@ -1012,7 +1304,7 @@ var File_events_proto protoreflect.FileDescriptor
 
 const file_events_proto_rawDesc = "" +
 	"\n" +
-	"\fevents.proto\x12\x13artifactr.events.v1\x1a\x1fgoogle/protobuf/timestamp.proto\"\xb1\a\n" +
+	"\fevents.proto\x12\x13artifactr.events.v1\x1a\x1fgoogle/protobuf/timestamp.proto\"\xfb\a\n" +
 	"\x05Event\x12\x16\n" +
 	"\x06thread\x18\x01 \x01(\tR\x06thread\x12.\n" +
 	"\x04time\x18\x02 \x01(\v2\x1a.google.protobuf.TimestampR\x04time\x12\x1b\n" +
@@ -1032,7 +1324,8 @@ const file_events_proto_rawDesc = "" +
 	"\rrun_completed\x18\x12 \x01(\v2!.artifactr.events.v1.RunCompletedH\x00R\frunCompleted\x12?\n" +
 	"\n" +
 	"run_failed\x18\x13 \x01(\v2\x1e.artifactr.events.v1.RunFailedH\x00R\trunFailed\x12H\n" +
-	"\rrun_abandoned\x18\x14 \x01(\v2!.artifactr.events.v1.RunAbandonedH\x00R\frunAbandonedB\x06\n" +
+	"\rrun_abandoned\x18\x14 \x01(\v2!.artifactr.events.v1.RunAbandonedH\x00R\frunAbandoned\x12H\n" +
+	"\rthread_forked\x182 \x01(\v2!.artifactr.events.v1.ThreadForkedH\x00R\fthreadForkedB\x06\n" +
 	"\x04body\"Z\n" +
 	"\rMessagePosted\x12\x1d\n" +
 	"\n" +
@@ -1080,7 +1373,32 @@ const file_events_proto_rawDesc = "" +
 	"\fRunAbandoned\x12\x15\n" +
 	"\x06run_id\x18\x01 \x01(\tR\x05runId\x12*\n" +
 	"\x11started_claim_seq\x18\x02 \x01(\x04R\x0fstartedClaimSeq\x12\x16\n" +
-	"\x06reason\x18\x03 \x01(\tR\x06reason\"|\n" +
+	"\x06reason\x18\x03 \x01(\tR\x06reason\"\xc6\x01\n" +
+	"\fThreadForked\x12#\n" +
+	"\rsource_thread\x18\x01 \x01(\tR\fsourceThread\x12\x1d\n" +
+	"\n" +
+	"source_seq\x18\x02 \x01(\x04R\tsourceSeq\x12>\n" +
+	"\bmessages\x18\x03 \x03(\v2\".artifactr.events.v1.ForkedMessageR\bmessages\x122\n" +
+	"\x04runs\x18\x04 \x03(\v2\x1e.artifactr.events.v1.ForkedRunR\x04runs\"\xd8\x01\n" +
+	"\rForkedMessage\x12\x10\n" +
+	"\x03seq\x18\x01 \x01(\x04R\x03seq\x12\x1d\n" +
+	"\n" +
+	"message_id\x18\x02 \x01(\tR\tmessageId\x12\x16\n" +
+	"\x06author\x18\x03 \x01(\tR\x06author\x12\x12\n" +
+	"\x04text\x18\x04 \x01(\tR\x04text\x122\n" +
+	"\x06posted\x18\x05 \x01(\v2\x1a.google.protobuf.TimestampR\x06posted\x12\x1f\n" +
+	"\vconsumed_as\x18\x06 \x01(\tR\n" +
+	"consumedAs\x12\x15\n" +
+	"\x06run_id\x18\a \x01(\tR\x05runId\"\xb9\x01\n" +
+	"\tForkedRun\x12\x15\n" +
+	"\x06run_id\x18\x01 \x01(\tR\x05runId\x12\x1d\n" +
+	"\n" +
+	"prompt_seq\x18\x02 \x01(\x04R\tpromptSeq\x12\x14\n" +
+	"\x05agent\x18\x03 \x01(\tR\x05agent\x12\x18\n" +
+	"\aoutputs\x18\x04 \x03(\tR\aoutputs\x12\x16\n" +
+	"\x06output\x18\x05 \x01(\tR\x06output\x12\x16\n" +
+	"\x06status\x18\x06 \x01(\tR\x06status\x12\x16\n" +
+	"\x06reason\x18\a \x01(\tR\x06reason\"|\n" +
 	"\x05Lease\x12\x16\n" +
 	"\x06holder\x18\x01 \x01(\tR\x06holder\x12*\n" +
 	"\x11expires_unix_nano\x18\x02 \x01(\x03R\x0fexpiresUnixNano\x12\x15\n" +
@@ -1099,7 +1417,7 @@ func file_events_proto_rawDescGZIP() []byte {
 	return file_events_proto_rawDescData
 }
 
-var file_events_proto_msgTypes = make([]protoimpl.MessageInfo, 13)
+var file_events_proto_msgTypes = make([]protoimpl.MessageInfo, 16)
 var file_events_proto_goTypes = []any{
 	(*Event)(nil),                 // 0: artifactr.events.v1.Event
 	(*MessagePosted)(nil),         // 1: artifactr.events.v1.MessagePosted
@@ -1113,11 +1431,14 @@ var file_events_proto_goTypes = []any{
 	(*RunCompleted)(nil),          // 9: artifactr.events.v1.RunCompleted
 	(*RunFailed)(nil),             // 10: artifactr.events.v1.RunFailed
 	(*RunAbandoned)(nil),          // 11: artifactr.events.v1.RunAbandoned
-	(*Lease)(nil),                 // 12: artifactr.events.v1.Lease
-	(*timestamppb.Timestamp)(nil), // 13: google.protobuf.Timestamp
+	(*ThreadForked)(nil),          // 12: artifactr.events.v1.ThreadForked
+	(*ForkedMessage)(nil),         // 13: artifactr.events.v1.ForkedMessage
+	(*ForkedRun)(nil),             // 14: artifactr.events.v1.ForkedRun
+	(*Lease)(nil),                 // 15: artifactr.events.v1.Lease
+	(*timestamppb.Timestamp)(nil), // 16: google.protobuf.Timestamp
 }
 var file_events_proto_depIdxs = []int32{
-	13, // 0: artifactr.events.v1.Event.time:type_name -> google.protobuf.Timestamp
+	16, // 0: artifactr.events.v1.Event.time:type_name -> google.protobuf.Timestamp
 	1,  // 1: artifactr.events.v1.Event.message_posted:type_name -> artifactr.events.v1.MessagePosted
 	2,  // 2: artifactr.events.v1.Event.thread_claimed:type_name -> artifactr.events.v1.ThreadClaimed
 	3,  // 3: artifactr.events.v1.Event.thread_released:type_name -> artifactr.events.v1.ThreadReleased
@@ -1129,11 +1450,15 @@ var file_events_proto_depIdxs = []int32{
 	9,  // 9: artifactr.events.v1.Event.run_completed:type_name -> artifactr.events.v1.RunCompleted
 	10, // 10: artifactr.events.v1.Event.run_failed:type_name -> artifactr.events.v1.RunFailed
 	11, // 11: artifactr.events.v1.Event.run_abandoned:type_name -> artifactr.events.v1.RunAbandoned
-	12, // [12:12] is the sub-list for method output_type
-	12, // [12:12] is the sub-list for method input_type
-	12, // [12:12] is the sub-list for extension type_name
-	12, // [12:12] is the sub-list for extension extendee
-	0,  // [0:12] is the sub-list for field type_name
+	12, // 12: artifactr.events.v1.Event.thread_forked:type_name -> artifactr.events.v1.ThreadForked
+	13, // 13: artifactr.events.v1.ThreadForked.messages:type_name -> artifactr.events.v1.ForkedMessage
+	14, // 14: artifactr.events.v1.ThreadForked.runs:type_name -> artifactr.events.v1.ForkedRun
+	16, // 15: artifactr.events.v1.ForkedMessage.posted:type_name -> google.protobuf.Timestamp
+	16, // [16:16] is the sub-list for method output_type
+	16, // [16:16] is the sub-list for method input_type
+	16, // [16:16] is the sub-list for extension type_name
+	16, // [16:16] is the sub-list for extension extendee
+	0,  // [0:16] is the sub-list for field type_name
 }
 
 func init() { file_events_proto_init() }
@@ -1153,6 +1478,7 @@ func file_events_proto_init() {
 		(*Event_RunCompleted)(nil),
 		(*Event_RunFailed)(nil),
 		(*Event_RunAbandoned)(nil),
+		(*Event_ThreadForked)(nil),
 	}
 	type x struct{}
 	out := protoimpl.TypeBuilder{
@@ -1160,7 +1486,7 @@ func file_events_proto_init() {
 			GoPackagePath: reflect.TypeOf(x{}).PkgPath(),
 			RawDescriptor: unsafe.Slice(unsafe.StringData(file_events_proto_rawDesc), len(file_events_proto_rawDesc)),
 			NumEnums:      0,
-			NumMessages:   13,
+			NumMessages:   16,
 			NumExtensions: 0,
 			NumServices:   0,
 		},

@@ -121,6 +121,8 @@ func unmarshalEvent(data []byte) (*eventspb.Event, bool) {
 	ok := false
 	for off := 0; off < len(data); {
 		num, typ, n := protowire.ConsumeTag(data[off:])
+		// Bodies past 20, such as thread_forked (50) with its repeated
+		// history, are not flat: events.Decode reads them.
 		if n < 0 || num < 1 || num > 20 || seen&(1<<num) != 0 {
 			return nil, false
 		}

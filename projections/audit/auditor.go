@@ -197,6 +197,8 @@ func (a *Auditor) add(env *events.Envelope) {
 	case *eventspb.Event_RunAbandoned:
 		a.fence(th, env)
 		a.abandon(th, env, b.RunAbandoned)
+	case *eventspb.Event_ThreadForked:
+		a.forked(th, env, b.ThreadForked)
 	}
 }
 

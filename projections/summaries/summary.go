@@ -213,6 +213,8 @@ func (s *Summary) apply(env *events.Envelope) {
 		}
 	case *eventspb.Event_RunAbandoned:
 		s.abandon(b.RunAbandoned)
+	case *eventspb.Event_ThreadForked:
+		s.forked(env, b.ThreadForked)
 	}
 }
 

@@ -1,0 +1,60 @@
+package summaries
+
+import (
+	"reflect"
+	"testing"
+	"time"
+
+	"artifactr/events"
+	"artifactr/events/eventspb"
+	"artifactr/projections"
+)
+
+// TestApply_forkedMatchesThread: the summary of a forked thread, folded
+// event by event, is the summary of its projections.Thread, for a fork of a
+// source with a completed run, an active one and a pending message, and
+// after the new thread's own post.
+func TestApply_forkedMatchesThread(t *testing.T) {
+	var envs []events.Envelope
+	add := func(thread string, ev *eventspb.Event) uint64 {
+		seq := uint64(len(envs) + 1)
+		ev.Thread = thread
+		typ := events.TypeOf(ev)
+		envs = append(envs, events.Envelope{Seq: seq, Thread: thread, Kind: typ.Kind(), Type: typ, Event: ev, Stored: time.Unix(int64(seq), 0)})
+		return seq
+	}
+	post := func(thread string) uint64 {
+		return add(thread, &eventspb.Event{Body: &eventspb.Event_MessagePosted{MessagePosted: &eventspb.MessagePosted{MessageId: "m"}}})
+	}
+	of := func(thread string) []events.Envelope {
+		var out []events.Envelope
+		for _, e := range envs {
+			if e.Thread == thread {
+				out = append(out, e)
+			}
+		}
+		return out
+	}
+	m1 := post("S")
+	c := events.Claim{Thread: "S", Holder: "h", Seq: add("S", &eventspb.Event{Holder: "h", Body: &eventspb.Event_ThreadClaimed{ThreadClaimed: &eventspb.ThreadClaimed{Holder: "h"}}})}
+	add("S", events.NewRunStarted(c, time.Time{}, "r1", m1, "echo"))
+	add("S", events.NewRunCompleted(c, time.Time{}, "r1", "ok"))
+	m2 := post("S")
+	add("S", events.NewRunStarted(c, time.Time{}, "r2", m2, "echo"))
+	post("S")
+	src := projections.Fold("S", of("S"))
+	add("N", events.NewThreadForked("N", time.Time{}, projections.ForkBody(src, src.LastSeq)))
+	for _, upTo := range []int{1, 2} {
+		if upTo == 2 {
+			post("N")
+		}
+		got := Fold("N", of("N"))
+		want := FromThread(projections.Fold("N", of("N")))
+		if !reflect.DeepEqual(got, want) {
+			t.Errorf("after %d events of N:\n got %+v\nwant %+v", upTo, got, want)
+		}
+		if got.Anomalies != 0 || got.Messages != 3+upTo-1 || got.LastRunStatus != string(projections.RunAbandoned) {
+			t.Errorf("summary %+v", got)
+		}
+	}
+}
