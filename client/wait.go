@@ -65,7 +65,7 @@ type Result struct {
 	// the run asks a question (Question is set).
 	Status  projections.RunStatus
 	Outputs []string // its run_output texts
-	Output  string   // run_completed's output, else its outputs joined by newlines
+	Output  string   // run_completed's output, else its outputs joined (split outputs are one text)
 	Reason  string   // why it failed or was abandoned
 	// Question and RequestID are the request the run opened and waits on:
 	// the thread's next message answers it.
@@ -156,7 +156,7 @@ func (w *waiter) step(env events.Envelope, busy bool) (Result, error, bool) {
 	res := Result{Thread: t.ID, MessageSeq: w.seq, RunID: r.ID, TakenAs: c.Kind, Status: r.Status,
 		Outputs: r.Outputs, Output: r.Output, Reason: r.Reason}
 	if r.Status == projections.RunCompleted && res.Output == "" {
-		res.Output = strings.Join(r.Outputs, "\n")
+		res.Output = strings.Join(r.Outputs, "")
 	}
 	if r.Status != projections.RunActive {
 		return res, nil, true
