@@ -55,21 +55,21 @@ type Code uint8
 
 // The codes.
 const (
-	CodeMalformed       Code = iota + 1 // undecodable, or header or subject contradicts the body
-	CodeOtherThread                     // an event of another thread
-	CodeReleaseNotNewest                // a release of a claim that is not the newest
-	CodeReleasedAgain                   // a release of a released claim
-	CodeReleaseHolder                   // a release by another holder
-	CodeOneActiveRun                    // I3: a run started while another is active
-	CodeNotPosted                       // a consuming event names a message not posted here
-	CodeConsumedAgain                   // I1: a consuming event names a consumed message
-	CodeTaken                           // a consuming event names a message at or before the taken cursor
-	CodeNotOldest                       // a consumed message that is not the oldest pending one
-	CodeNotActive                       // an event of a run that is not the active run
-	CodeRequestReused                   // a request id the active run already opened
-	CodeUnknownRequest                  // an answer to a request the active run did not open
-	CodeAnsweredAgain                   // an answer to an answered request
-	CodeAbandonClaim                    // an abandon whose started claim is not the run's
+	CodeMalformed        Code = iota + 1 // undecodable, or header or subject contradicts the body
+	CodeOtherThread                      // an event of another thread
+	CodeReleaseNotNewest                 // a release of a claim that is not the newest
+	CodeReleasedAgain                    // a release of a released claim
+	CodeReleaseHolder                    // a release by another holder
+	CodeOneActiveRun                     // I3: a run started while another is active
+	CodeNotPosted                        // a consuming event names a message not posted here
+	CodeConsumedAgain                    // I1: a consuming event names a consumed message
+	CodeTaken                            // a consuming event names a message at or before the taken cursor
+	CodeNotOldest                        // a consumed message that is not the oldest pending one
+	CodeNotActive                        // an event of a run that is not the active run
+	CodeRequestReused                    // a request id the active run already opened
+	CodeUnknownRequest                   // an answer to a request the active run did not open
+	CodeAnsweredAgain                    // an answer to an answered request
+	CodeAbandonClaim                     // an abandon whose started claim is not the run's
 )
 
 // Finding is an event a rule refused, in part or whole. Reason is one
