@@ -40,6 +40,7 @@ type Auditor struct {
 	seed    maphash.Seed
 	threads map[uint64]*thread // by hash of the id; see thread.collide
 	last    *thread            // the previous event's thread: streams come in runs
+	env     events.Envelope    // the envelope Add audits
 
 	events            int
 	firstSeq, lastSeq uint64
@@ -133,7 +134,10 @@ type request struct {
 
 // Add audits env, the next envelope of the stream.
 func (a *Auditor) Add(env events.Envelope) {
-	a.add(&env)
+	// The rules take the envelope through an interface, which would move a
+	// local copy to the heap on every event; the Auditor's own is there.
+	a.env = env
+	a.add(&a.env)
 }
 
 func (a *Auditor) add(env *events.Envelope) {

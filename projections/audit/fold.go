@@ -15,9 +15,10 @@ import (
 // NoEndAfterAbandon), and the others as anomalies.
 type auditFold Auditor
 
-func (f *auditFold) th() *thread { return f.last }
-
-func (f *auditFold) ThreadID() string { return f.last.id }
+// ThreadID is the audited envelope's thread, which is the current thread's
+// id (Auditor.thread looked it up by it): the rules compare it with the
+// envelope's, and the same string compares without reading the thread's.
+func (f *auditFold) ThreadID() string { return f.env.Thread }
 
 func (f *auditFold) NewestClaim() (uint64, bool) {
 	th := f.last
