@@ -7,7 +7,7 @@ import (
 
 	"artifactr/events"
 	"artifactr/events/eventspb"
-	"artifactr/projections/internal/eventgen"
+	"artifactr/internal/eventgen"
 )
 
 // scene is the usual start of a case: two messages posted to T, then a claim.

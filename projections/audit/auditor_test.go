@@ -7,7 +7,7 @@ import (
 
 	"artifactr/events"
 	"artifactr/projections"
-	"artifactr/projections/internal/eventgen"
+	"artifactr/internal/eventgen"
 )
 
 // run audits envs and returns the report.

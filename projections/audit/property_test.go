@@ -11,7 +11,7 @@ import (
 
 	"artifactr/events"
 	"artifactr/projections"
-	"artifactr/projections/internal/eventgen"
+	"artifactr/internal/eventgen"
 )
 
 func randomLog(seed uint64, cfg eventgen.Config) (*eventgen.Log, eventgen.Stats) {

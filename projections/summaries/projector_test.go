@@ -18,7 +18,7 @@ import (
 	"artifactr/events/natsstore"
 	"artifactr/internal/natsembed"
 	"artifactr/projections"
-	"artifactr/projections/internal/eventgen"
+	"artifactr/internal/eventgen"
 )
 
 func ctxT(t testing.TB) context.Context {
