@@ -6,8 +6,8 @@ import (
 	"testing"
 
 	"artifactr/events"
-	"artifactr/projections"
 	"artifactr/internal/eventgen"
+	"artifactr/projections"
 )
 
 // run audits envs and returns the report.

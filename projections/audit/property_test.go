@@ -10,8 +10,8 @@ import (
 	"testing"
 
 	"artifactr/events"
-	"artifactr/projections"
 	"artifactr/internal/eventgen"
+	"artifactr/projections"
 )
 
 func randomLog(seed uint64, cfg eventgen.Config) (*eventgen.Log, eventgen.Stats) {

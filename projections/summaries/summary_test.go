@@ -7,8 +7,8 @@ import (
 	"testing"
 
 	"artifactr/events"
-	"artifactr/projections"
 	"artifactr/internal/eventgen"
+	"artifactr/projections"
 )
 
 func randomLog(seed uint64, cfg eventgen.Config) *eventgen.Log {
