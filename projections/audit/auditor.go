@@ -8,6 +8,7 @@ import (
 	"strings"
 
 	"artifactr/events"
+	"artifactr/events/eventspb"
 	"artifactr/projections"
 )
 
@@ -168,24 +169,44 @@ func (a *Auditor) add(env *events.Envelope) {
 // it. prevClaimSubj and prevRunSubj are the claim and run subjects' last
 // sequences before env.
 func (a *Auditor) check(th *thread, env *events.Envelope, typ events.Type, prevClaimSubj, prevRunSubj uint64) {
+	// A type switch on the body is cheaper than comparing type names; a
+	// type it does not name is checked by its kind and fence below.
+	switch env.Event.GetBody().(type) {
+	case *eventspb.Event_MessagePosted:
+		return
+	case *eventspb.Event_ThreadClaimed, *eventspb.Event_ThreadReleased:
+		a.claimChain(th, env, prevClaimSubj)
+		return
+	case *eventspb.Event_RunStarted:
+		a.checked[checkI3]++
+		a.checked[checkI1]++
+		a.fence(th, env)
+		return
+	case *eventspb.Event_AnswerGiven:
+		a.checked[checkAnswerOnce]++
+		a.checked[checkI1]++
+		a.fence(th, env)
+		return
+	case *eventspb.Event_SteeringGiven:
+		a.checked[checkI1]++
+		a.fence(th, env)
+		return
+	case *eventspb.Event_RunAbandoned:
+		a.fence(th, env)
+		return
+	case *eventspb.Event_RunOutput, *eventspb.Event_RequestOpened, *eventspb.Event_RunCompleted, *eventspb.Event_RunFailed:
+		a.checked[checkNoEndAfterAbandon]++
+		a.runChain(th, env, prevRunSubj)
+		return
+	}
 	switch {
 	case typ.Fenced():
 		a.fence(th, env)
 	case typ.Kind() == events.KindClaim:
 		a.claimChain(th, env, prevClaimSubj)
 	case typ.Kind() == events.KindRun:
-		a.runChain(th, env, prevRunSubj)
 		a.checked[checkNoEndAfterAbandon]++
-	}
-	switch typ {
-	case events.TypeRunStarted:
-		a.checked[checkI3]++
-		a.checked[checkI1]++
-	case events.TypeAnswerGiven:
-		a.checked[checkAnswerOnce]++
-		a.checked[checkI1]++
-	case events.TypeSteeringGiven:
-		a.checked[checkI1]++
+		a.runChain(th, env, prevRunSubj)
 	}
 }
 
