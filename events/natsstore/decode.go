@@ -175,7 +175,7 @@ func unmarshalEvent(data []byte) (*eventspb.Event, bool) {
 	if bodyNum == 0 {
 		return nil, false
 	}
-	return bodies[bodyNum].build(&h, &body), true
+	return bodies[bodyNum].build(h, body), true
 }
 
 func utf8String(str string, start, end int) (string, bool) {
@@ -226,7 +226,7 @@ const maxField = 63
 // to build the event from them.
 type bodySpec struct {
 	kinds [3]byte
-	build func(h *head, f *flat) *eventspb.Event
+	build func(h head, f flat) *eventspb.Event // by value: a pointer passed to a func value escapes
 }
 
 // bodies are the bodies the fast path reads, by Event field number: a copy
@@ -235,47 +235,47 @@ type bodySpec struct {
 // body: one line with its fields' kinds and a setter of its fields and its
 // oneof wrapper.
 var bodies = [maxField + 1]bodySpec{
-	10: body(fString, fString, fString, func(x *withBody[eventspb.Event_MessagePosted, eventspb.MessagePosted], f *flat) {
+	10: body(fString, fString, fString, func(x *withBody[eventspb.Event_MessagePosted, eventspb.MessagePosted], f flat) {
 		x.m.MessageId, x.m.Author, x.m.Text = f.s[0], f.s[1], f.s[2]
 		x.w.MessagePosted, x.ev.Body = &x.m, &x.w
 	}),
-	11: body(fString, fVarint, fVarint, func(x *withBody[eventspb.Event_ThreadClaimed, eventspb.ThreadClaimed], f *flat) {
+	11: body(fString, fVarint, fVarint, func(x *withBody[eventspb.Event_ThreadClaimed, eventspb.ThreadClaimed], f flat) {
 		x.m.Holder, x.m.LeaseRevision, x.m.LeaseTtlMs = f.s[0], f.u[1], int64(f.u[2])
 		x.w.ThreadClaimed, x.ev.Body = &x.m, &x.w
 	}),
-	12: body(fString, fString, fNone, func(x *withBody[eventspb.Event_ThreadReleased, eventspb.ThreadReleased], f *flat) {
+	12: body(fString, fString, fNone, func(x *withBody[eventspb.Event_ThreadReleased, eventspb.ThreadReleased], f flat) {
 		x.m.Holder, x.m.Reason = f.s[0], f.s[1]
 		x.w.ThreadReleased, x.ev.Body = &x.m, &x.w
 	}),
-	13: body(fString, fVarint, fString, func(x *withBody[eventspb.Event_RunStarted, eventspb.RunStarted], f *flat) {
+	13: body(fString, fVarint, fString, func(x *withBody[eventspb.Event_RunStarted, eventspb.RunStarted], f flat) {
 		x.m.RunId, x.m.PromptSeq, x.m.Agent = f.s[0], f.u[1], f.s[2]
 		x.w.RunStarted, x.ev.Body = &x.m, &x.w
 	}),
-	14: body(fString, fString, fNone, func(x *withBody[eventspb.Event_RunOutput, eventspb.RunOutput], f *flat) {
+	14: body(fString, fString, fNone, func(x *withBody[eventspb.Event_RunOutput, eventspb.RunOutput], f flat) {
 		x.m.RunId, x.m.Text = f.s[0], f.s[1]
 		x.w.RunOutput, x.ev.Body = &x.m, &x.w
 	}),
-	15: body(fString, fString, fString, func(x *withBody[eventspb.Event_RequestOpened, eventspb.RequestOpened], f *flat) {
+	15: body(fString, fString, fString, func(x *withBody[eventspb.Event_RequestOpened, eventspb.RequestOpened], f flat) {
 		x.m.RunId, x.m.RequestId, x.m.Question = f.s[0], f.s[1], f.s[2]
 		x.w.RequestOpened, x.ev.Body = &x.m, &x.w
 	}),
-	16: body(fString, fString, fVarint, func(x *withBody[eventspb.Event_AnswerGiven, eventspb.AnswerGiven], f *flat) {
+	16: body(fString, fString, fVarint, func(x *withBody[eventspb.Event_AnswerGiven, eventspb.AnswerGiven], f flat) {
 		x.m.RunId, x.m.RequestId, x.m.MessageSeq = f.s[0], f.s[1], f.u[2]
 		x.w.AnswerGiven, x.ev.Body = &x.m, &x.w
 	}),
-	17: body(fString, fVarint, fNone, func(x *withBody[eventspb.Event_SteeringGiven, eventspb.SteeringGiven], f *flat) {
+	17: body(fString, fVarint, fNone, func(x *withBody[eventspb.Event_SteeringGiven, eventspb.SteeringGiven], f flat) {
 		x.m.RunId, x.m.MessageSeq = f.s[0], f.u[1]
 		x.w.SteeringGiven, x.ev.Body = &x.m, &x.w
 	}),
-	18: body(fString, fString, fNone, func(x *withBody[eventspb.Event_RunCompleted, eventspb.RunCompleted], f *flat) {
+	18: body(fString, fString, fNone, func(x *withBody[eventspb.Event_RunCompleted, eventspb.RunCompleted], f flat) {
 		x.m.RunId, x.m.Output = f.s[0], f.s[1]
 		x.w.RunCompleted, x.ev.Body = &x.m, &x.w
 	}),
-	19: body(fString, fString, fNone, func(x *withBody[eventspb.Event_RunFailed, eventspb.RunFailed], f *flat) {
+	19: body(fString, fString, fNone, func(x *withBody[eventspb.Event_RunFailed, eventspb.RunFailed], f flat) {
 		x.m.RunId, x.m.Reason = f.s[0], f.s[1]
 		x.w.RunFailed, x.ev.Body = &x.m, &x.w
 	}),
-	20: body(fString, fVarint, fString, func(x *withBody[eventspb.Event_RunAbandoned, eventspb.RunAbandoned], f *flat) {
+	20: body(fString, fVarint, fString, func(x *withBody[eventspb.Event_RunAbandoned, eventspb.RunAbandoned], f flat) {
 		x.m.RunId, x.m.StartedClaimSeq, x.m.Reason = f.s[0], f.u[1], f.s[2]
 		x.w.RunAbandoned, x.ev.Body = &x.m, &x.w
 	}),
@@ -292,8 +292,8 @@ type withBody[W, M any] struct {
 // body returns the spec of a body whose fields 1..3 have kinds k1..k3 and
 // whose setter set copies them from a flat and links the body into the
 // event (x.ev.Body) through its oneof wrapper.
-func body[W, M any](k1, k2, k3 byte, set func(x *withBody[W, M], f *flat)) bodySpec {
-	return bodySpec{kinds: [3]byte{k1, k2, k3}, build: func(h *head, f *flat) *eventspb.Event {
+func body[W, M any](k1, k2, k3 byte, set func(x *withBody[W, M], f flat)) bodySpec {
+	return bodySpec{kinds: [3]byte{k1, k2, k3}, build: func(h head, f flat) *eventspb.Event {
 		x := new(withBody[W, M])
 		set(x, f)
 		h.fill(&x.ev, &x.ts)
