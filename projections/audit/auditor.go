@@ -33,8 +33,8 @@ type Options struct {
 //
 // Its state per thread is only what the checks need: posted message
 // sequences with the sequence that consumed each, the newest claim, the last
-// claim-subject sequence, the active run, abandoned run ids and requests.
-// It keeps no texts.
+// claim-subject sequence, the active run, the newest run, abandoned run ids
+// and requests. It keeps no texts.
 type Auditor struct {
 	opts    Options
 	prefix  string // the subject prefix, for the fence's expected subject
@@ -96,7 +96,7 @@ type thread struct {
 	collide   *thread          // next thread whose id has the same hash
 	abandoned map[short]uint64 // run id -> its run_abandoned
 
-	// 192-255: run events
+	// 192-: run events
 	activeID short
 	lastRun  short             // the newest run
 	requests map[short]request // by id; the newest request of each id
