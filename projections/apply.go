@@ -24,7 +24,11 @@ func (t *Thread) Apply(env events.Envelope) {
 		return
 	}
 	t.LastSeq = env.Seq
-	Step(threadFold{t}, &env)
+	// The rules take the envelope through an interface, which would move
+	// a local copy to the heap on every event; the Thread's own is there.
+	t.env = env
+	Step(threadFold{t}, &t.env)
+	t.env = events.Envelope{} // keep no event alive, and Threads comparable
 }
 
 // threadFold is a Thread as a [State]: its reads and changes below are
