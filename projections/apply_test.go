@@ -7,7 +7,7 @@ import (
 
 	"artifactr/events"
 	"artifactr/events/eventspb"
-	"artifactr/projections/internal/eventgen"
+	"artifactr/internal/eventgen"
 )
 
 // scene is the usual start of a case: two messages posted to T, then a claim.
@@ -152,7 +152,7 @@ func TestThread_Apply(t *testing.T) {
 			s.l.Fenced(s.w.Started("r2", s.m1))
 			return s
 		},
-		want: []wantAnomaly{{6, "I1: message 1 was already consumed as a prompt at 4"}},
+		want: []wantAnomaly{{6, "I1: message 1 was already consumed at 4"}},
 		check: func(t *testing.T, s *scene, th *Thread) {
 			if c := th.Messages[0].Consumed; c.RunID != "r1" || th.ActiveRun.ID != "r2" {
 				t.Errorf("Consumed = %+v, ActiveRun = %q; want the first consumption to stand and r2 active", c, th.ActiveRun.ID)
@@ -207,7 +207,7 @@ func TestThread_Apply(t *testing.T) {
 			s.l.CAS(s.w.Opened("r1", "q1"))
 			return s
 		},
-		want: []wantAnomaly{{6, `request "q1" is already open since 5`}},
+		want: []wantAnomaly{{6, `request "q1" was already opened at 5`}},
 		check: func(t *testing.T, s *scene, th *Thread) {
 			q := th.Requests["q1"]
 			want := Request{ID: "q1", RunID: "r1", Question: "which?", OpenedSeq: 5}
@@ -283,7 +283,7 @@ func TestThread_Apply(t *testing.T) {
 			s.l.Fenced(s.w.Answer("r1", "q1", s.m1))
 			return s
 		},
-		want: []wantAnomaly{{6, "I1: message 1 was already consumed as a prompt at 4"}},
+		want: []wantAnomaly{{6, "I1: message 1 was already consumed at 4"}},
 	}, {
 		name: "answer_given_requestOfEndedRun",
 		build: func() *scene {
@@ -294,7 +294,7 @@ func TestThread_Apply(t *testing.T) {
 			s.l.Fenced(s.w.Answer("r1", "q1", m3))
 			return s
 		},
-		want: []wantAnomaly{{9, `answer to request "q1" of another run ("r1", opened at 5)`}},
+		want: []wantAnomaly{{9, `answer to unknown request "q1": the active run did not open it`}},
 		check: func(t *testing.T, s *scene, th *Thread) {
 			if q := th.Requests["q1"]; q.Answered || !q.Closed {
 				t.Errorf("request = %+v; want closed, unanswered", q)

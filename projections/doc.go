@@ -8,8 +8,17 @@
 // malformed or contradictory event into a recorded [Anomaly], never a panic.
 // It is idempotent by sequence, so a redelivered envelope changes nothing,
 // and folding a prefix, cloning, then folding the rest gives the same state as
-// folding everything. The audit (package projections/audit) checks the
-// spec's invariants on real logs with its own, leaner state.
+// folding everything.
+//
+// # One set of rules
+//
+// The fold rules (what is malformed, what consumes a message, run
+// transitions, requests and answers) live in one place, [Rules] (rules.go),
+// over a [State] interface. [Thread], the audit's compact state (package
+// projections/audit) and the thread summaries (projections/summaries) each
+// implement State on their own representation and record what the rules
+// decide, so the three cannot disagree; their parity tests compare them
+// exactly. A new event is one case in [Rules].
 //
 // # Usage
 //

@@ -34,14 +34,14 @@ type Fork struct {
 	Seq       uint64 `json:"seq"` // the thread_forked event
 }
 
-// forked applies thread_forked. It must be the thread's first event: the
-// append expects the posted subject empty, and posts come before claims and
-// runs. Anything else is an anomaly and changes nothing.
-func (t *Thread) forked(env *events.Envelope, b *eventspb.ThreadForked) {
-	if reason := t.forkRefusal(env, b); reason != "" {
-		t.anomalyf(env, "%s", reason)
-		return
-	}
+// Fresh implements [State].
+func (t threadFold) Fresh() bool {
+	return t.Fork == nil && len(t.Messages) == 0 && len(t.Runs) == 0 && t.Claim.Seq == 0 &&
+		t.LastClaimSubjectSeq == 0 && t.LastRunSubjectSeq == 0
+}
+
+// Forked implements [State].
+func (t threadFold) Forked(env *events.Envelope, b *eventspb.ThreadForked) {
 	t.Fork = &Fork{Source: b.GetSourceThread(), SourceSeq: b.GetSourceSeq(), Seq: env.Seq}
 	for _, m := range b.GetMessages() {
 		t.Messages = append(t.Messages, Message{
@@ -64,16 +64,6 @@ func (t *Thread) forked(env *events.Envelope, b *eventspb.ThreadForked) {
 		}
 		t.Runs = append(t.Runs, run)
 	}
-}
-
-// forkRefusal says why b cannot be applied as the thread's first event, or
-// returns "".
-func (t *Thread) forkRefusal(env *events.Envelope, b *eventspb.ThreadForked) string {
-	if t.Fork != nil || len(t.Messages) > 0 || len(t.Runs) > 0 || t.Claim.Seq != 0 ||
-		t.LastClaimSubjectSeq != 0 || t.LastRunSubjectSeq != 0 {
-		return fmt.Sprintf("thread_forked at %d is not the thread's first event", env.Seq)
-	}
-	return ForkBodyError(t.ID, env.Seq, b)
 }
 
 // ForkBodyError says what is wrong with b as thread_forked at seq of

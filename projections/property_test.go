@@ -7,7 +7,7 @@ import (
 	"time"
 
 	"artifactr/events"
-	"artifactr/projections/internal/eventgen"
+	"artifactr/internal/eventgen"
 )
 
 func randomLog(seed uint64, cfg eventgen.Config) []events.Envelope {

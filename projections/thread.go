@@ -48,6 +48,8 @@ type Thread struct {
 	// LastActivity is the Stored time of the last event of this thread,
 	// from the envelope, not from a clock.
 	LastActivity time.Time
+
+	env events.Envelope // the envelope Apply folds; zero between calls
 }
 
 // Message is a posted message.

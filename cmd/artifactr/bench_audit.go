@@ -17,6 +17,7 @@ import (
 
 	"artifactr/events"
 	"artifactr/events/natsstore"
+	"artifactr/internal/eventgen"
 	"artifactr/projections/audit"
 )
 
@@ -247,12 +248,12 @@ func generateLog(ctx context.Context, url string, f *benchAuditFlags) (float64, 
 	if err != nil {
 		return 0, err
 	}
-	g := newAuditGen(f.seed, f.threads)
+	g := eventgen.NewRealistic(f.seed, f.threads)
 	total := 0
 	err = publishWindowed(ctx, js, f.events, asyncWindow, func() *nats.Msg {
-		out := g.next()
-		total += len(out.data)
-		return &nats.Msg{Subject: out.subject, Header: nats.Header(out.header), Data: out.data}
+		out := g.Next()
+		total += len(out.Data)
+		return &nats.Msg{Subject: out.Subject, Header: nats.Header(out.Header), Data: out.Data}
 	})
 	if err != nil {
 		return 0, err

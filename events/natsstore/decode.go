@@ -117,13 +117,11 @@ func unmarshalEvent(data []byte) (*eventspb.Event, bool) {
 	var h head
 	var body flat
 	var bodyNum protowire.Number
-	var seen uint32 // field numbers 1..20
+	var seen uint64 // field numbers 1..maxField
 	ok := false
 	for off := 0; off < len(data); {
 		num, typ, n := protowire.ConsumeTag(data[off:])
-		// Bodies past 20, such as thread_forked (50) with its repeated
-		// history, are not flat: events.Decode reads them.
-		if n < 0 || num < 1 || num > 20 || seen&(1<<num) != 0 {
+		if n < 0 || num < 1 || num > maxField || seen&(1<<num) != 0 {
 			return nil, false
 		}
 		seen |= 1 << num
@@ -162,11 +160,11 @@ func unmarshalEvent(data []byte) (*eventspb.Event, bool) {
 			if h.holder, ok = utf8String(str, start, end); !ok {
 				return nil, false
 			}
-		case num >= 10:
+		case bodies[num].build != nil:
 			if bodyNum != 0 {
 				return nil, false // a second body: proto keeps the last
 			}
-			if body, ok = parseFlat(v, str, start, bodyFields[num]); !ok {
+			if body, ok = parseFlat(v, str, start, bodies[num].kinds); !ok {
 				return nil, false
 			}
 			bodyNum = num
@@ -174,7 +172,10 @@ func unmarshalEvent(data []byte) (*eventspb.Event, bool) {
 			return nil, false
 		}
 	}
-	return newEvent(&h, bodyNum, &body)
+	if bodyNum == 0 {
+		return nil, false
+	}
+	return bodies[bodyNum].build(h, body), true
 }
 
 func utf8String(str string, start, end int) (string, bool) {
@@ -215,22 +216,89 @@ type flat struct {
 const (
 	fNone byte = iota
 	fString
-	fVarint
+	fVarint // uint64 or int64, not sint64
 )
 
-// bodyFields are the field kinds of each body, by Event field number.
-var bodyFields = [21][3]byte{
-	10: {fString, fString, fString}, // MessagePosted: message_id, author, text
-	11: {fString, fVarint, fVarint}, // ThreadClaimed: holder, lease_revision, lease_ttl_ms
-	12: {fString, fString},          // ThreadReleased: holder, reason
-	13: {fString, fVarint, fString}, // RunStarted: run_id, prompt_seq, agent
-	14: {fString, fString},          // RunOutput: run_id, text
-	15: {fString, fString, fString}, // RequestOpened: run_id, request_id, question
-	16: {fString, fString, fVarint}, // AnswerGiven: run_id, request_id, message_seq
-	17: {fString, fVarint},          // SteeringGiven: run_id, message_seq
-	18: {fString, fString},          // RunCompleted: run_id, output
-	19: {fString, fString},          // RunFailed: run_id, reason
-	20: {fString, fVarint, fString}, // RunAbandoned: run_id, started_claim_seq, reason
+// maxField is the largest Event field number the fast path reads.
+const maxField = 63
+
+// bodySpec is how the fast path reads one body: its fields' kinds, and how
+// to build the event from them.
+type bodySpec struct {
+	kinds [3]byte
+	build func(h head, f flat) *eventspb.Event // by value: a pointer passed to a func value escapes
+}
+
+// bodies are the bodies the fast path reads, by Event field number: a copy
+// of events.proto, which TestBodies_matchDescriptor checks against the
+// compiled descriptor. A body missing here goes to events.Decode. To add a
+// body: one line with its fields' kinds and a setter of its fields and its
+// oneof wrapper.
+var bodies = [maxField + 1]bodySpec{
+	10: body(fString, fString, fString, func(x *withBody[eventspb.Event_MessagePosted, eventspb.MessagePosted], f flat) {
+		x.m.MessageId, x.m.Author, x.m.Text = f.s[0], f.s[1], f.s[2]
+		x.w.MessagePosted, x.ev.Body = &x.m, &x.w
+	}),
+	11: body(fString, fVarint, fVarint, func(x *withBody[eventspb.Event_ThreadClaimed, eventspb.ThreadClaimed], f flat) {
+		x.m.Holder, x.m.LeaseRevision, x.m.LeaseTtlMs = f.s[0], f.u[1], int64(f.u[2])
+		x.w.ThreadClaimed, x.ev.Body = &x.m, &x.w
+	}),
+	12: body(fString, fString, fNone, func(x *withBody[eventspb.Event_ThreadReleased, eventspb.ThreadReleased], f flat) {
+		x.m.Holder, x.m.Reason = f.s[0], f.s[1]
+		x.w.ThreadReleased, x.ev.Body = &x.m, &x.w
+	}),
+	13: body(fString, fVarint, fString, func(x *withBody[eventspb.Event_RunStarted, eventspb.RunStarted], f flat) {
+		x.m.RunId, x.m.PromptSeq, x.m.Agent = f.s[0], f.u[1], f.s[2]
+		x.w.RunStarted, x.ev.Body = &x.m, &x.w
+	}),
+	14: body(fString, fString, fNone, func(x *withBody[eventspb.Event_RunOutput, eventspb.RunOutput], f flat) {
+		x.m.RunId, x.m.Text = f.s[0], f.s[1]
+		x.w.RunOutput, x.ev.Body = &x.m, &x.w
+	}),
+	15: body(fString, fString, fString, func(x *withBody[eventspb.Event_RequestOpened, eventspb.RequestOpened], f flat) {
+		x.m.RunId, x.m.RequestId, x.m.Question = f.s[0], f.s[1], f.s[2]
+		x.w.RequestOpened, x.ev.Body = &x.m, &x.w
+	}),
+	16: body(fString, fString, fVarint, func(x *withBody[eventspb.Event_AnswerGiven, eventspb.AnswerGiven], f flat) {
+		x.m.RunId, x.m.RequestId, x.m.MessageSeq = f.s[0], f.s[1], f.u[2]
+		x.w.AnswerGiven, x.ev.Body = &x.m, &x.w
+	}),
+	17: body(fString, fVarint, fNone, func(x *withBody[eventspb.Event_SteeringGiven, eventspb.SteeringGiven], f flat) {
+		x.m.RunId, x.m.MessageSeq = f.s[0], f.u[1]
+		x.w.SteeringGiven, x.ev.Body = &x.m, &x.w
+	}),
+	18: body(fString, fString, fNone, func(x *withBody[eventspb.Event_RunCompleted, eventspb.RunCompleted], f flat) {
+		x.m.RunId, x.m.Output = f.s[0], f.s[1]
+		x.w.RunCompleted, x.ev.Body = &x.m, &x.w
+	}),
+	19: body(fString, fString, fNone, func(x *withBody[eventspb.Event_RunFailed, eventspb.RunFailed], f flat) {
+		x.m.RunId, x.m.Reason = f.s[0], f.s[1]
+		x.w.RunFailed, x.ev.Body = &x.m, &x.w
+	}),
+	20: body(fString, fVarint, fString, func(x *withBody[eventspb.Event_RunAbandoned, eventspb.RunAbandoned], f flat) {
+		x.m.RunId, x.m.StartedClaimSeq, x.m.Reason = f.s[0], f.u[1], f.s[2]
+		x.w.RunAbandoned, x.ev.Body = &x.m, &x.w
+	}),
+}
+
+// withBody is an event with its time and its body, in one allocation.
+type withBody[W, M any] struct {
+	ev eventspb.Event
+	ts timestamppb.Timestamp
+	w  W // the oneof wrapper
+	m  M // the body
+}
+
+// body returns the spec of a body whose fields 1..3 have kinds k1..k3 and
+// whose setter set copies them from a flat and links the body into the
+// event (x.ev.Body) through its oneof wrapper.
+func body[W, M any](k1, k2, k3 byte, set func(x *withBody[W, M], f flat)) bodySpec {
+	return bodySpec{kinds: [3]byte{k1, k2, k3}, build: func(h head, f flat) *eventspb.Event {
+		x := new(withBody[W, M])
+		set(x, f)
+		h.fill(&x.ev, &x.ts)
+		return &x.ev
+	}}
 }
 
 // parseFlat reads b, found at offset base of the payload str, as a flat
@@ -273,86 +341,4 @@ func parseFlat(b []byte, str string, base int, kinds [3]byte) (flat, bool) {
 		}
 	}
 	return f, true
-}
-
-// withBody is an event with its time and its body, in one allocation.
-type withBody[W, M any] struct {
-	ev eventspb.Event
-	ts timestamppb.Timestamp
-	w  W // the oneof wrapper
-	m  M // the body
-}
-
-// newEvent builds the event of h with the body f of field num, in one
-// allocation. It reports false when there is no body.
-func newEvent(h *head, num protowire.Number, f *flat) (*eventspb.Event, bool) {
-	switch num {
-	case 10:
-		x := new(withBody[eventspb.Event_MessagePosted, eventspb.MessagePosted])
-		x.m.MessageId, x.m.Author, x.m.Text = f.s[0], f.s[1], f.s[2]
-		x.w.MessagePosted, x.ev.Body = &x.m, &x.w
-		h.fill(&x.ev, &x.ts)
-		return &x.ev, true
-	case 11:
-		x := new(withBody[eventspb.Event_ThreadClaimed, eventspb.ThreadClaimed])
-		x.m.Holder, x.m.LeaseRevision, x.m.LeaseTtlMs = f.s[0], f.u[1], int64(f.u[2])
-		x.w.ThreadClaimed, x.ev.Body = &x.m, &x.w
-		h.fill(&x.ev, &x.ts)
-		return &x.ev, true
-	case 12:
-		x := new(withBody[eventspb.Event_ThreadReleased, eventspb.ThreadReleased])
-		x.m.Holder, x.m.Reason = f.s[0], f.s[1]
-		x.w.ThreadReleased, x.ev.Body = &x.m, &x.w
-		h.fill(&x.ev, &x.ts)
-		return &x.ev, true
-	case 13:
-		x := new(withBody[eventspb.Event_RunStarted, eventspb.RunStarted])
-		x.m.RunId, x.m.PromptSeq, x.m.Agent = f.s[0], f.u[1], f.s[2]
-		x.w.RunStarted, x.ev.Body = &x.m, &x.w
-		h.fill(&x.ev, &x.ts)
-		return &x.ev, true
-	case 14:
-		x := new(withBody[eventspb.Event_RunOutput, eventspb.RunOutput])
-		x.m.RunId, x.m.Text = f.s[0], f.s[1]
-		x.w.RunOutput, x.ev.Body = &x.m, &x.w
-		h.fill(&x.ev, &x.ts)
-		return &x.ev, true
-	case 15:
-		x := new(withBody[eventspb.Event_RequestOpened, eventspb.RequestOpened])
-		x.m.RunId, x.m.RequestId, x.m.Question = f.s[0], f.s[1], f.s[2]
-		x.w.RequestOpened, x.ev.Body = &x.m, &x.w
-		h.fill(&x.ev, &x.ts)
-		return &x.ev, true
-	case 16:
-		x := new(withBody[eventspb.Event_AnswerGiven, eventspb.AnswerGiven])
-		x.m.RunId, x.m.RequestId, x.m.MessageSeq = f.s[0], f.s[1], f.u[2]
-		x.w.AnswerGiven, x.ev.Body = &x.m, &x.w
-		h.fill(&x.ev, &x.ts)
-		return &x.ev, true
-	case 17:
-		x := new(withBody[eventspb.Event_SteeringGiven, eventspb.SteeringGiven])
-		x.m.RunId, x.m.MessageSeq = f.s[0], f.u[1]
-		x.w.SteeringGiven, x.ev.Body = &x.m, &x.w
-		h.fill(&x.ev, &x.ts)
-		return &x.ev, true
-	case 18:
-		x := new(withBody[eventspb.Event_RunCompleted, eventspb.RunCompleted])
-		x.m.RunId, x.m.Output = f.s[0], f.s[1]
-		x.w.RunCompleted, x.ev.Body = &x.m, &x.w
-		h.fill(&x.ev, &x.ts)
-		return &x.ev, true
-	case 19:
-		x := new(withBody[eventspb.Event_RunFailed, eventspb.RunFailed])
-		x.m.RunId, x.m.Reason = f.s[0], f.s[1]
-		x.w.RunFailed, x.ev.Body = &x.m, &x.w
-		h.fill(&x.ev, &x.ts)
-		return &x.ev, true
-	case 20:
-		x := new(withBody[eventspb.Event_RunAbandoned, eventspb.RunAbandoned])
-		x.m.RunId, x.m.StartedClaimSeq, x.m.Reason = f.s[0], f.u[1], f.s[2]
-		x.w.RunAbandoned, x.ev.Body = &x.m, &x.w
-		h.fill(&x.ev, &x.ts)
-		return &x.ev, true
-	}
-	return nil, false
 }

@@ -9,6 +9,7 @@ import (
 
 	"artifactr/events"
 	"artifactr/events/eventspb"
+	"artifactr/projections"
 )
 
 // DefaultMaxFindings is the default of Options.MaxFindings.
@@ -32,14 +33,15 @@ type Options struct {
 //
 // Its state per thread is only what the checks need: posted message
 // sequences with the sequence that consumed each, the newest claim, the last
-// claim-subject sequence, the active run, abandoned run ids and requests.
-// It keeps no texts.
+// claim-subject sequence, the active run, the newest run, abandoned run ids
+// and requests. It keeps no texts.
 type Auditor struct {
 	opts    Options
 	prefix  string // the subject prefix, for the fence's expected subject
 	seed    maphash.Seed
 	threads map[uint64]*thread // by hash of the id; see thread.collide
 	last    *thread            // the previous event's thread: streams come in runs
+	env     events.Envelope    // the envelope Add audits
 
 	events            int
 	firstSeq, lastSeq uint64
@@ -91,14 +93,31 @@ type thread struct {
 	// 128-191: fenced events
 	holder    short // the newest claim's holder
 	hasActive bool
+	forked    bool             // its first event was a thread_forked
 	collide   *thread          // next thread whose id has the same hash
 	abandoned map[short]uint64 // run id -> its run_abandoned
 
-	// 192-255: run events
-	activeID  short
-	lastEnded short             // the last run that completed or failed
-	requests  map[short]request // request id -> request
-	id        string            // the id, for reports
+	// 192-: run events
+	activeID short
+	lastRun  short             // the newest run
+	requests map[short]request // by id; the newest request of each id
+	id       string            // the id, for reports
+	lastEnd  uint64            // the newest run's end, 0 while active
+	lastStat runStatus         // the newest run's status, 0 before the first run
+}
+
+// runStatus is a projections.RunStatus in a byte.
+type runStatus uint8
+
+var runStatuses = [...]projections.RunStatus{"", projections.RunActive, projections.RunCompleted, projections.RunFailed, projections.RunAbandoned}
+
+func toRunStatus(s projections.RunStatus) runStatus {
+	for i, v := range runStatuses {
+		if v == s {
+			return runStatus(i)
+		}
+	}
+	return 0
 }
 
 type message struct {
@@ -106,8 +125,9 @@ type message struct {
 	by  uint64 // the consuming event, 0 while pending
 }
 
-// request is a request_opened. It names its run by the run's start, so that
-// a reused run id is another run.
+// request is a request_opened. It names its run by the run's start: the
+// fold rules see only the active run's requests, and the audit keeps the
+// others to tell an answer given twice (Spec: AnswerOnce).
 type request struct {
 	run      uint64 // its run's run_started
 	opened   uint64 // its request_opened
@@ -116,7 +136,10 @@ type request struct {
 
 // Add audits env, the next envelope of the stream.
 func (a *Auditor) Add(env events.Envelope) {
-	a.add(&env)
+	// The rules take the envelope through an interface, which would move a
+	// local copy to the heap on every event; the Auditor's own is there.
+	a.env = env
+	a.add(&a.env)
 }
 
 func (a *Auditor) add(env *events.Envelope) {
@@ -131,92 +154,64 @@ func (a *Auditor) add(env *events.Envelope) {
 		return
 	}
 	th.lastSeq = env.Seq
-	ev := env.Event
-	typ := events.TypeOf(ev)
-	kind := env.Kind
-	if kind == "" {
-		kind = typ.Kind()
-	}
-	// JetStream counts every message on the claim subject in its
-	// expected-sequence checks, whatever its payload.
-	prevClaimSubj := th.lastClaimSubj
-	if kind == events.KindClaim {
-		th.lastClaimSubj = env.Seq
-	}
-	prevRunSubj := th.lastRunSubj
-	if kind == events.KindRun {
-		th.lastRunSubj = env.Seq
-	}
-	if reason := malformed(env, typ); reason != "" {
-		a.anomaly(th, env, reason)
+	prevClaimSubj, prevRunSubj := th.lastClaimSubj, th.lastRunSubj
+	f := (*auditFold)(a) // th is a.last, the thread f folds
+	typ, ok := projections.Admit(f, env)
+	if !ok {
 		return
 	}
 	env.Type = typ // the messages name it; a hand-made envelope may not
-	switch b := ev.GetBody().(type) {
-	case *eventspb.Event_MessagePosted:
-		th.msgs = append(th.msgs, message{seq: env.Seq})
-	case *eventspb.Event_ThreadClaimed:
-		a.claimChain(th, env, prevClaimSubj)
-		holder := b.ThreadClaimed.GetHolder()
-		if holder == "" {
-			holder = ev.GetHolder()
-		}
-		th.claimSeq, th.releaseSeq = env.Seq, 0
-		th.holder.set(holder)
-	case *eventspb.Event_ThreadReleased:
-		a.claimChain(th, env, prevClaimSubj)
-		a.release(th, env)
-	case *eventspb.Event_RunStarted:
-		a.fence(th, env)
-		a.startRun(th, env, b.RunStarted)
-	case *eventspb.Event_RunOutput:
-		a.runChain(th, env, prevRunSubj)
-		a.runEvent(th, env, b.RunOutput.GetRunId())
-	case *eventspb.Event_RequestOpened:
-		a.runChain(th, env, prevRunSubj)
-		a.openRequest(th, env, b.RequestOpened)
-	case *eventspb.Event_AnswerGiven:
-		a.fence(th, env)
-		a.answer(th, env, b.AnswerGiven)
-	case *eventspb.Event_SteeringGiven:
-		a.fence(th, env)
-		if !th.isActive(b.SteeringGiven.GetRunId()) {
-			a.notActive(th, env, b.SteeringGiven.GetRunId())
-		}
-		a.consume(th, env, b.SteeringGiven.GetMessageSeq())
-	case *eventspb.Event_RunCompleted:
-		a.runChain(th, env, prevRunSubj)
-		if a.runEvent(th, env, b.RunCompleted.GetRunId()) {
-			th.hasActive, th.lastEnded = false, th.activeID
-		}
-	case *eventspb.Event_RunFailed:
-		a.runChain(th, env, prevRunSubj)
-		if a.runEvent(th, env, b.RunFailed.GetRunId()) {
-			th.hasActive, th.lastEnded = false, th.activeID
-		}
-	case *eventspb.Event_RunAbandoned:
-		a.fence(th, env)
-		a.abandon(th, env, b.RunAbandoned)
-	case *eventspb.Event_ThreadForked:
-		a.forked(th, env, b.ThreadForked)
-	}
+	a.check(th, env, typ, prevClaimSubj, prevRunSubj)
+	projections.Rules(f, env, typ)
 }
 
-// malformed returns why env is not an event of its subject's thread, or "".
-func malformed(env *events.Envelope, typ events.Type) string {
-	switch {
-	case env.Err != nil:
-		return env.Err.Error()
-	case typ == "":
-		return fmt.Sprintf("event has no known body (type header %q)", env.Type)
-	case env.Event.GetThread() != env.Thread:
-		return fmt.Sprintf("event names thread %q on a subject of thread %q", env.Event.GetThread(), env.Thread)
-	case env.Type != "" && env.Type != typ:
-		return fmt.Sprintf("type header %q names another body than %s", env.Type, typ)
-	case env.Kind != "" && env.Kind != typ.Kind():
-		return fmt.Sprintf("%s event on the %s subject", typ, env.Kind)
+// check runs the audit's own checks of how env was appended, which are not
+// the fold's business, and counts the spec's checks the fold rules make on
+// it. prevClaimSubj and prevRunSubj are the claim and run subjects' last
+// sequences before env.
+func (a *Auditor) check(th *thread, env *events.Envelope, typ events.Type, prevClaimSubj, prevRunSubj uint64) {
+	// A type switch on the body is cheaper than comparing type names; a
+	// type it does not name is checked by its kind and fence below.
+	switch env.Event.GetBody().(type) {
+	case *eventspb.Event_MessagePosted:
+		return
+	case *eventspb.Event_ThreadClaimed, *eventspb.Event_ThreadReleased:
+		a.claimChain(th, env, prevClaimSubj)
+		return
+	case *eventspb.Event_RunStarted:
+		a.checked[checkI3]++
+		a.checked[checkI1]++
+		a.fence(th, env)
+		return
+	case *eventspb.Event_AnswerGiven:
+		a.checked[checkAnswerOnce]++
+		a.checked[checkI1]++
+		a.fence(th, env)
+		return
+	case *eventspb.Event_SteeringGiven:
+		a.checked[checkI1]++
+		a.fence(th, env)
+		return
+	case *eventspb.Event_RunAbandoned:
+		a.fence(th, env)
+		return
+	case *eventspb.Event_ThreadForked:
+		a.forkAppend(th, env)
+		return
+	case *eventspb.Event_RunOutput, *eventspb.Event_RequestOpened, *eventspb.Event_RunCompleted, *eventspb.Event_RunFailed:
+		a.checked[checkNoEndAfterAbandon]++
+		a.runChain(th, env, prevRunSubj)
+		return
 	}
-	return ""
+	switch {
+	case typ.Fenced():
+		a.fence(th, env)
+	case typ.Kind() == events.KindClaim:
+		a.claimChain(th, env, prevClaimSubj)
+	case typ.Kind() == events.KindRun:
+		a.checked[checkNoEndAfterAbandon]++
+		a.runChain(th, env, prevRunSubj)
+	}
 }
 
 // thread returns id's state. It keys the map by a hash of the id, rather
@@ -243,8 +238,6 @@ func (a *Auditor) thread(id string) *thread {
 	a.last = th
 	return th
 }
-
-func (th *thread) isActive(run string) bool { return th.hasActive && th.activeID.eq(run) }
 
 // isClaimSubject reports whether subject is thread's claim subject,
 // "<prefix>.<thread>.claim", without building that string.
@@ -297,20 +290,6 @@ func (a *Auditor) runSubject(thread string) string {
 	return a.opts.Subjects.Thread(thread, events.KindRun)
 }
 
-func (a *Auditor) release(th *thread, env *events.Envelope) {
-	cs, holder := env.Event.GetClaimSeq(), env.Event.GetHolder()
-	switch {
-	case th.claimSeq == 0 || cs != th.claimSeq:
-		a.anomaly(th, env, fmt.Sprintf("release of claim %d, but the newest claim is %d", cs, th.claimSeq))
-	case th.releaseSeq != 0:
-		a.anomaly(th, env, fmt.Sprintf("claim %d is already released at %d", cs, th.releaseSeq))
-	case !th.holder.eq(holder):
-		a.anomaly(th, env, fmt.Sprintf("release of claim %d by %q, but its holder is %q", cs, holder, th.holder.String()))
-	default:
-		th.releaseSeq = env.Seq
-	}
-}
-
 // Spec: FenceNewestClaim (DESIGN §3: RunStart and Reply are fenced).
 func (a *Auditor) fence(th *thread, env *events.Envelope) {
 	a.checked[checkFence]++
@@ -338,43 +317,6 @@ func (a *Auditor) fence(th *thread, env *events.Envelope) {
 	a.violation(checkFence, th, seqs(th.claimSeq, env.Seq), msg)
 }
 
-// Spec: I3_OneActiveRun. The run starts whatever the checks say: the audit
-// follows the log, as the fold does.
-func (a *Auditor) startRun(th *thread, env *events.Envelope, b *eventspb.RunStarted) {
-	a.checked[checkI3]++
-	if th.hasActive {
-		a.violation(checkI3, th, seqs(th.activeStart, env.Seq), fmt.Sprintf(
-			"run %q started at %d while run %q, started at %d, was active", b.GetRunId(), env.Seq, th.activeID.String(), th.activeStart))
-	}
-	a.consume(th, env, b.GetPromptSeq())
-	th.hasActive, th.activeStart, th.activeClaim = true, env.Seq, env.Event.GetClaimSeq()
-	th.activeID.set(b.GetRunId())
-}
-
-// Spec: I1_ConsumedAtMostOnce. Every consuming event consumes its message,
-// whatever else is wrong with it: a writer handed the message out.
-func (a *Auditor) consume(th *thread, env *events.Envelope, seq uint64) {
-	a.checked[checkI1]++
-	i, ok := th.message(seq)
-	if !ok {
-		a.anomaly(th, env, fmt.Sprintf("%s names message %d, which was not posted in this thread", env.Type, seq))
-		return
-	}
-	m := &th.msgs[i]
-	if m.by != 0 {
-		a.violation(checkI1, th, seqs(seq, m.by, env.Seq), fmt.Sprintf(
-			"message %d was consumed again by %s at %d; it was first consumed at %d", seq, env.Type, env.Seq, m.by))
-		return
-	}
-	if i != th.next {
-		a.anomaly(th, env, fmt.Sprintf("message %d is not the oldest pending message", seq))
-	}
-	m.by = env.Seq
-	if seq > th.taken {
-		th.taken, th.next = seq, i+1
-	}
-}
-
 // message returns the index of posted message seq. Messages are consumed
 // oldest first, so the first pending one is tried before a search.
 func (th *thread) message(seq uint64) (int, bool) {
@@ -390,95 +332,6 @@ func (th *thread) message(seq uint64) (int, bool) {
 		}
 		return 0
 	})
-}
-
-// runEvent audits an unfenced event of run (run_output, request_opened,
-// run_completed, run_failed) and reports whether run is the active run.
-// Spec: NoEndAfterAbandon.
-func (a *Auditor) runEvent(th *thread, env *events.Envelope, run string) bool {
-	a.checked[checkNoEndAfterAbandon]++
-	if th.isActive(run) {
-		return true
-	}
-	if at, ok := th.abandoned[mkShort(run)]; ok {
-		a.violation(checkNoEndAfterAbandon, th, seqs(at, env.Seq), fmt.Sprintf(
-			"%s at %d is of run %q, which was abandoned at %d", env.Type, env.Seq, run, at))
-		return false
-	}
-	a.notActive(th, env, run)
-	return false
-}
-
-func (a *Auditor) openRequest(th *thread, env *events.Envelope, b *eventspb.RequestOpened) {
-	if !a.runEvent(th, env, b.GetRunId()) {
-		return
-	}
-	id := b.GetRequestId()
-	key := mkShort(id)
-	if q, dup := th.requests[key]; dup {
-		a.anomaly(th, env, fmt.Sprintf("request %q is already open since %d", id, q.opened))
-		return
-	}
-	if th.requests == nil {
-		th.requests = make(map[short]request)
-	}
-	th.requests[key] = request{run: th.activeStart, opened: env.Seq}
-}
-
-// Spec: AnswerOnce. The answer is accepted only for an open request of the
-// active run; its message is consumed in any case.
-func (a *Auditor) answer(th *thread, env *events.Envelope, b *eventspb.AnswerGiven) {
-	a.checked[checkAnswerOnce]++
-	id, run := b.GetRequestId(), b.GetRunId()
-	key := mkShort(id)
-	q, known := th.requests[key]
-	switch {
-	case known && q.answered != 0:
-		a.violation(checkAnswerOnce, th, seqs(q.opened, q.answered, env.Seq), fmt.Sprintf(
-			"request %q was answered again at %d; it was first answered at %d", id, env.Seq, q.answered))
-	case !th.isActive(run):
-		a.notActive(th, env, run)
-	case !known:
-		a.anomaly(th, env, fmt.Sprintf("answer to unknown request %q", id))
-	case q.run != th.activeStart:
-		a.anomaly(th, env, fmt.Sprintf("answer to request %q of another run (opened at %d)", id, q.opened))
-	default:
-		q.answered = env.Seq
-		th.requests[key] = q
-	}
-	a.consume(th, env, b.GetMessageSeq())
-}
-
-func (a *Auditor) abandon(th *thread, env *events.Envelope, b *eventspb.RunAbandoned) {
-	run := b.GetRunId()
-	if run != "" && !th.hasActive && th.lastEnded == mkShort(run) {
-		// The run's own holder recorded its end first: the new claimant
-		// planned the abandon before the end reached it. Nothing to undo.
-		return
-	}
-	if !th.isActive(run) {
-		a.notActive(th, env, run)
-		return
-	}
-	if b.GetStartedClaimSeq() != th.activeClaim {
-		a.anomaly(th, env, fmt.Sprintf("run %q started under claim %d, not %d as its abandon says", run, th.activeClaim, b.GetStartedClaimSeq()))
-	}
-	// The last run ended abandoned, not completed or failed: a late
-	// abandon of an earlier run is no longer the benign race above.
-	th.hasActive, th.lastEnded = false, short{}
-	if th.abandoned == nil {
-		th.abandoned = make(map[short]uint64)
-	}
-	th.abandoned[mkShort(run)] = env.Seq
-}
-
-func (a *Auditor) notActive(th *thread, env *events.Envelope, run string) {
-	switch {
-	case th.hasActive:
-		a.anomaly(th, env, fmt.Sprintf("run %q is not the active run %q", run, th.activeID.String()))
-	default:
-		a.anomaly(th, env, fmt.Sprintf("run %q is not active: no run is", run))
-	}
 }
 
 func (a *Auditor) violation(c check, th *thread, s []uint64, msg string) {

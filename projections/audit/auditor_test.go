@@ -6,8 +6,8 @@ import (
 	"testing"
 
 	"artifactr/events"
+	"artifactr/internal/eventgen"
 	"artifactr/projections"
-	"artifactr/projections/internal/eventgen"
 )
 
 // run audits envs and returns the report.
@@ -381,8 +381,8 @@ func TestAuditor_Add_anomalies(t *testing.T) {
 		{5, "message 1 is not the oldest pending message"}, // skipped by the prompt
 		{6, `run "r7" is not the active run "r1"`},
 		{7, "names message 99, which was not posted"},
-		{9, `request "q1" is already open since 8`},
-		{11, "claim 3 is already released at 10"},
+		{9, `request "q1" was already opened at 8`},
+		{11, "claim 3 is already released"},
 		{1, "sequence 1 does not follow 11"},
 	}
 	if len(r.Anomalies) != len(want) || !r.OK() {

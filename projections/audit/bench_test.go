@@ -5,7 +5,7 @@ import (
 	"testing"
 
 	"artifactr/events"
-	"artifactr/projections/internal/eventgen"
+	"artifactr/internal/eventgen"
 )
 
 // benchLog is a clean synthetic log of 200k events across 2000 threads,

@@ -41,9 +41,13 @@
 // event that contradicts the state, such as an answer to an unknown request,
 // the end of a run that is not active, or a consumed message that was never
 // posted or was not the oldest pending one. Anomalies do not fail an audit;
-// a malformed event never hides the violations of the events after it. Like
-// projections.Thread, the audit follows the log: a run_started always starts
-// its run, and a consuming event always consumes its message.
+// a malformed event never hides the violations of the events after it. The
+// audit folds with projections.Thread's rules (projections.Rules) on a
+// compact state of its own, and reports each of their findings as the
+// violation of the invariant it breaks, or as an anomaly with the fold's
+// reason: it follows the log as the fold does (a run_started always starts
+// its run, a consuming event always consumes its message), and its parity
+// test with the fold is exact.
 //
 // # Usage
 //

@@ -5,12 +5,13 @@ import (
 	"encoding/json"
 	"math/rand/v2"
 	"reflect"
+	"slices"
 	"strings"
 	"testing"
 
 	"artifactr/events"
+	"artifactr/internal/eventgen"
 	"artifactr/projections"
-	"artifactr/projections/internal/eventgen"
 )
 
 func randomLog(seed uint64, cfg eventgen.Config) (*eventgen.Log, eventgen.Stats) {
@@ -68,48 +69,90 @@ func TestAuditor_Add_plantedFaults(t *testing.T) {
 	}
 }
 
-// The audit and the fold judge a log alike: every event the fold records as
-// an anomaly, the audit reports as a violation or an anomaly. (The audit
-// finds more: the fence and the claim chain are not the fold's business.)
+// The audit and the fold judge a log alike, as both fold it with the same
+// rules (projections.Rules): on each event, every finding of the fold is one
+// finding of the audit, a violation of the invariant it breaks or an
+// anomaly with the same reason, and the audit finds no other, but for its
+// own checks of how events were appended (the fence, the claim and run
+// chains), which are not the fold's business.
 func TestAuditor_agreesWithFold(t *testing.T) {
 	for seed := range uint64(40) {
+		t.Logf("seed %d", seed)
 		l, _ := randomLog(seed, eventgen.Config{Threads: 3, Events: 800, Faults: 0.25, Chaos: true})
 		checkAgreesWithFold(t, l.Envs)
 	}
 }
 
-func checkAgreesWithFold(t *testing.T, envs []events.Envelope) {
+// finding is one finding on one event: a reason, or for a violation the
+// check it failed.
+type finding struct {
+	thread string
+	seq    uint64
+	what   string
+}
+
+func checkAgreesWithFold(t *testing.T, all []events.Envelope) {
 	t.Helper()
+	// The fold skips what it applied already; the audit reports it, as the
+	// stream's order is its business. Both see each sequence once here.
+	var envs []events.Envelope
+	last := map[string]uint64{}
+	for _, env := range all {
+		if env.Seq > last[env.Thread] {
+			last[env.Thread] = env.Seq
+			envs = append(envs, env)
+		}
+	}
 	r := NewWithOptions(Options{MaxFindings: -1})
 	for _, env := range envs {
 		r.Add(env)
 	}
 	rep := r.Report()
-	flagged := map[string]map[uint64]bool{}
-	flag := func(thread string, seq uint64) {
-		if flagged[thread] == nil {
-			flagged[thread] = map[uint64]bool{}
-		}
-		flagged[thread][seq] = true
-	}
+	var got []finding
 	for _, v := range rep.Violations {
-		flag(v.Thread, v.Seqs[len(v.Seqs)-1])
+		switch v.Check {
+		case CheckNames[checkFence], CheckNames[checkClaimChain], CheckNames[checkRunChain]:
+			continue
+		}
+		got = append(got, finding{v.Thread, v.Seqs[len(v.Seqs)-1], v.Check})
 	}
 	for _, a := range rep.Anomalies {
-		flag(a.Thread, a.Seq)
+		got = append(got, finding{a.Thread, a.Seq, a.Message})
 	}
 	threads := map[string][]events.Envelope{}
 	for _, env := range envs {
 		threads[env.Thread] = append(threads[env.Thread], env)
 	}
+	var want []finding
 	for id, tenvs := range threads {
-		if id == "" {
-			continue
-		}
 		for _, a := range projections.Fold(id, tenvs).Anomalies {
-			if !flagged[id][a.Seq] {
-				t.Fatalf("thread %s seq %d: the fold found %q (%s); the audit found nothing", id, a.Seq, a.Reason, a.Type)
+			want = append(want, finding{id, a.Seq, a.Reason})
+		}
+	}
+	isCheck := func(s string) bool { return slices.Contains(CheckNames[:], s) }
+	bySeq := func(fs []finding) map[finding][]string {
+		m := map[finding][]string{}
+		for _, f := range fs {
+			k := finding{thread: f.thread, seq: f.seq}
+			m[k] = append(m[k], f.what)
+		}
+		return m
+	}
+	g, w := bySeq(got), bySeq(want)
+	for k, reasons := range w {
+		have := g[k]
+		if len(have) != len(reasons) {
+			t.Fatalf("thread %q seq %d: the fold found %q; the audit %q", k.thread, k.seq, reasons, have)
+		}
+		for _, h := range have {
+			if !isCheck(h) && !slices.Contains(reasons, h) {
+				t.Fatalf("thread %q seq %d: the audit found %q; the fold %q", k.thread, k.seq, h, reasons)
 			}
+		}
+	}
+	for k, have := range g {
+		if _, ok := w[k]; !ok {
+			t.Fatalf("thread %q seq %d: the audit found %q; the fold nothing", k.thread, k.seq, have)
 		}
 	}
 }

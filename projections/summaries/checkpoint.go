@@ -8,7 +8,6 @@ import (
 	"time"
 
 	"artifactr/events"
-	"artifactr/events/natsstore"
 )
 
 // CheckpointKey is the bucket key of the [Checkpoint]. Thread ids cannot
@@ -66,7 +65,7 @@ type stored struct {
 // readCheckpoint reads the checkpoint and its revision. A missing or
 // unreadable checkpoint reads as the zero one (resume from the start: the
 // summaries' own sequences make that safe).
-func readCheckpoint(ctx context.Context, b *natsstore.Bucket) (Checkpoint, uint64, error) {
+func readCheckpoint(ctx context.Context, b events.KVBucket) (Checkpoint, uint64, error) {
 	e, found, err := b.Get(ctx, CheckpointKey)
 	if err != nil {
 		return Checkpoint{}, 0, err
@@ -83,7 +82,7 @@ func readCheckpoint(ctx context.Context, b *natsstore.Bucket) (Checkpoint, uint6
 // owner is a held checkpoint: the projector's lease on the read model.
 type owner struct {
 	p       *Projector
-	b       *natsstore.Bucket
+	b       events.KVBucket
 	cp      Checkpoint
 	rev     uint64    // the checkpoint key's revision: the CAS token
 	renewed time.Time // when it was last written, by the projector's clock
@@ -92,7 +91,7 @@ type owner struct {
 // acquire takes the read model if it is free, lapsed, or already this
 // projector's; with force, whoever holds it. It returns an error wrapping
 // ErrOwned otherwise.
-func (p *Projector) acquire(ctx context.Context, b *natsstore.Bucket, force bool) (*owner, error) {
+func (p *Projector) acquire(ctx context.Context, b events.KVBucket, force bool) (*owner, error) {
 	for range 20 {
 		o, err := p.tryAcquire(ctx, b, force)
 		if !force || !errors.Is(err, ErrOwned) {
@@ -104,7 +103,7 @@ func (p *Projector) acquire(ctx context.Context, b *natsstore.Bucket, force bool
 	return nil, fmt.Errorf("%w: its checkpoint kept moving", ErrOwned)
 }
 
-func (p *Projector) tryAcquire(ctx context.Context, b *natsstore.Bucket, force bool) (*owner, error) {
+func (p *Projector) tryAcquire(ctx context.Context, b events.KVBucket, force bool) (*owner, error) {
 	cp, rev, err := readCheckpoint(ctx, b)
 	if err != nil {
 		return nil, err

@@ -11,8 +11,9 @@
 // The package has a pure core and a JetStream shell. [Apply] folds one
 // envelope into a [Summary]: pure, total and idempotent by sequence, and in
 // agreement with projections.Thread ([FromThread]). A [Projector] feeds the
-// bucket from a durable JetStream consumer on every event (natsstore's
-// [natsstore.Durable]); this package does not import nats.go.
+// bucket from a durable consumer on every event. It depends on the store's
+// port, [events.ReadModelStore], which natsstore implements; it imports
+// neither natsstore nor nats.go.
 //
 // # The loop
 //

@@ -6,14 +6,15 @@ import (
 	"artifactr/projections"
 )
 
-// forked applies thread_forked as projections.Thread does (see
+// Fresh implements [projections.State]: nothing was folded before.
+func (f summaryFold) Fresh() bool { return f.first }
+
+// Forked implements [projections.State] as projections.Thread does (see
 // projections.Fork): the copied messages are consumed history, the copied
 // runs ended, an active one abandoned.
-func (s *Summary) forked(env *events.Envelope, b *eventspb.ThreadForked) {
-	if s.Messages > 0 || s.Runs > 0 || s.ClaimSeq != 0 || projections.ForkBodyError(s.Thread, env.Seq, b) != "" {
-		s.Anomalies++
-		return
-	}
+func (f summaryFold) Forked(_ *events.Envelope, b *eventspb.ThreadForked) {
+	s := f.s
+	s.ForkedFrom = b.GetSourceThread()
 	if ms := b.GetMessages(); len(ms) > 0 {
 		s.Messages = len(ms)
 		s.Taken = ms[len(ms)-1].GetSeq()

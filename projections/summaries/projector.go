@@ -10,7 +10,6 @@ import (
 	"time"
 
 	"artifactr/events"
-	"artifactr/events/natsstore"
 	"artifactr/internal/procid"
 )
 
@@ -22,10 +21,14 @@ const (
 	DefaultBatch    = 1000
 )
 
+// minMaxAckPending is the least MaxAckPending the projector asks of its
+// durable consumer: natsstore's default, raised for larger batches.
+const minMaxAckPending = 20_000
+
 // Config configures a [Projector].
 type Config struct {
-	// Store is the JetStream store. Required.
-	Store *natsstore.Store
+	// Store is the store: the log, a durable consumer and buckets. Required.
+	Store events.ReadModelStore
 	// Bucket is the KV bucket of the summaries. Default DefaultBucket.
 	Bucket string
 	// Durable names the durable consumer feeding it. Default DefaultDurable.
@@ -107,7 +110,7 @@ type Stats struct {
 // goroutine.
 type Projector struct {
 	cfg   Config
-	store *natsstore.Store
+	store events.ReadModelStore
 	stats struct {
 		events, skipped, writes, conflicts, resets, batches atomic.Uint64
 	}
@@ -152,7 +155,7 @@ func (p *Projector) Lag(ctx context.Context) (Lag, error) {
 // a lost lease) end the current session; Run logs them and starts a new
 // one, which resumes from the checkpoint. Only a configuration it cannot
 // work with ends Run early, with an error wrapping
-// natsstore.ErrUnsafeConfig.
+// events.ErrUnsafeConfig.
 func (p *Projector) Run(ctx context.Context) error {
 	failures := 0
 	for {
@@ -162,7 +165,7 @@ func (p *Projector) Run(ctx context.Context) error {
 		}
 		wait := p.cfg.LeaseTTL / 3
 		switch {
-		case errors.Is(err, natsstore.ErrUnsafeConfig):
+		case errors.Is(err, events.ErrUnsafeConfig):
 			return err
 		case errors.Is(err, ErrOwned):
 			failures = 0
@@ -200,7 +203,7 @@ func (p *Projector) CatchUp(ctx context.Context, until uint64) error {
 
 // runOnce acquires the read model, runs one session and releases it.
 func (p *Projector) runOnce(ctx context.Context, until uint64, force bool) error {
-	b, err := p.store.Bucket(ctx, p.cfg.Bucket, true)
+	b, err := p.store.OpenBucket(ctx, p.cfg.Bucket, true)
 	if err != nil {
 		return err
 	}
@@ -228,8 +231,8 @@ type entry struct {
 type session struct {
 	p       *Projector
 	own     *owner
-	d       *natsstore.Durable
-	b       *natsstore.Bucket
+	d       events.DurableConsumer
+	b       events.KVBucket
 	cache   map[string]*entry // summaries as stored, by thread
 	applied uint64            // every event up to it is applied and written
 }
@@ -241,9 +244,9 @@ type touched struct {
 }
 
 func (p *Projector) session(ctx context.Context, own *owner, until uint64) error {
-	d, err := p.store.Durable(ctx, natsstore.DurableConfig{
+	d, err := p.store.OpenDurable(ctx, events.DurableConfig{
 		Name:          p.cfg.Durable,
-		MaxAckPending: max(natsstore.DefaultDurableMaxAckPending, 2*p.cfg.Batch),
+		MaxAckPending: max(minMaxAckPending, 2*p.cfg.Batch),
 	})
 	if err != nil {
 		return err
@@ -288,7 +291,7 @@ func (s *session) reset(ctx context.Context) error {
 // skipped. A gap means deliveries were lost on the way (they would come
 // back later, out of order): the batch stops before it and the consumer is
 // reset to the event after the last one applied.
-func (s *session) step(ctx context.Context, ds []natsstore.Delivery) error {
+func (s *session) step(ctx context.Context, ds []events.Delivery) error {
 	var envs []events.Envelope
 	next, last, gap := s.applied, -1, false
 	for i := range ds {
@@ -434,7 +437,7 @@ var errSuperseded = errors.New("summaries: read model rebuilt under this project
 // counts as absent; one of a newer epoch ends the session (errSuperseded).
 // One that does not decode is folded again from the thread's events up to
 // s.applied, which the checkpoint says it covered.
-func (s *session) decode(ctx context.Context, th string, e natsstore.Entry, found bool) (*entry, error) {
+func (s *session) decode(ctx context.Context, th string, e events.KVEntry, found bool) (*entry, error) {
 	if !found {
 		return &entry{sum: Empty(th), rev: e.Revision}, nil
 	}
@@ -465,14 +468,14 @@ func (s *session) decode(ctx context.Context, th string, e natsstore.Entry, foun
 // write stores the batch's summaries, each by compare-and-set on its
 // revision, and resolves the refused ones.
 func (s *session) write(ctx context.Context, batch map[string]*touched, order []string) error {
-	puts := make([]natsstore.Put, 0, len(order))
+	puts := make([]events.KVPut, 0, len(order))
 	for _, th := range order {
 		e := s.cache[th]
 		data, err := s.marshal(&e.sum)
 		if err != nil {
 			return err
 		}
-		puts = append(puts, natsstore.Put{Key: th, Value: data, Revision: e.rev})
+		puts = append(puts, events.KVPut{Key: th, Value: data, Revision: e.rev})
 	}
 	revs, errs := s.b.PutMany(ctx, puts)
 	for i, th := range order {

@@ -16,9 +16,9 @@ import (
 	"artifactr/events"
 	"artifactr/events/eventspb"
 	"artifactr/events/natsstore"
+	"artifactr/internal/eventgen"
 	"artifactr/internal/natsembed"
 	"artifactr/projections"
-	"artifactr/projections/internal/eventgen"
 )
 
 func ctxT(t testing.TB) context.Context {
@@ -111,7 +111,7 @@ func newTestProjector(t testing.TB, s *natsstore.Store, bucket string, mod ...fu
 // storedSummaries reads every summary in bucket as stored.
 func storedSummaries(t testing.TB, s *natsstore.Store, bucket string) map[string]Summary {
 	t.Helper()
-	b, err := s.Bucket(ctxT(t), bucket, false)
+	b, err := s.OpenBucket(ctxT(t), bucket, false)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -120,7 +120,7 @@ func storedSummaries(t testing.TB, s *natsstore.Store, bucket string) map[string
 		t.Fatal(err)
 	}
 	out := map[string]Summary{}
-	err = b.Scan(ctxT(t), "*", func(e natsstore.Entry) error {
+	err = b.Scan(ctxT(t), "*", func(e events.KVEntry) error {
 		var st stored
 		if err := json.Unmarshal(e.Value, &st); err != nil {
 			return err

@@ -9,7 +9,6 @@ import (
 	"time"
 
 	"artifactr/events"
-	"artifactr/events/natsstore"
 )
 
 // Lag is how far the read model is behind the stream, from what is stored:
@@ -38,7 +37,7 @@ type Lag struct {
 // ReadLag reads the lag of the read model in bucket, fed by the durable
 // consumer durable (the checkpoint's, when it names one). It returns an
 // error wrapping [ErrNoReadModel] when the bucket does not exist.
-func ReadLag(ctx context.Context, store *natsstore.Store, bucket, durable string) (Lag, error) {
+func ReadLag(ctx context.Context, store events.ReadModelStore, bucket, durable string) (Lag, error) {
 	b, err := openBucket(ctx, store, bucket)
 	if err != nil {
 		return Lag{}, err
@@ -61,19 +60,19 @@ func ReadLag(ctx context.Context, store *natsstore.Store, bucket, durable string
 	if last > cp.Seq {
 		l.Behind = last - cp.Seq
 	}
-	info, err := store.DurableInfo(ctx, durable)
+	info, err := store.DurableState(ctx, durable)
 	switch {
 	case err == nil:
 		l.DurableExists, l.NumPending, l.NumAckPending = true, info.NumPending, info.NumAckPending
-	case !errors.Is(err, natsstore.ErrNotFound):
+	case !errors.Is(err, events.ErrNotFound):
 		return Lag{}, err
 	}
 	return l, nil
 }
 
-func openBucket(ctx context.Context, store *natsstore.Store, bucket string) (*natsstore.Bucket, error) {
-	b, err := store.Bucket(ctx, bucket, false)
-	if errors.Is(err, natsstore.ErrNotFound) {
+func openBucket(ctx context.Context, store events.ReadModelStore, bucket string) (events.KVBucket, error) {
+	b, err := store.OpenBucket(ctx, bucket, false)
+	if errors.Is(err, events.ErrNotFound) {
 		return nil, errors.Join(ErrNoReadModel, err)
 	}
 	return b, err
@@ -97,7 +96,7 @@ type Snapshot struct {
 // or stopped projector makes Read slower, never wrong. It costs one scan of
 // the bucket and one replay of the stream's tail. It returns an error
 // wrapping [ErrNoReadModel] when the bucket does not exist.
-func Read(ctx context.Context, store *natsstore.Store, bucket string) (Snapshot, error) {
+func Read(ctx context.Context, store events.ReadModelStore, bucket string) (Snapshot, error) {
 	b, err := openBucket(ctx, store, bucket)
 	if err != nil {
 		return Snapshot{}, err
@@ -160,9 +159,9 @@ func Read(ctx context.Context, store *natsstore.Store, bucket string) (Snapshot,
 
 // scan reads the stored summaries of epoch. Those of another epoch count
 // as absent; bad lists the keys whose value does not decode.
-func scan(ctx context.Context, b *natsstore.Bucket, epoch uint64) (sums map[string]*Summary, bad []string, err error) {
+func scan(ctx context.Context, b events.KVBucket, epoch uint64) (sums map[string]*Summary, bad []string, err error) {
 	sums = map[string]*Summary{}
-	err = b.Scan(ctx, threadKeys, func(e natsstore.Entry) error {
+	err = b.Scan(ctx, threadKeys, func(e events.KVEntry) error {
 		var st stored
 		switch {
 		case json.Unmarshal(e.Value, &st) != nil || st.Thread != e.Key:
@@ -177,7 +176,7 @@ func scan(ctx context.Context, b *natsstore.Bucket, epoch uint64) (sums map[stri
 
 // refold folds the threads whose stored summary is unreadable from their
 // events up to seq, as the projector does.
-func refold(ctx context.Context, store *natsstore.Store, sums map[string]*Summary, threads []string, seq uint64) error {
+func refold(ctx context.Context, store events.ReadModelStore, sums map[string]*Summary, threads []string, seq uint64) error {
 	for _, th := range threads {
 		envs, err := store.Load(ctx, th, 1)
 		if err != nil {
@@ -195,4 +194,4 @@ func refold(ctx context.Context, store *natsstore.Store, sums map[string]*Summar
 }
 
 // prefixOf is the store's subject prefix.
-func prefixOf(store *natsstore.Store) string { return store.Subjects().Prefix }
+func prefixOf(store events.ReadModelStore) string { return store.Subjects().Prefix }

@@ -22,7 +22,7 @@ func Rebuild(ctx context.Context, cfg Config, force bool) (Stats, error) {
 	if err != nil {
 		return Stats{}, err
 	}
-	b, err := p.store.Bucket(ctx, p.cfg.Bucket, true)
+	b, err := p.store.OpenBucket(ctx, p.cfg.Bucket, true)
 	if err != nil {
 		return Stats{}, err
 	}

@@ -27,10 +27,6 @@ const (
 // what it needs: no texts, no history of runs. Its size grows only with the
 // thread's backlog (PendingSeqs) and the active run's requests.
 //
-// One difference, on logs no correct writer makes: projections.Thread
-// refuses a request id any earlier run of the thread used, and a summary,
-// which forgets ended runs, refuses only one the active run used.
-//
 // The JSON field names are stable and only ever added.
 type Summary struct {
 	Thread string `json:"thread"`
@@ -63,6 +59,10 @@ type Summary struct {
 	Taken       uint64   `json:"taken"`
 	Pending     int      `json:"pending"`
 	PendingSeqs []uint64 `json:"pending_seqs"`
+
+	// ForkedFrom is the thread a thread_forked copied this one's history
+	// from, "" when none.
+	ForkedFrom string `json:"forked_from,omitempty"`
 
 	Messages  int `json:"messages"`  // messages posted
 	Runs      int `json:"runs"`      // runs started
@@ -150,165 +150,126 @@ func (s *Summary) normalize() {
 // hand-made log; its start sequence never is.
 func (s *Summary) active() bool { return s.RunStartSeq != 0 }
 
-// apply folds env into s in place, mirroring projections.Thread.Apply case
-// by case for the fields a summary keeps (see its doc for the rules).
+// apply folds env into s in place with the fold rules
+// ([projections.Step]), as projections.Thread.Apply does.
 func (s *Summary) apply(env *events.Envelope) {
 	if env.Seq <= s.LastSeq {
 		return
 	}
+	first := s.LastSeq == 0
 	s.LastSeq = env.Seq
-	if env.Thread != s.Thread {
-		s.Anomalies++
+	projections.Step(summaryFold{s, first}, env)
+}
+
+// summaryFold is a Summary as a [projections.State]: bookkeeping only. It
+// keeps the active run's requests and the messages after the taken cursor,
+// which is all the rules ask of it: a message at or before the cursor is
+// refused whatever became of it.
+type summaryFold struct {
+	s     *Summary
+	first bool // env is the first event the summary folds
+}
+
+func (f summaryFold) ThreadID() string { return f.s.Thread }
+
+func (f summaryFold) NewestClaim() (uint64, bool) { return f.s.ClaimSeq, f.s.Released }
+
+func (f summaryFold) IsHolder(h string) bool { return f.s.Holder == h }
+
+func (f summaryFold) ClaimHolder() string { return f.s.Holder }
+
+func (f summaryFold) Active() (start, claim uint64, ok bool) {
+	return f.s.RunStartSeq, f.s.RunClaimSeq, f.s.active()
+}
+
+func (f summaryFold) IsActive(run string) bool { return f.s.active() && f.s.ActiveRun == run }
+
+func (f summaryFold) ActiveID() string { return f.s.ActiveRun }
+
+// LastRun does not know when the newest run ended: only messages use it.
+func (f summaryFold) LastRun() (string, projections.RunStatus, uint64, bool) {
+	return f.s.LastRun, projections.RunStatus(f.s.LastRunStatus), 0, f.s.Runs > 0
+}
+
+func (f summaryFold) MessageOf(seq uint64) projections.MsgInfo {
+	if seq <= f.s.Taken {
+		return projections.MsgInfo{Status: projections.MsgTaken}
+	}
+	i, found := slices.BinarySearch(f.s.PendingSeqs, seq)
+	if !found {
+		return projections.MsgInfo{Status: projections.MsgNotPosted}
+	}
+	return projections.MsgInfo{Status: projections.MsgPending, Oldest: i == 0}
+}
+
+func (f summaryFold) RequestOf(id string) (projections.ReqInfo, bool) {
+	if i := slices.IndexFunc(f.s.OpenRequests, func(q Request) bool { return q.ID == id }); i >= 0 {
+		return projections.ReqInfo{Opened: f.s.OpenRequests[i].Seq}, true
+	}
+	if slices.Contains(f.s.Answered, id) {
+		return projections.ReqInfo{Answered: true}, true
+	}
+	return projections.ReqInfo{}, false
+}
+
+func (f summaryFold) Seen(env *events.Envelope, _ events.Kind) {
+	f.s.LastActivity = env.Stored.UTC() // JSON keeps the instant, not the zone
+}
+
+func (f summaryFold) Post(env *events.Envelope, _ *eventspb.MessagePosted) {
+	f.s.Messages++
+	f.s.PendingSeqs = append(f.s.PendingSeqs, env.Seq)
+}
+
+func (f summaryFold) Claimed(env *events.Envelope, holder string, _ *eventspb.ThreadClaimed) {
+	f.s.Holder, f.s.ClaimSeq, f.s.Released = holder, env.Seq, false
+}
+
+func (f summaryFold) Released(*events.Envelope) { f.s.Released = true }
+
+// Consume takes a pending message: the taken cursor moves to it, and
+// messages skipped on the way are no longer pending.
+func (f summaryFold) Consume(_ *events.Envelope, seq uint64, _ projections.ConsumptionKind, _ string) {
+	i, found := slices.BinarySearch(f.s.PendingSeqs, seq)
+	if !found {
 		return
 	}
-	s.LastActivity = env.Stored.UTC() // JSON keeps the instant, not the zone
-	ev := env.Event
-	typ := events.TypeOf(ev)
-	if malformed(env, typ, s.Thread) {
-		s.Anomalies++
-		return
-	}
-	switch b := ev.GetBody().(type) {
-	case *eventspb.Event_MessagePosted:
-		s.Messages++
-		s.PendingSeqs = append(s.PendingSeqs, env.Seq)
-	case *eventspb.Event_ThreadClaimed:
-		holder := b.ThreadClaimed.GetHolder()
-		if holder == "" {
-			holder = ev.GetHolder()
-		}
-		s.Holder, s.ClaimSeq, s.Released = holder, env.Seq, false
-	case *eventspb.Event_ThreadReleased:
-		cs := ev.GetClaimSeq()
-		if s.ClaimSeq == 0 || cs != s.ClaimSeq || s.Released || ev.GetHolder() != s.Holder {
-			s.Anomalies++
-			return
-		}
-		s.Released = true
-	case *eventspb.Event_RunStarted:
-		if s.active() {
-			s.Anomalies++ // I3
-		}
-		s.consume(b.RunStarted.GetPromptSeq())
-		s.Runs++
-		s.ActiveRun, s.RunStartSeq, s.RunClaimSeq = b.RunStarted.GetRunId(), env.Seq, ev.GetClaimSeq()
-		s.LastRun, s.LastRunStatus = s.ActiveRun, string(projections.RunActive)
-		s.OpenRequests, s.Answered = nil, nil
-	case *eventspb.Event_RunOutput:
-		s.checkActive(b.RunOutput.GetRunId())
-	case *eventspb.Event_RequestOpened:
-		s.openRequest(env, b.RequestOpened)
-	case *eventspb.Event_AnswerGiven:
-		s.answer(b.AnswerGiven)
-	case *eventspb.Event_SteeringGiven:
-		s.checkActive(b.SteeringGiven.GetRunId())
-		s.consume(b.SteeringGiven.GetMessageSeq())
-	case *eventspb.Event_RunCompleted:
-		if s.checkActive(b.RunCompleted.GetRunId()) {
-			s.endRun(projections.RunCompleted)
-		}
-	case *eventspb.Event_RunFailed:
-		if s.checkActive(b.RunFailed.GetRunId()) {
-			s.endRun(projections.RunFailed)
-		}
-	case *eventspb.Event_RunAbandoned:
-		s.abandon(b.RunAbandoned)
-	case *eventspb.Event_ThreadForked:
-		s.forked(env, b.ThreadForked)
-	}
+	f.s.Taken = seq
+	f.s.PendingSeqs = f.s.PendingSeqs[i+1:]
 }
 
-// malformed mirrors projections.Thread's check of an envelope it cannot
-// apply as an event of thread.
-func malformed(env *events.Envelope, typ events.Type, thread string) bool {
-	return env.Err != nil || typ == "" || env.Event.GetThread() != thread ||
-		(env.Type != "" && env.Type != typ) || (env.Kind != "" && env.Kind != typ.Kind())
+func (f summaryFold) StartRun(env *events.Envelope, b *eventspb.RunStarted) {
+	s := f.s
+	s.Runs++
+	s.ActiveRun, s.RunStartSeq, s.RunClaimSeq = b.GetRunId(), env.Seq, env.Event.GetClaimSeq()
+	s.LastRun, s.LastRunStatus = s.ActiveRun, string(projections.RunActive)
+	s.OpenRequests, s.Answered = nil, nil
 }
 
-// checkActive reports whether run is the active run, counting an anomaly
-// when it is not.
-func (s *Summary) checkActive(run string) bool {
-	if s.active() && s.ActiveRun == run {
-		return true
-	}
-	s.Anomalies++
-	return false
+func (summaryFold) Output(*events.Envelope, *eventspb.RunOutput) {}
+
+func (f summaryFold) OpenRequest(env *events.Envelope, b *eventspb.RequestOpened) {
+	f.s.OpenRequests = append(f.s.OpenRequests, Request{ID: b.GetRequestId(), Question: b.GetQuestion(), Seq: env.Seq})
 }
 
-func (s *Summary) openRequest(env *events.Envelope, b *eventspb.RequestOpened) {
-	if !s.checkActive(b.GetRunId()) {
-		return
-	}
-	id := b.GetRequestId()
-	if s.hasRequest(id) {
-		s.Anomalies++
-		return
-	}
-	s.OpenRequests = append(s.OpenRequests, Request{ID: id, Question: b.GetQuestion(), Seq: env.Seq})
-}
-
-// hasRequest reports whether the active run opened request id.
-func (s *Summary) hasRequest(id string) bool {
-	return slices.ContainsFunc(s.OpenRequests, func(q Request) bool { return q.ID == id }) || slices.Contains(s.Answered, id)
-}
-
-// answer consumes the answer's message in any case, like
-// projections.Thread, and closes the request only when it is an open
-// request of the active run.
-func (s *Summary) answer(b *eventspb.AnswerGiven) {
-	i := slices.IndexFunc(s.OpenRequests, func(q Request) bool { return q.ID == b.GetRequestId() })
-	if s.active() && s.ActiveRun == b.GetRunId() && i >= 0 {
+func (f summaryFold) Answered(_ *events.Envelope, b *eventspb.AnswerGiven) {
+	s := f.s
+	if i := slices.IndexFunc(s.OpenRequests, func(q Request) bool { return q.ID == b.GetRequestId() }); i >= 0 {
 		s.Answered = append(s.Answered, s.OpenRequests[i].ID)
 		s.OpenRequests = slices.Delete(s.OpenRequests, i, i+1)
-	} else {
-		s.Anomalies++
 	}
-	s.consume(b.GetMessageSeq())
 }
 
-// abandon ends the active run. The abandon of a run that already ended on
-// its own (its holder recorded the end first) changes nothing.
-func (s *Summary) abandon(b *eventspb.RunAbandoned) {
-	ended := s.LastRunStatus == string(projections.RunCompleted) || s.LastRunStatus == string(projections.RunFailed)
-	if !s.active() && s.LastRun == b.GetRunId() && ended {
-		return
-	}
-	if !s.checkActive(b.GetRunId()) {
-		return
-	}
-	if b.GetStartedClaimSeq() != s.RunClaimSeq {
-		s.Anomalies++
-	}
-	s.endRun(projections.RunAbandoned)
-}
+func (summaryFold) Steered(*events.Envelope, *eventspb.SteeringGiven) {}
 
-func (s *Summary) endRun(status projections.RunStatus) {
+func (f summaryFold) EndRun(_ *events.Envelope, status projections.RunStatus, _, _ string) {
+	s := f.s
 	s.ActiveRun, s.RunStartSeq, s.RunClaimSeq = "", 0, 0
 	s.LastRunStatus = string(status)
 	s.OpenRequests, s.Answered = nil, nil
 }
 
-// consume takes message seq, as projections.Thread's consume does: a
-// message after the taken cursor moves it there (a message skipped on the
-// way is no longer pending, and taking one that is not the oldest is an
-// anomaly); a message at or before the cursor, or one never posted, is an
-// anomaly and changes nothing a summary keeps.
-func (s *Summary) consume(seq uint64) {
-	if seq <= s.Taken {
-		s.Anomalies++
-		return
-	}
-	i, found := slices.BinarySearch(s.PendingSeqs, seq)
-	if !found {
-		s.Anomalies++ // not posted in this thread
-		return
-	}
-	if i != 0 {
-		s.Anomalies++ // not the oldest pending message
-	}
-	s.Taken = seq
-	s.PendingSeqs = s.PendingSeqs[i+1:]
-}
+func (f summaryFold) Anomaly(*events.Envelope, projections.Finding) { f.s.Anomalies++ }
 
 // FromThread summarises a full fold. Folding a thread's envelopes with
 // [Apply] gives the same summary, which the tests check on random logs; the
@@ -325,6 +286,9 @@ func FromThread(t *projections.Thread) Summary {
 		Anomalies:    len(t.Anomalies),
 		LastActivity: t.LastActivity.UTC(),
 		LastSeq:      t.LastSeq,
+	}
+	if t.Fork != nil {
+		s.ForkedFrom = t.Fork.Source
 	}
 	for _, m := range t.Pending() {
 		s.PendingSeqs = append(s.PendingSeqs, m.Seq)

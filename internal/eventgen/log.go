@@ -1,7 +1,9 @@
-// Package eventgen builds event logs for the tests and benchmarks of
-// projections and projections/audit. Every envelope goes through the codec
-// (events.Encode, then events.Decode), so garbage payloads and header
-// mismatches reach the folds exactly as a store would hand them over.
+// Package eventgen builds event logs for tests and benchmarks: of the
+// folds (projections, projections/audit, projections/summaries), and of
+// the audit on a real stream (`artifactr bench audit`). Every envelope goes
+// through the codec (events.Encode, then events.Decode), so garbage
+// payloads and header mismatches reach the folds exactly as a store would
+// hand them over.
 //
 // # Usage
 //
@@ -13,7 +15,9 @@
 //	th := projections.Fold("T", l.Envs)
 //
 // [Random] simulates well-behaved writers, with optional faults, and
-// [FromBytes] turns fuzz input into a log.
+// [FromBytes] turns fuzz input into a log. [Realistic] streams a long clean
+// log of realistic turns and sizes, to publish, without keeping it; it and
+// [Log] stamp events with the same [Seqs].
 package eventgen
 
 import (
@@ -40,6 +44,43 @@ type Log struct {
 
 	seq  uint64
 	last map[string]uint64 // subject -> last sequence on it
+}
+
+// Seqs assigns stream sequences as JetStream does to one publisher's
+// messages, in order, and stamps events with the headers a store's append
+// gives them.
+type Seqs struct {
+	Subjects events.Subjects
+	Seq      uint64 // the last sequence assigned
+}
+
+// Next encodes ev with the headers of chk, and msgID as its Nats-Msg-Id
+// when not "", at the next sequence, and returns the stored message:
+// CheckSubject sets the expected sequence, CheckFence also names the
+// thread's claim subject. An event with no time gets its sequence's
+// [Stored] time. It panics when ev does not encode: the generators' own
+// events always do; forge invalid ones with [Log.Raw] and [Marshal].
+func (q *Seqs) Next(ev *eventspb.Event, chk events.Check, msgID string) Msg {
+	q.Seq++
+	if ev.Time == nil {
+		ev.Time = timestamppb.New(Stored(q.Seq))
+	}
+	data, h, err := events.Encode(ev)
+	if err != nil {
+		panic(fmt.Sprintf("eventgen: %v", err))
+	}
+	if msgID != "" {
+		h[events.HeaderMsgID] = []string{msgID}
+	}
+	switch chk.Mode {
+	case events.CheckSubject:
+		h[events.HeaderExpectSeq] = []string{strconv.FormatUint(chk.Seq, 10)}
+	case events.CheckFence:
+		h[events.HeaderExpectSeq] = []string{strconv.FormatUint(chk.Seq, 10)}
+		h[events.HeaderExpectSubj] = []string{q.Subjects.Thread(ev.GetThread(), events.KindClaim)}
+	}
+	subject := q.Subjects.Thread(ev.GetThread(), events.TypeOf(ev).Kind())
+	return Msg{Subject: subject, Seq: q.Seq, Header: h, Data: data}
 }
 
 // Msg is a stored message: what a store reads back before events.Decode.
@@ -81,21 +122,9 @@ func (l *Log) Raw(subject string, h events.Header, data []byte) events.Envelope 
 // CheckFence also names the thread's claim subject. It panics when ev does not
 // encode; forge invalid events with [Log.Raw] and [Marshal].
 func (l *Log) Event(ev *eventspb.Event, chk events.Check) events.Envelope {
-	if ev.Time == nil {
-		ev.Time = timestamppb.New(Stored(l.seq + 1))
-	}
-	data, h, err := events.Encode(ev)
-	if err != nil {
-		panic(fmt.Sprintf("eventgen: %v", err))
-	}
-	switch chk.Mode {
-	case events.CheckSubject:
-		h[events.HeaderExpectSeq] = []string{strconv.FormatUint(chk.Seq, 10)}
-	case events.CheckFence:
-		h[events.HeaderExpectSeq] = []string{strconv.FormatUint(chk.Seq, 10)}
-		h[events.HeaderExpectSubj] = []string{l.Subjects.Thread(ev.GetThread(), events.KindClaim)}
-	}
-	return l.Raw(l.SubjectOf(ev), h, data)
+	q := Seqs{Subjects: l.Subjects, Seq: l.seq}
+	m := q.Next(ev, chk, "")
+	return l.Raw(m.Subject, m.Header, m.Data)
 }
 
 // SubjectOf returns the subject of ev's type in ev's thread.

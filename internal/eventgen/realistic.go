@@ -1,31 +1,25 @@
-package main
+package eventgen
 
 import (
 	"fmt"
 	"math/rand/v2"
-	"strconv"
 	"strings"
-	"time"
-
-	"google.golang.org/protobuf/types/known/timestamppb"
 
 	"artifactr/events"
 	"artifactr/events/eventspb"
 )
 
-// auditGen makes a clean, realistic log for `bench audit`: well-behaved
+// Realistic makes a clean, realistic log, as `artifactr bench audit` publishes it: well-behaved
 // holders across many threads, interleaved at random. Turns post a prompt,
 // start a run fenced by the claim, emit outputs, sometimes ask a request
 // that a later post answers, sometimes take steering, and complete or fail;
 // claims are released when idle, and some runs are abandoned by a takeover.
 // Every event carries the headers a real append does, with the sequences
 // JetStream will assign, as it stores one publisher's messages in order.
-type auditGen struct {
+type Realistic struct {
 	rng     *rand.Rand
-	subj    events.Subjects
+	q       Seqs
 	threads []*genThread
-	seq     uint64 // last sequence assigned
-	base    time.Time
 	pad     string // filler for texts, to reach realistic event sizes
 }
 
@@ -63,27 +57,22 @@ const (
 	opFail
 )
 
-// genOut is one event ready to publish.
-type genOut struct {
-	subject string
-	header  events.Header
-	data    []byte
-}
-
-func newAuditGen(seed uint64, threads int) *auditGen {
-	g := &auditGen{
-		rng:  rand.New(rand.NewPCG(seed, 0x5eed)),
-		base: time.Date(2026, 10, 16, 12, 0, 0, 0, time.UTC),
-		pad:  strings.Repeat("lorem ipsum dolor sit amet, consectetur adipiscing elit; ", 6),
+// NewRealistic returns the realistic log of seed across threads threads
+// (at least 1), on the default subject prefix.
+func NewRealistic(seed uint64, threads int) *Realistic {
+	g := &Realistic{
+		rng: rand.New(rand.NewPCG(seed, 0x5eed)),
+		pad: strings.Repeat("lorem ipsum dolor sit amet, consectetur adipiscing elit; ", 6),
 	}
+	threads = max(threads, 1)
 	for i := range threads {
 		g.threads = append(g.threads, &genThread{id: fmt.Sprintf("bench-%05d", i)})
 	}
 	return g
 }
 
-// next returns the next event of the log, with the next sequence.
-func (g *auditGen) next() genOut {
+// Next returns the next message of the log, with the next sequence.
+func (g *Realistic) Next() Msg {
 	t := g.threads[g.rng.IntN(len(g.threads))]
 	switch {
 	case t.claimSeq == 0:
@@ -100,53 +89,37 @@ func (g *auditGen) next() genOut {
 	return g.runStep(t)
 }
 
-func (g *auditGen) text(kind string, n int) string {
+func (g *Realistic) text(kind string, n int) string {
 	return kind + " " + g.pad[:min(n, len(g.pad))]
 }
 
-// emit encodes ev with the headers of chk, assigning it the next sequence.
-func (g *auditGen) emit(t *genThread, ev *eventspb.Event, chk events.Check, msgID string) genOut {
-	g.seq++
-	ev.Time = timestamppb.New(g.base.Add(time.Duration(g.seq) * time.Millisecond))
-	data, h, err := events.Encode(ev)
-	if err != nil {
-		panic(fmt.Sprintf("bench: encode: %v", err)) // the generator's own events
-	}
-	if msgID != "" {
-		h[events.HeaderMsgID] = []string{msgID}
-	}
-	typ := events.TypeOf(ev)
-	switch chk.Mode {
-	case events.CheckSubject:
-		h[events.HeaderExpectSeq] = []string{strconv.FormatUint(chk.Seq, 10)}
-	case events.CheckFence:
-		h[events.HeaderExpectSeq] = []string{strconv.FormatUint(chk.Seq, 10)}
-		h[events.HeaderExpectSubj] = []string{g.subj.Thread(t.id, events.KindClaim)}
-	}
-	switch typ.Kind() {
+// emit encodes ev with the headers of chk at the next sequence.
+func (g *Realistic) emit(t *genThread, ev *eventspb.Event, chk events.Check, msgID string) Msg {
+	m := g.q.Next(ev, chk, msgID)
+	switch events.TypeOf(ev).Kind() {
 	case events.KindClaim:
-		t.lastClaim = g.seq
+		t.lastClaim = m.Seq
 	case events.KindRun:
-		t.lastRun = g.seq
+		t.lastRun = m.Seq
 	}
-	return genOut{subject: g.subj.Thread(t.id, typ.Kind()), header: h, data: data}
+	return m
 }
 
-func (g *auditGen) held(t *genThread) *eventspb.Event {
+func (g *Realistic) held(t *genThread) *eventspb.Event {
 	return &eventspb.Event{Thread: t.id, ClaimSeq: t.claimSeq, Holder: t.holder}
 }
 
-func (g *auditGen) claim(t *genThread) genOut {
+func (g *Realistic) claim(t *genThread) Msg {
 	t.holders++
 	t.holder = fmt.Sprintf("runner-%d-%04x/%012x", t.holders%3, g.rng.Uint32()&0xffff, g.rng.Uint64()&0xffffffffffff)
 	ev := &eventspb.Event{Thread: t.id, Holder: t.holder, Body: &eventspb.Event_ThreadClaimed{
-		ThreadClaimed: &eventspb.ThreadClaimed{Holder: t.holder, LeaseRevision: g.seq + 1, LeaseTtlMs: 10_000}}}
+		ThreadClaimed: &eventspb.ThreadClaimed{Holder: t.holder, LeaseRevision: g.q.Seq + 1, LeaseTtlMs: 10_000}}}
 	out := g.emit(t, ev, events.ExpectLast(t.lastClaim), "")
-	t.claimSeq = g.seq
+	t.claimSeq = g.q.Seq
 	return out
 }
 
-func (g *auditGen) release(t *genThread) genOut {
+func (g *Realistic) release(t *genThread) Msg {
 	ev := g.held(t)
 	ev.Body = &eventspb.Event_ThreadReleased{ThreadReleased: &eventspb.ThreadReleased{Holder: t.holder, Reason: "idle"}}
 	out := g.emit(t, ev, events.ExpectLast(t.lastClaim), "")
@@ -154,14 +127,14 @@ func (g *auditGen) release(t *genThread) genOut {
 	return out
 }
 
-func (g *auditGen) post(t *genThread, kind string) (genOut, uint64) {
+func (g *Realistic) post(t *genThread, kind string) (Msg, uint64) {
 	t.posts++
 	id := fmt.Sprintf("m-%06d", t.posts)
 	ev := &eventspb.Event{Thread: t.id, Body: &eventspb.Event_MessagePosted{MessagePosted: &eventspb.MessagePosted{
 		MessageId: id, Author: "person@example.com", Text: g.text(kind, 120+g.rng.IntN(120))}}}
 	out := g.emit(t, ev, events.Check{}, t.id+":"+id)
-	t.pending = append(t.pending, g.seq)
-	return out, g.seq
+	t.pending = append(t.pending, g.q.Seq)
+	return out, g.q.Seq
 }
 
 // consume takes the oldest pending message.
@@ -171,7 +144,7 @@ func (t *genThread) consume() uint64 {
 	return m
 }
 
-func (g *auditGen) start(t *genThread) genOut {
+func (g *Realistic) start(t *genThread) Msg {
 	t.runs++
 	t.run = fmt.Sprintf("run-%s-%05d", t.id, t.runs)
 	t.runClaim = t.claimSeq
@@ -199,7 +172,7 @@ func (g *auditGen) start(t *genThread) genOut {
 	return out
 }
 
-func (g *auditGen) runStep(t *genThread) genOut {
+func (g *Realistic) runStep(t *genThread) Msg {
 	op := t.plan[0]
 	t.plan = t.plan[1:]
 	ev := g.held(t)

@@ -1,0 +1,182 @@
+package audit
+
+import (
+	"fmt"
+
+	"artifactr/events"
+	"artifactr/events/eventspb"
+	"artifactr/projections"
+)
+
+// auditFold is the Auditor as the [projections.State] of its current thread
+// (Auditor.last): the fold rules decide, and it records in the compact
+// state. It also reports the findings the spec's invariants name as
+// violations (Spec: I1_ConsumedAtMostOnce, I3_OneActiveRun, AnswerOnce,
+// NoEndAfterAbandon), and the others as anomalies.
+type auditFold Auditor
+
+// ThreadID is the audited envelope's thread, which is the current thread's
+// id (Auditor.thread looked it up by it): the rules compare it with the
+// envelope's, and the same string compares without reading the thread's.
+func (f *auditFold) ThreadID() string { return f.env.Thread }
+
+func (f *auditFold) NewestClaim() (uint64, bool) {
+	th := f.last
+	return th.claimSeq, th.releaseSeq != 0
+}
+
+func (f *auditFold) IsHolder(h string) bool { return f.last.holder.eq(h) }
+
+func (f *auditFold) ClaimHolder() string { return f.last.holder.String() }
+
+func (f *auditFold) Active() (start, claim uint64, ok bool) {
+	th := f.last
+	return th.activeStart, th.activeClaim, th.hasActive
+}
+
+func (f *auditFold) IsActive(run string) bool {
+	th := f.last
+	return th.hasActive && th.activeID.eq(run)
+}
+
+func (f *auditFold) ActiveID() string { return f.last.activeID.String() }
+
+func (f *auditFold) LastRun() (string, projections.RunStatus, uint64, bool) {
+	th := f.last
+	return th.lastRun.String(), runStatuses[th.lastStat], th.lastEnd, th.lastStat != 0
+}
+
+func (f *auditFold) MessageOf(seq uint64) projections.MsgInfo {
+	th := f.last
+	i, ok := th.message(seq)
+	switch {
+	case !ok:
+		return projections.MsgInfo{Status: projections.MsgNotPosted}
+	case th.msgs[i].by != 0:
+		return projections.MsgInfo{Status: projections.MsgConsumed, By: th.msgs[i].by}
+	}
+	return projections.MsgInfo{Status: projections.MsgPending, Oldest: i == th.next}
+}
+
+func (f *auditFold) RequestOf(id string) (projections.ReqInfo, bool) {
+	th := f.last
+	q, ok := th.requests[mkShort(id)]
+	if !ok || !th.hasActive || q.run != th.activeStart {
+		return projections.ReqInfo{}, false
+	}
+	return projections.ReqInfo{Opened: q.opened, Answered: q.answered != 0, AnswerAt: q.answered}, true
+}
+
+func (f *auditFold) Seen(env *events.Envelope, kind events.Kind) {
+	th := f.last
+	switch kind {
+	case events.KindClaim:
+		th.lastClaimSubj = env.Seq
+	case events.KindRun:
+		th.lastRunSubj = env.Seq
+	}
+}
+
+func (f *auditFold) Post(env *events.Envelope, _ *eventspb.MessagePosted) {
+	th := f.last
+	th.msgs = append(th.msgs, message{seq: env.Seq})
+}
+
+func (f *auditFold) Claimed(env *events.Envelope, holder string, _ *eventspb.ThreadClaimed) {
+	th := f.last
+	th.claimSeq, th.releaseSeq = env.Seq, 0
+	th.holder.set(holder)
+}
+
+func (f *auditFold) Released(env *events.Envelope) { f.last.releaseSeq = env.Seq }
+
+func (f *auditFold) Consume(env *events.Envelope, seq uint64, _ projections.ConsumptionKind, _ string) {
+	th := f.last
+	i, ok := th.message(seq)
+	if !ok {
+		return
+	}
+	th.msgs[i].by = env.Seq
+	if seq > th.taken {
+		th.taken, th.next = seq, i+1
+	}
+}
+
+func (f *auditFold) StartRun(env *events.Envelope, b *eventspb.RunStarted) {
+	th := f.last
+	th.hasActive, th.activeStart, th.activeClaim = true, env.Seq, env.Event.GetClaimSeq()
+	th.activeID.set(b.GetRunId())
+	th.lastRun, th.lastStat, th.lastEnd = th.activeID, toRunStatus(projections.RunActive), 0
+}
+
+func (*auditFold) Output(*events.Envelope, *eventspb.RunOutput) {}
+
+func (f *auditFold) OpenRequest(env *events.Envelope, b *eventspb.RequestOpened) {
+	th := f.last
+	if th.requests == nil {
+		th.requests = make(map[short]request)
+	}
+	th.requests[mkShort(b.GetRequestId())] = request{run: th.activeStart, opened: env.Seq}
+}
+
+func (f *auditFold) Answered(env *events.Envelope, b *eventspb.AnswerGiven) {
+	th := f.last
+	key := mkShort(b.GetRequestId())
+	q := th.requests[key]
+	q.answered = env.Seq
+	th.requests[key] = q
+}
+
+func (*auditFold) Steered(*events.Envelope, *eventspb.SteeringGiven) {}
+
+func (f *auditFold) EndRun(env *events.Envelope, status projections.RunStatus, _, _ string) {
+	th := f.last
+	th.hasActive, th.lastStat, th.lastEnd = false, toRunStatus(status), env.Seq
+	if status == projections.RunAbandoned {
+		if th.abandoned == nil {
+			th.abandoned = make(map[short]uint64)
+		}
+		th.abandoned[th.activeID] = env.Seq
+	}
+}
+
+// Anomaly reports f as the violation of the spec's invariant it breaks, or
+// else as an anomaly.
+func (f *auditFold) Anomaly(env *events.Envelope, fd projections.Finding) {
+	a, th := (*Auditor)(f), f.last
+	switch fd.Code {
+	case projections.CodeOneActiveRun:
+		a.violation(checkI3, th, seqs(th.activeStart, env.Seq), fmt.Sprintf(
+			"run %q started at %d while run %q, started at %d, was active", fd.Run, env.Seq, th.activeID.String(), th.activeStart))
+		return
+	case projections.CodeConsumedAgain:
+		if i, ok := th.message(fd.Msg); ok {
+			by := th.msgs[i].by
+			a.violation(checkI1, th, seqs(fd.Msg, by, env.Seq), fmt.Sprintf(
+				"message %d was consumed again by %s at %d; it was first consumed at %d", fd.Msg, env.Type, env.Seq, by))
+			return
+		}
+	case projections.CodeAnsweredAgain, projections.CodeNotActive, projections.CodeUnknownRequest:
+		// Spec: AnswerOnce, whatever run the answer names: the rules see
+		// only the active run's requests.
+		if b := env.Event.GetAnswerGiven(); b != nil {
+			if q, ok := th.requests[mkShort(b.GetRequestId())]; ok && q.answered != 0 {
+				a.violation(checkAnswerOnce, th, seqs(q.opened, q.answered, env.Seq), fmt.Sprintf(
+					"request %q was answered again at %d; it was first answered at %d", b.GetRequestId(), env.Seq, q.answered))
+				return
+			}
+		}
+		if fd.Code != projections.CodeNotActive {
+			break
+		}
+		// Spec: NoEndAfterAbandon, for the unfenced events of a run.
+		if t := env.Type; t.Kind() == events.KindRun && !t.Fenced() {
+			if at, ok := th.abandoned[mkShort(fd.Run)]; ok {
+				a.violation(checkNoEndAfterAbandon, th, seqs(at, env.Seq), fmt.Sprintf(
+					"%s at %d is of run %q, which was abandoned at %d", env.Type, env.Seq, fd.Run, at))
+				return
+			}
+		}
+	}
+	a.anomaly(th, env, fd.Reason)
+}

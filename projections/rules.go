@@ -1,0 +1,398 @@
+package projections
+
+import (
+	"fmt"
+
+	"artifactr/events"
+	"artifactr/events/eventspb"
+)
+
+// This file holds the fold rules: what is malformed, what consumes a
+// message, run transitions, requests and answers. Every fold of a thread's
+// events uses them through [Step]: [Thread], the audit's compact state
+// (projections/audit) and the thread summaries (projections/summaries).
+// Each keeps its state its own way behind [State]; none has rules of its
+// own, so they cannot drift apart.
+//
+// To add an event: add its case to [Rules], deciding from State's reads and
+// recording through State's changes (add a change to State when no existing
+// one fits, and implement it in the three folds, as bookkeeping only).
+
+// MsgStatus is what a State knows of a message a consuming event names.
+type MsgStatus uint8
+
+// The message statuses.
+const (
+	// MsgNotPosted: no message was posted at that sequence in this thread.
+	MsgNotPosted MsgStatus = iota
+	// MsgPending: posted and not yet consumed.
+	MsgPending
+	// MsgConsumed: consumed already (I1).
+	MsgConsumed
+	// MsgTaken: at or before the taken cursor, and the State keeps no more
+	// than that (the summaries forget consumed messages). It is refused,
+	// as a consumed or unposted message is.
+	MsgTaken
+)
+
+// MsgInfo is what [State.MessageOf] returns.
+type MsgInfo struct {
+	Status MsgStatus
+	Oldest bool   // MsgPending: it is the oldest pending message
+	By     uint64 // MsgConsumed: the event that consumed it, when known
+}
+
+// ReqInfo is a request the active run opened, as [State.RequestOf] returns it.
+type ReqInfo struct {
+	Opened   uint64 // its request_opened, when known
+	Answered bool
+	AnswerAt uint64 // its accepted answer_given, when known
+}
+
+// Code names a rule an event broke, so that a fold can classify a
+// [Finding] (the audit reports some as violations) without parsing its text.
+type Code uint8
+
+// The codes.
+const (
+	CodeMalformed        Code = iota + 1 // undecodable, or header or subject contradicts the body
+	CodeOtherThread                      // an event of another thread
+	CodeReleaseNotNewest                 // a release of a claim that is not the newest
+	CodeReleasedAgain                    // a release of a released claim
+	CodeReleaseHolder                    // a release by another holder
+	CodeOneActiveRun                     // I3: a run started while another is active
+	CodeNotPosted                        // a consuming event names a message not posted here
+	CodeConsumedAgain                    // I1: a consuming event names a consumed message
+	CodeTaken                            // a consuming event names a message at or before the taken cursor
+	CodeNotOldest                        // a consumed message that is not the oldest pending one
+	CodeNotActive                        // an event of a run that is not the active run
+	CodeRequestReused                    // a request id the active run already opened
+	CodeUnknownRequest                   // an answer to a request the active run did not open
+	CodeAnsweredAgain                    // an answer to an answered request
+	CodeAbandonClaim                     // an abandon whose started claim is not the run's
+	CodeForkNotFirst                     // a thread_forked that is not the thread's first event
+	CodeForkBody                         // a thread_forked whose copied history does not hold together
+)
+
+// Finding is an event a rule refused, in part or whole. Reason is one
+// sentence; Run and Msg name the run and the message involved, if any.
+type Finding struct {
+	Code   Code
+	Reason string
+	Run    string
+	Msg    uint64
+}
+
+// State is one thread's fold state as [Rules] sees it. The reads answer
+// questions; the changes record what the rules decided and decide nothing.
+// Every change is called only for an envelope of this thread that is not
+// malformed, in stream order.
+type State interface {
+	// ThreadID is the thread's id.
+	ThreadID() string
+	// NewestClaim returns the newest claim marker's sequence (0 when none) and
+	// whether it was released; IsHolder whether holder holds it, and Holder
+	// its holder, for messages.
+	NewestClaim() (seq uint64, released bool)
+	IsHolder(holder string) bool
+	ClaimHolder() string
+	// Active returns the active run's run_started and the claim it started
+	// under; ok is false when no run is active. IsActive reports whether run
+	// is the active run's id, and ActiveID is that id, for messages.
+	Active() (start, claim uint64, ok bool)
+	IsActive(run string) bool
+	ActiveID() string
+	// LastRun returns the newest run's id, status and end (0 while
+	// active); ok is false before the first run.
+	LastRun() (id string, status RunStatus, end uint64, ok bool)
+	// MessageOf says what is known of message seq.
+	MessageOf(seq uint64) MsgInfo
+	// RequestOf returns request id of the active run, if it opened one.
+	RequestOf(id string) (ReqInfo, bool)
+	// Fresh reports whether the thread has nothing yet: no message, run,
+	// claim or fork, and nothing on its claim or run subjects.
+	Fresh() bool
+
+	// Seen records an envelope of this thread, malformed or not: its time,
+	// and its subject's sequence (JetStream counts every message on a
+	// subject in its expected-sequence checks, whatever its payload).
+	Seen(env *events.Envelope, kind events.Kind)
+	// Post records a posted message.
+	Post(env *events.Envelope, b *eventspb.MessagePosted)
+	// Claimed records a new claim marker held by holder.
+	Claimed(env *events.Envelope, holder string, b *eventspb.ThreadClaimed)
+	// Released records the newest claim's release.
+	Released(env *events.Envelope)
+	// Consume records that env consumed message seq, a pending message
+	// (MessageOf said so), for run, as kind. A message after the taken
+	// cursor moves the cursor there.
+	Consume(env *events.Envelope, seq uint64, kind ConsumptionKind, run string)
+	// StartRun makes the run b starts the active run.
+	StartRun(env *events.Envelope, b *eventspb.RunStarted)
+	// Output records an output of the active run.
+	Output(env *events.Envelope, b *eventspb.RunOutput)
+	// OpenRequest records a request of the active run.
+	OpenRequest(env *events.Envelope, b *eventspb.RequestOpened)
+	// Answered records the answer to an open request of the active run.
+	Answered(env *events.Envelope, b *eventspb.AnswerGiven)
+	// Steered records steering given to the active run.
+	Steered(env *events.Envelope, b *eventspb.SteeringGiven)
+	// EndRun ends the active run as status, closing its requests. output is
+	// run_completed's, reason run_failed's or run_abandoned's.
+	EndRun(env *events.Envelope, status RunStatus, output, reason string)
+	// Forked records a thread_forked, the thread's first event, whose body
+	// [ForkBodyError] accepts: the copied messages consumed by env, the
+	// copied runs ended (see [Fork]).
+	Forked(env *events.Envelope, b *eventspb.ThreadForked)
+	// Anomaly records a finding on env.
+	Anomaly(env *events.Envelope, f Finding)
+}
+
+// Step folds env into s with the rules: it checks that env is an event of
+// s's thread and not malformed ([Admit]), then applies it ([Rules]). The
+// caller skips an envelope it applied already (by sequence) first.
+func Step(s State, env *events.Envelope) {
+	if typ, ok := Admit(s, env); ok {
+		Rules(s, env, typ)
+	}
+}
+
+// Admit records env as seen by s and returns its type, or records an
+// anomaly and returns false when it is of another thread or malformed.
+// An envelope of another thread is not seen: it says nothing of this one.
+func Admit(s State, env *events.Envelope) (events.Type, bool) {
+	typ := events.TypeOf(env.Event)
+	id := s.ThreadID()
+	if env.Thread != id {
+		s.Anomaly(env, Finding{Code: CodeOtherThread, Reason: fmt.Sprintf("event of thread %q, not %q", env.Thread, id)})
+		return typ, false
+	}
+	kind := env.Kind
+	if kind == "" {
+		kind = typ.Kind()
+	}
+	s.Seen(env, kind)
+	if reason := Malformed(env, typ, id); reason != "" {
+		s.Anomaly(env, Finding{Code: CodeMalformed, Reason: reason})
+		return typ, false
+	}
+	return typ, true
+}
+
+// Malformed returns why env cannot be applied as an event of thread id, or
+// "" when it can. Decode catches most of these; hand-made envelopes may not.
+func Malformed(env *events.Envelope, typ events.Type, id string) string {
+	switch {
+	case env.Err != nil:
+		return env.Err.Error()
+	case typ == "":
+		return fmt.Sprintf("event has no known body (type header %q)", env.Type)
+	case env.Event.GetThread() != id:
+		return fmt.Sprintf("event names thread %q on a subject of thread %q", env.Event.GetThread(), id)
+	case env.Type != "" && env.Type != typ:
+		return fmt.Sprintf("type header %q names another body than %s", env.Type, typ)
+	case env.Kind != "" && env.Kind != typ.Kind():
+		return fmt.Sprintf("%s event on the %s subject", typ, env.Kind)
+	}
+	return ""
+}
+
+// Rules applies env, an admitted event of type typ, to s.
+//
+//   - An event that contradicts the state is recorded as an anomaly. A
+//     consuming event (run_started, answer_given, steering_given) consumes
+//     its message whatever else is wrong with it, because a writer handed
+//     the message out: the state must never offer it again (I1).
+//   - A run_started always starts its run, so the state follows the log
+//     (I3). Any other contradicted event changes nothing.
+//   - Request ids are a run's own: a later run may reuse one.
+func Rules(s State, env *events.Envelope, typ events.Type) {
+	ev := env.Event
+	switch b := ev.GetBody().(type) {
+	case *eventspb.Event_MessagePosted:
+		s.Post(env, b.MessagePosted)
+	case *eventspb.Event_ThreadClaimed:
+		holder := b.ThreadClaimed.GetHolder()
+		if holder == "" {
+			holder = ev.GetHolder()
+		}
+		s.Claimed(env, holder, b.ThreadClaimed)
+	case *eventspb.Event_ThreadReleased:
+		release(s, env)
+	case *eventspb.Event_RunStarted:
+		startRun(s, env, b.RunStarted)
+	case *eventspb.Event_RunOutput:
+		if activeRun(s, env, b.RunOutput.GetRunId()) {
+			s.Output(env, b.RunOutput)
+		}
+	case *eventspb.Event_RequestOpened:
+		openRequest(s, env, b.RequestOpened)
+	case *eventspb.Event_AnswerGiven:
+		answer(s, env, b.AnswerGiven)
+	case *eventspb.Event_SteeringGiven:
+		run := b.SteeringGiven.GetRunId()
+		ok := activeRun(s, env, run)
+		consume(s, env, b.SteeringGiven.GetMessageSeq(), ConsumedSteering, run)
+		if ok {
+			s.Steered(env, b.SteeringGiven)
+		}
+	case *eventspb.Event_RunCompleted:
+		if activeRun(s, env, b.RunCompleted.GetRunId()) {
+			s.EndRun(env, RunCompleted, b.RunCompleted.GetOutput(), "")
+		}
+	case *eventspb.Event_RunFailed:
+		if activeRun(s, env, b.RunFailed.GetRunId()) {
+			s.EndRun(env, RunFailed, "", b.RunFailed.GetReason())
+		}
+	case *eventspb.Event_RunAbandoned:
+		abandon(s, env, b.RunAbandoned)
+	case *eventspb.Event_ThreadForked:
+		forked(s, env, b.ThreadForked)
+	}
+}
+
+// forked applies thread_forked: only as the thread's first event (its
+// append expects the posted subject empty, and posts come before claims and
+// runs), and only with a history that holds together. Else it changes
+// nothing.
+func forked(s State, env *events.Envelope, b *eventspb.ThreadForked) {
+	if !s.Fresh() {
+		anomalyf(s, env, CodeForkNotFirst, "thread_forked at %d is not the thread's first event", env.Seq)
+		return
+	}
+	if reason := ForkBodyError(s.ThreadID(), env.Seq, b); reason != "" {
+		anomalyf(s, env, CodeForkBody, "%s", reason)
+		return
+	}
+	s.Forked(env, b)
+}
+
+func anomalyf(s State, env *events.Envelope, code Code, format string, args ...any) {
+	s.Anomaly(env, Finding{Code: code, Reason: fmt.Sprintf(format, args...)})
+}
+
+// release marks the newest claim released, if the release is that claim's.
+func release(s State, env *events.Envelope) {
+	cs, holder := env.Event.GetClaimSeq(), env.Event.GetHolder()
+	seq, released := s.NewestClaim()
+	switch {
+	case seq == 0 || cs != seq:
+		anomalyf(s, env, CodeReleaseNotNewest, "release of claim %d, but the newest claim is %d", cs, seq)
+	case released:
+		anomalyf(s, env, CodeReleasedAgain, "claim %d is already released", cs)
+	case !s.IsHolder(holder):
+		anomalyf(s, env, CodeReleaseHolder, "release of claim %d by %q, but its holder is %q", cs, holder, s.ClaimHolder())
+	default:
+		s.Released(env)
+	}
+}
+
+// startRun starts the run even when one is active (I3) or its prompt is
+// wrong (I1): the log says it started, and the state follows the log.
+func startRun(s State, env *events.Envelope, b *eventspb.RunStarted) {
+	if start, _, ok := s.Active(); ok {
+		s.Anomaly(env, Finding{Code: CodeOneActiveRun, Run: b.GetRunId(), Reason: fmt.Sprintf(
+			"I3: run %q started while run %q, started at %d, is active", b.GetRunId(), s.ActiveID(), start)})
+	}
+	consume(s, env, b.GetPromptSeq(), ConsumedPrompt, b.GetRunId())
+	s.StartRun(env, b)
+}
+
+func openRequest(s State, env *events.Envelope, b *eventspb.RequestOpened) {
+	if !activeRun(s, env, b.GetRunId()) {
+		return
+	}
+	id := b.GetRequestId()
+	if q, dup := s.RequestOf(id); dup {
+		anomalyf(s, env, CodeRequestReused, "request %q was already opened at %d by the same run", id, q.Opened)
+		return
+	}
+	s.OpenRequest(env, b)
+}
+
+// answer consumes the answer's message in any case (see Rules), and marks
+// the request answered only when it is an open request of the active run.
+func answer(s State, env *events.Envelope, b *eventspb.AnswerGiven) {
+	id, run := b.GetRequestId(), b.GetRunId()
+	ok := false
+	if activeRun(s, env, run) {
+		switch q, known := s.RequestOf(id); {
+		case !known:
+			anomalyf(s, env, CodeUnknownRequest, "answer to unknown request %q: the active run did not open it", id)
+		case q.Answered:
+			s.Anomaly(env, Finding{Code: CodeAnsweredAgain, Run: run, Reason: fmt.Sprintf(
+				"request %q was already answered at %d", id, q.AnswerAt)})
+		default:
+			ok = true
+		}
+	}
+	consume(s, env, b.GetMessageSeq(), ConsumedAnswer, run)
+	if ok {
+		s.Answered(env, b)
+	}
+}
+
+func abandon(s State, env *events.Envelope, b *eventspb.RunAbandoned) {
+	run := b.GetRunId()
+	if _, _, active := s.Active(); !active {
+		if id, st, _, ok := s.LastRun(); ok && id == run && (st == RunCompleted || st == RunFailed) {
+			// The run's own holder recorded its end first: the new claimant
+			// planned the abandon before the end reached it. Nothing to undo.
+			return
+		}
+	}
+	if !activeRun(s, env, run) {
+		return
+	}
+	if _, claim, _ := s.Active(); b.GetStartedClaimSeq() != claim {
+		anomalyf(s, env, CodeAbandonClaim, "run %q started under claim %d, not %d as its abandon says", run, claim, b.GetStartedClaimSeq())
+	}
+	s.EndRun(env, RunAbandoned, "", b.GetReason())
+}
+
+// consume marks message seq consumed by env. It records an anomaly when the
+// message was not posted, was consumed already (I1; the first consumption
+// stands), or is not the oldest pending message.
+func consume(s State, env *events.Envelope, seq uint64, kind ConsumptionKind, run string) {
+	m := s.MessageOf(seq)
+	switch m.Status {
+	case MsgNotPosted:
+		s.Anomaly(env, Finding{Code: CodeNotPosted, Msg: seq, Run: run, Reason: fmt.Sprintf(
+			"%s names message %d, which was not posted in this thread", kind, seq)})
+		return
+	case MsgConsumed:
+		s.Anomaly(env, Finding{Code: CodeConsumedAgain, Msg: seq, Run: run, Reason: fmt.Sprintf(
+			"I1: message %d was already consumed at %d", seq, m.By)})
+		return
+	case MsgTaken:
+		s.Anomaly(env, Finding{Code: CodeTaken, Msg: seq, Run: run, Reason: fmt.Sprintf(
+			"message %d is at or before the taken cursor", seq)})
+		return
+	}
+	if !m.Oldest {
+		s.Anomaly(env, Finding{Code: CodeNotOldest, Msg: seq, Run: run, Reason: fmt.Sprintf(
+			"message %d is not the oldest pending message", seq)})
+	}
+	s.Consume(env, seq, kind, run)
+}
+
+// activeRun reports whether run is the active run, recording an anomaly
+// when it is not.
+func activeRun(s State, env *events.Envelope, run string) bool {
+	if s.IsActive(run) {
+		return true
+	}
+	f := Finding{Code: CodeNotActive, Run: run}
+	switch id, st, end, ok := s.LastRun(); {
+	case ok && id == run && st != RunActive:
+		f.Reason = fmt.Sprintf("run %q is not active: it was %s at %d", run, st, end)
+	default:
+		if _, _, active := s.Active(); active {
+			f.Reason = fmt.Sprintf("run %q is not the active run %q", run, s.ActiveID())
+		} else {
+			f.Reason = fmt.Sprintf("run %q is not active: no run is", run)
+		}
+	}
+	s.Anomaly(env, f)
+	return false
+}
