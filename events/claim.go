@@ -17,9 +17,6 @@ import (
 // another live writer, and the thread is busy.
 const maxClaimAttempts = 8
 
-// releaseTimeout bounds giving back the lease of a claim that failed.
-const releaseTimeout = 2 * time.Second
-
 // AcquireClaim claims thread for holder under a lease with its own TTL,
 // following DESIGN §3:
 //
@@ -84,16 +81,15 @@ func AcquireSessionClaim(ctx context.Context, s SessionClaimStore, sess Session,
 	}
 	c, err := appendMarker(ctx, s, lease, now)
 	if err != nil {
-		// Give the lease back: it lives as long as the session, and no
-		// claim of this holder will use it. Best effort; a lease left
-		// behind is taken again by its own runner.
-		rctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), releaseTimeout)
-		_ = s.ReleaseLease(rctx, lease)
-		cancel()
+		// Keep the lease: it lives by the session, the caller's runner may
+		// take it again at once (a lease under its own session is free to
+		// it), and should that runner die first, the session's lapse shows
+		// the thread to the others. Given back, it would leave a thread
+		// with a run to abandon and no post that nobody would look at.
 		// Not ErrThreadBusy even when the marker lost its races: the lease
-		// was this holder's, so others that found the thread busy gave it
+		// is this holder's, so others that found the thread busy gave it
 		// up meanwhile, and the caller must try again.
-		return Claim{}, nil, fmt.Errorf("events: claim of %s not completed (its lease was given back): %v", thread, err)
+		return Claim{}, nil, fmt.Errorf("events: claim of %s not completed (its lease kept for a retry): %v", thread, err)
 	}
 	var envs []Envelope
 	if bl, ok := s.(BoundedLoader); ok {
