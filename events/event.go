@@ -40,6 +40,10 @@ const (
 	TypeRunCompleted   Type = "run_completed"
 	TypeRunFailed      Type = "run_failed"
 	TypeRunAbandoned   Type = "run_abandoned"
+
+	TypeThreadConfigured Type = "thread_configured"
+	TypeCancelRequested  Type = "cancel_requested"
+	TypeRunInterrupted   Type = "run_interrupted"
 )
 
 // TypeOf returns the type of ev's body, or "" when it has none.
@@ -67,6 +71,12 @@ func TypeOf(ev *eventspb.Event) Type {
 		return TypeRunFailed
 	case *eventspb.Event_RunAbandoned:
 		return TypeRunAbandoned
+	case *eventspb.Event_ThreadConfigured:
+		return TypeThreadConfigured
+	case *eventspb.Event_CancelRequested:
+		return TypeCancelRequested
+	case *eventspb.Event_RunInterrupted:
+		return TypeRunInterrupted
 	}
 	return ""
 }
@@ -74,12 +84,13 @@ func TypeOf(ev *eventspb.Event) Type {
 // Kind returns the subject the type is written to, or "" for an unknown type.
 func (t Type) Kind() Kind {
 	switch t {
-	case TypeMessagePosted:
+	case TypeMessagePosted, TypeThreadConfigured, TypeCancelRequested:
 		return KindPosted
 	case TypeThreadClaimed, TypeThreadReleased:
 		return KindClaim
 	case TypeRunStarted, TypeRunOutput, TypeRequestOpened, TypeAnswerGiven,
-		TypeSteeringGiven, TypeRunCompleted, TypeRunFailed, TypeRunAbandoned:
+		TypeSteeringGiven, TypeRunCompleted, TypeRunFailed, TypeRunAbandoned,
+		TypeRunInterrupted:
 		return KindRun
 	}
 	return ""

@@ -79,6 +79,8 @@ func (t *Thread) Apply(env events.Envelope) {
 		}
 	case *eventspb.Event_RunAbandoned:
 		t.abandon(e, b.RunAbandoned)
+	case *eventspb.Event_ThreadConfigured, *eventspb.Event_CancelRequested, *eventspb.Event_RunInterrupted:
+		t.applyStrategy(e) // apply_strategy.go
 	}
 }
 
@@ -120,6 +122,7 @@ func (t *Thread) post(env *events.Envelope, b *eventspb.MessagePosted) {
 		Posted:    env.Stored,
 	})
 	t.Messages[len(t.Messages)-1].TraceParent = env.TraceParent
+	t.postStrategy(b) // apply_strategy.go
 }
 
 func (t *Thread) claimed(env *events.Envelope, b *eventspb.ThreadClaimed) {

@@ -7,6 +7,8 @@ import (
 	"errors"
 	"fmt"
 	"time"
+
+	"artifactr/events"
 )
 
 // snapshotVersion is the version of the snapshot encoding; a snapshot of
@@ -40,6 +42,7 @@ type threadState struct {
 	Requests            map[string]*Request `json:"requests"`
 	Anomalies           []Anomaly           `json:"anomalies"`
 	LastActivity        time.Time           `json:"last_activity"`
+	Strategy            events.Strategy     `json:"strategy,omitempty"`
 }
 
 // EncodeSnapshot returns t's state as a snapshot at t.LastSeq. Loading it
@@ -50,7 +53,7 @@ func (t *Thread) EncodeSnapshot() ([]byte, error) {
 		Messages: t.Messages, Taken: t.Taken, Claim: t.Claim,
 		LastClaimSubjectSeq: t.LastClaimSubjectSeq, LastRunSubjectSeq: t.LastRunSubjectSeq,
 		Runs: t.Runs, ActiveRun: -1, Requests: t.Requests, Anomalies: t.Anomalies,
-		LastActivity: t.LastActivity,
+		LastActivity: t.LastActivity, Strategy: t.Strategy,
 	}
 	for i, r := range t.Runs {
 		if r == t.ActiveRun {
@@ -101,6 +104,7 @@ func DecodeSnapshot(thread string, data []byte) (*Thread, error) {
 	t.Messages, t.Taken, t.Claim = st.Messages, st.Taken, st.Claim
 	t.LastClaimSubjectSeq, t.LastRunSubjectSeq = st.LastClaimSubjectSeq, st.LastRunSubjectSeq
 	t.Runs, t.Anomalies, t.LastActivity = st.Runs, st.Anomalies, st.LastActivity
+	t.Strategy = st.Strategy
 	if st.Requests != nil {
 		t.Requests = st.Requests
 	}

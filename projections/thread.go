@@ -44,6 +44,11 @@ type Thread struct {
 	// LastActivity is the Stored time of the last event of this thread,
 	// from the envelope, not from a clock.
 	LastActivity time.Time
+
+	// Strategy is the thread's double-texting strategy: the last
+	// thread_configured's, or its first post's; "" means enqueue. See
+	// [Thread.StrategyOf].
+	Strategy events.Strategy
 }
 
 // Message is a posted message.
@@ -57,6 +62,8 @@ type Message struct {
 
 	// TraceParent is the W3C trace context its post carried, "" when none.
 	TraceParent string
+	// Strategy is the strategy its post named, "" for the thread's.
+	Strategy events.Strategy `json:",omitempty"`
 }
 
 // ConsumptionKind says how a message was consumed.
@@ -110,6 +117,16 @@ type Run struct {
 	Reason    string   // run_failed's or run_abandoned's reason
 	Steering  []uint64 // sequences of the messages given as steering
 	Requests  []string // ids of the requests it opened, in order
+
+	// CancelSeq is the first cancel_requested that named it while it was
+	// active; 0 when none.
+	CancelSeq uint64 `json:",omitempty"`
+	// InterruptSeq is its run_interrupted, InterruptedBy the post that
+	// interrupted it, and RolledBack whether that post rolls it back: it
+	// is then left out of the history later runs are given.
+	InterruptSeq  uint64 `json:",omitempty"`
+	InterruptedBy uint64 `json:",omitempty"`
+	RolledBack    bool   `json:",omitempty"`
 }
 
 // Request is a question a run asked.
