@@ -160,8 +160,8 @@ func NewFromView(cfg Config, c events.Claim, view *projections.Thread, history [
 		alive:    make(map[string]bool),
 
 		cancelled: make(map[string]bool),
-		mine:     make(map[string]*eventspb.Event),
-		awaitSeq: c.Seq,
+		mine:      make(map[string]*eventspb.Event),
+		awaitSeq:  c.Seq,
 	}
 	// The log up to the marker is folded as it stands; what came after it
 	// is observed, so that run events this holder did not write are not
