@@ -158,10 +158,10 @@ func NewFromView(cfg Config, c events.Claim, view *projections.Thread, history [
 		finished: make(map[string]bool),
 		ending:   make(map[string]bool),
 		alive:    make(map[string]bool),
+		mine:     make(map[string]*eventspb.Event),
+		awaitSeq: c.Seq,
 
 		cancelled: make(map[string]bool),
-		mine:      make(map[string]*eventspb.Event),
-		awaitSeq:  c.Seq,
 	}
 	// The log up to the marker is folded as it stands; what came after it
 	// is observed, so that run events this holder did not write are not
