@@ -99,6 +99,8 @@ type thread struct {
 	lastEnded short             // the last run that completed or failed
 	requests  map[short]request // request id -> request
 	id        string            // the id, for reports
+
+	strat strategyState // strategy.go
 }
 
 type message struct {
@@ -155,6 +157,7 @@ func (a *Auditor) add(env *events.Envelope) {
 	switch b := ev.GetBody().(type) {
 	case *eventspb.Event_MessagePosted:
 		th.msgs = append(th.msgs, message{seq: env.Seq})
+		a.postStrategy(th, env, b.MessagePosted) // strategy.go
 	case *eventspb.Event_ThreadClaimed:
 		a.claimChain(th, env, prevClaimSubj)
 		holder := b.ThreadClaimed.GetHolder()
@@ -197,6 +200,8 @@ func (a *Auditor) add(env *events.Envelope) {
 	case *eventspb.Event_RunAbandoned:
 		a.fence(th, env)
 		a.abandon(th, env, b.RunAbandoned)
+	case *eventspb.Event_ThreadConfigured, *eventspb.Event_CancelRequested, *eventspb.Event_RunInterrupted:
+		a.strategyEvent(th, env, prevRunSubj) // strategy.go
 	}
 }
 

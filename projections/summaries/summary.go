@@ -213,6 +213,11 @@ func (s *Summary) apply(env *events.Envelope) {
 		}
 	case *eventspb.Event_RunAbandoned:
 		s.abandon(b.RunAbandoned)
+	case *eventspb.Event_ThreadConfigured, *eventspb.Event_CancelRequested, *eventspb.Event_RunInterrupted:
+		s.applyStrategy(env) // strategy.go
+	}
+	if b, ok := ev.GetBody().(*eventspb.Event_MessagePosted); ok {
+		s.postStrategy(b.MessagePosted) // strategy.go
 	}
 }
 
