@@ -47,6 +47,9 @@ func eventFields(env events.Envelope) []string {
 		if m.GetAuthor() != "" {
 			f = append(f, "author="+quote(m.GetAuthor()))
 		}
+		if m.GetStrategy() != "" {
+			f = append(f, "strategy="+m.GetStrategy())
+		}
 		return append(f, "text="+quote(m.GetText()))
 	case *eventspb.Event_ThreadClaimed:
 		c := b.ThreadClaimed
@@ -75,6 +78,13 @@ func eventFields(env events.Envelope) []string {
 	case *eventspb.Event_RunAbandoned:
 		r := b.RunAbandoned
 		return []string{"run=" + r.GetRunId(), "started_claim=" + u(r.GetStartedClaimSeq()), claim, holder, "reason=" + quote(r.GetReason())}
+	case *eventspb.Event_ThreadConfigured:
+		return []string{"strategy=" + b.ThreadConfigured.GetStrategy()}
+	case *eventspb.Event_CancelRequested:
+		return []string{"run=" + orDash(b.CancelRequested.GetRunId()), "request=" + b.CancelRequested.GetRequestId()}
+	case *eventspb.Event_RunInterrupted:
+		r := b.RunInterrupted
+		return []string{"run=" + r.GetRunId(), "message=" + u(r.GetMessageSeq()), "rollback=" + strconv.FormatBool(r.GetRollback()), claim}
 	}
 	return nil
 }

@@ -14,6 +14,7 @@ import (
 
 	"artifactr/events"
 	"artifactr/events/eventspb"
+	"artifactr/internal/doubletext"
 	"artifactr/projections"
 )
 
@@ -22,6 +23,7 @@ func (a *app) postCommand() *cobra.Command {
 		conn        connFlags
 		id, author  string
 		file        string
+		strategy    string
 		wait        bool
 		waitTimeout time.Duration
 	)
@@ -70,6 +72,9 @@ that the thread's next message answers.`,
 			if waitTimeout <= 0 {
 				return usagef("--wait-timeout %s: must be positive", waitTimeout)
 			}
+			if _, err := events.ParseStrategy(strategy); err != nil {
+				return usagef("--strategy: %v", err)
+			}
 			text, err := a.postText(args[1:], file)
 			if err != nil {
 				return err
@@ -80,7 +85,8 @@ that the thread's next message answers.`,
 				return err
 			}
 			defer store.Close()
-			ack, err := a.postTraced(ctx, store, thread, &eventspb.MessagePosted{MessageId: id, Author: author, Text: text})
+			m := &eventspb.MessagePosted{MessageId: id, Author: author, Text: text, Strategy: strategy}
+			ack, err := a.postTraced(ctx, doubletext.Poster{Store: store}, thread, m)
 			if err != nil {
 				return storeError(conn.url, err)
 			}
@@ -101,6 +107,7 @@ that the thread's next message answers.`,
 	cmd.Flags().StringVar(&id, "id", "", "message id, [A-Za-z0-9_-]{1,128}; posting the same id and text again is a no-op (default: a fresh id)")
 	cmd.Flags().StringVar(&author, "author", "", "author of the message")
 	cmd.Flags().StringVar(&file, "file", "", `read the text from this file ("-": stdin) instead of TEXT`)
+	cmd.Flags().StringVar(&strategy, "strategy", "", strategyUsage)
 	cmd.Flags().BoolVar(&wait, "wait", false, "wait for the run that takes the message to end or to ask a question, and print its output or the question")
 	cmd.Flags().DurationVar(&waitTimeout, "wait-timeout", 60*time.Second, "how long --wait waits")
 	return cmd
