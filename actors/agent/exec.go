@@ -3,6 +3,7 @@ package agent
 import (
 	"bufio"
 	"bytes"
+	"cmp"
 	"context"
 	"encoding/json"
 	"errors"
@@ -16,6 +17,10 @@ import (
 
 // DefaultExecTimeout bounds a turn of an [Exec] agent whose Timeout is zero.
 const DefaultExecTimeout = 60 * time.Second
+
+// DefaultCancelGrace is how long the program of an [Exec] agent whose
+// CancelGrace is zero has to exit after its run is cancelled.
+const DefaultCancelGrace = 2 * time.Second
 
 // Limits of the exec protocol. They are set explicitly so a misbehaving
 // program costs bounded memory.
@@ -63,6 +68,11 @@ type Exec struct {
 	PassEnv []string
 	// Dir is the program's working directory; empty means artifactr's.
 	Dir string
+	// CancelGrace is how long the program has to exit once its run is
+	// cancelled (a cancel request, an interrupting post, shutdown): it
+	// gets SIGTERM (its process group) and EOF on stdin, and is killed
+	// when the grace is over. Zero means [DefaultCancelGrace].
+	CancelGrace time.Duration
 }
 
 // Name returns "exec".
@@ -87,6 +97,9 @@ func (e Exec) Run(ctx context.Context, t Turn) (string, error) {
 		return "", err
 	}
 	out, err := p.converse(ctx, t, timeout)
+	if err != nil && ctx.Err() != nil {
+		p.interrupt(cmp.Or(e.CancelGrace, DefaultCancelGrace))
+	}
 	p.stop(err == nil)
 	reportStderr(ctx, p.stderr.String(), err)
 	if err != nil {
@@ -153,7 +166,9 @@ type process struct {
 }
 
 func (e Exec) start(ctx context.Context) (*process, error) {
-	pctx, cancel := context.WithCancel(ctx)
+	// Not ctx's child: a cancelled run's program gets a grace period
+	// (interrupt) before it is killed.
+	pctx, cancel := context.WithCancel(context.WithoutCancel(ctx))
 	cmd := exec.CommandContext(pctx, e.Path, e.Args...)
 	cmd.Dir = e.Dir
 	cmd.Env = e.env()
@@ -184,6 +199,7 @@ func (e Exec) start(ctx context.Context) (*process, error) {
 	}
 	// A cancelled run must not stay blocked writing to a stuck program.
 	context.AfterFunc(pctx, func() { _ = inW.Close() })
+	context.AfterFunc(ctx, func() { _ = inW.Close() })
 	p := &process{
 		cmd: cmd, cancel: cancel, stdin: inW, stdout: outR, stderr: stderr, steer: e.Steer,
 		lines: make(chan lineEvent), quit: make(chan struct{}),
@@ -367,6 +383,24 @@ func (p *process) stop(graceful bool) {
 	close(p.quit)
 	_ = p.stdout.Close()
 	<-p.read
+}
+
+// interrupt asks the program of a cancelled run to stop: SIGTERM to its
+// process group, and EOF on stdin (closed when the run's context ended). It
+// waits up to grace for the program to exit; stop kills it after that.
+func (p *process) interrupt(grace time.Duration) {
+	if p.exited {
+		return
+	}
+	_ = p.stdin.Close()
+	termGroup(p.cmd)
+	timer := time.NewTimer(grace)
+	defer timer.Stop()
+	select {
+	case status := <-p.waitc:
+		p.exited, p.status = true, status
+	case <-timer.C:
+	}
 }
 
 // exitedBeforeDone describes a program that ended without done.

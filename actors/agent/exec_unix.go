@@ -28,3 +28,9 @@ func setProcessGroup(cmd *exec.Cmd) {
 func killGroup(cmd *exec.Cmd) {
 	_ = syscall.Kill(-cmd.Process.Pid, syscall.SIGKILL)
 }
+
+// termGroup asks the program's process group to stop (SIGTERM): a cancelled
+// run's program gets a grace period before it is killed.
+func termGroup(cmd *exec.Cmd) {
+	_ = syscall.Kill(-cmd.Process.Pid, syscall.SIGTERM)
+}
