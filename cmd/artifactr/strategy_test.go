@@ -2,7 +2,10 @@ package main
 
 import (
 	"context"
+	"encoding/json"
 	"errors"
+	"fmt"
+	"path/filepath"
 	"strings"
 	"testing"
 	"time"
@@ -94,4 +97,53 @@ func TestRun_strategyUsageErrors(t *testing.T) {
 			t.Errorf("%v: exit %d, want %d (usage); stderr %q", args, code, exitUsage, errOut)
 		}
 	}
+}
+
+// Cancel requests and thread_configured go on the posted subject, so the
+// client role may write them and the auditor role may not.
+func TestRun_serveAuth_cancelAsClient(t *testing.T) {
+	data := t.TempDir()
+	url, _, _ := startServeArgs(t, "--auth", "--data", data, "--listen", "127.0.0.1:0", "--claim-ttl", "2s",
+		"--echo-delay", "1h", "--shutdown-grace", "100ms")
+	ctx := t.Context()
+	auth := filepath.Join(data, "auth")
+	client := []string{"--nats", url, "--nkey", filepath.Join(auth, "client.nk")}
+	auditor := []string{"--nats", url, "--nkey", filepath.Join(auth, "auditor.nk"), "--timeout", "2s"}
+	run := func(want int, args ...string) string {
+		t.Helper()
+		code, out, errOut := runCLI(t, ctx, args...)
+		if code != want {
+			t.Fatalf("%v: exit %d, want %d\n%s\n%s", args, code, want, out, errOut)
+		}
+		return errOut
+	}
+	run(exitOK, append([]string{"configure", "t1", "--strategy", "interrupt"}, client...)...)
+	run(exitOK, append([]string{"post", "t1", "a"}, client...)...)
+	testkit.CheckFor(t, 20*time.Second, func() error {
+		_, out, _ := runCLI(t, ctx, append([]string{"show", "t1", "--json"}, client...)...)
+		var v threadView
+		if err := json.Unmarshal([]byte(out), &v); err != nil {
+			return err
+		}
+		if len(v.Runs) != 1 || v.Runs[0].Status != "active" {
+			return fmt.Errorf("no active run yet: %s", out)
+		}
+		return nil
+	})
+	errOut := run(exitFail, append([]string{"cancel", "t1"}, auditor...)...)
+	if !strings.Contains(errOut, "permission denied") || !strings.Contains(errOut, "threads.t1.posted") {
+		t.Errorf("cancel as auditor: stderr:\n%s", errOut)
+	}
+	run(exitOK, append([]string{"cancel", "t1"}, client...)...)
+	testkit.CheckFor(t, 20*time.Second, func() error {
+		_, out, _ := runCLI(t, ctx, append([]string{"show", "t1", "--json"}, client...)...)
+		var v threadView
+		if err := json.Unmarshal([]byte(out), &v); err != nil {
+			return err
+		}
+		if len(v.Runs) != 1 || v.Runs[0].Status != "failed" || v.Runs[0].Reason != events.ReasonCancelled {
+			return fmt.Errorf("run not cancelled yet: %s", out)
+		}
+		return nil
+	})
 }
