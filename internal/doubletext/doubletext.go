@@ -13,12 +13,15 @@
 package doubletext
 
 import (
+	"cmp"
 	"context"
 	"crypto/rand"
 	"encoding/hex"
 	"errors"
 	"fmt"
 	"time"
+
+	"google.golang.org/protobuf/proto"
 
 	"artifactr/events"
 	"artifactr/events/eventspb"
@@ -37,8 +40,8 @@ type Store interface {
 const maxAttempts = 8
 
 // Poster is an [events.Poster] that honours the reject strategy. Posts of
-// other strategies pass through, after a read of the thread when they name
-// none (the thread's may be reject).
+// other strategies pass through; a post that names none is given the
+// thread's, read first (it may be reject).
 type Poster struct {
 	Store Store
 }
@@ -64,7 +67,15 @@ func (p Poster) Post(ctx context.Context, thread string, m *eventspb.MessagePost
 			return events.Ack{}, err
 		}
 		v := projections.Fold(thread, envs)
-		if st == "" && v.Strategy != events.StrategyReject {
+		if st == "" {
+			// Name the thread's strategy as read in the post: a
+			// thread_configured landing meanwhile does not make an
+			// enqueued post a reject post that skipped the check.
+			st = cmp.Or(v.Strategy, events.StrategyEnqueue)
+			m = proto.Clone(m).(*eventspb.MessagePosted)
+			m.Strategy = string(st)
+		}
+		if st != events.StrategyReject {
 			return p.Store.Post(ctx, thread, m, opts...)
 		}
 		if ack, ok := reposted(v, m); ok {
