@@ -139,6 +139,7 @@ type (
 		Runs         []runView     `json:"runs"`
 		OpenRequests []requestView `json:"open_requests"`
 		Anomalies    []anomalyView `json:"anomalies"`
+		Strategy     string        `json:"strategy,omitempty"` // show_strategy.go
 	}
 	claimView struct {
 		Holder        string `json:"holder"`
@@ -153,6 +154,7 @@ type (
 		Text      string           `json:"text"`
 		Posted    time.Time        `json:"posted"`
 		Consumed  *consumptionView `json:"consumed"`
+		Strategy  string           `json:"strategy,omitempty"`
 	}
 	consumptionView struct {
 		Kind  string `json:"kind"`
@@ -173,6 +175,11 @@ type (
 		Reason    string   `json:"reason"`
 		Steering  []uint64 `json:"steering"`
 		Requests  []string `json:"requests"`
+
+		CancelSeq     uint64 `json:"cancel_seq,omitempty"`
+		InterruptSeq  uint64 `json:"interrupt_seq,omitempty"`
+		InterruptedBy uint64 `json:"interrupted_by,omitempty"`
+		RolledBack    bool   `json:"rolled_back,omitempty"`
 	}
 	requestView struct {
 		ID        string `json:"id"`
@@ -223,6 +230,7 @@ func showView(t *projections.Thread) threadView {
 	for _, an := range t.Anomalies {
 		v.Anomalies = append(v.Anomalies, anomalyView{Seq: an.Seq, Type: string(an.Type), Reason: an.Reason})
 	}
+	showStrategy(&v, t)
 	return v
 }
 
@@ -245,6 +253,9 @@ func writeShow(w io.Writer, t *projections.Thread) error {
 		fmt.Fprintf(&b, "claim:      seq %d by %s (released)\n", c.Seq, c.Holder)
 	default:
 		fmt.Fprintf(&b, "claim:      seq %d by %s (lease revision %d)\n", c.Seq, c.Holder, c.LeaseRevision)
+	}
+	if t.Strategy != "" {
+		fmt.Fprintf(&b, "strategy:   %s\n", t.Strategy)
 	}
 	if r := t.ActiveRun; r != nil {
 		fmt.Fprintf(&b, "active run: %s (prompt %d, claim %d, holder %s)\n", r.ID, r.PromptSeq, r.ClaimSeq, r.Holder)
@@ -306,6 +317,7 @@ func writeRuns(b *strings.Builder, t *projections.Thread) {
 		if len(r.Steering) > 0 {
 			fmt.Fprintf(b, "      steering: messages %v\n", r.Steering)
 		}
+		writeRunStrategy(b, r) // show_strategy.go
 		switch r.Status {
 		case projections.RunCompleted:
 			fmt.Fprintf(b, "      result:  %s\n", quote(r.Output))

@@ -79,6 +79,12 @@ func TestRun_strategiesAndCancel(t *testing.T) {
 			t.Errorf("watch does not show %q:\n%s", want, out)
 		}
 	}
+	show, _ := cli(exitOK, "show", "t1")
+	for _, want := range []string{"strategy:   reject", "interrupted by message 6", "cancel:  requested at"} {
+		if !strings.Contains(show, want) {
+			t.Errorf("show does not say %q:\n%s", want, show)
+		}
+	}
 	if out, _ := cli(exitOK, "audit", "--spec"); !strings.Contains(out, "audit OK") {
 		t.Errorf("audit --spec:\n%s", out)
 	}
