@@ -54,10 +54,14 @@ func (c *Core) interrupter() (projections.Message, bool) {
 	if r == nil || r.InterruptSeq != 0 {
 		return projections.Message{}, false
 	}
-	for _, m := range v.Pending() {
-		if m.Seq > r.StartSeq && v.StrategyOf(m).Interrupts() {
-			return m, true
+	// Only messages posted since the run started can interrupt it: scan
+	// them from the newest, so the cost is theirs, not the thread's.
+	var by projections.Message
+	found := false
+	for i := len(v.Messages) - 1; i >= 0 && v.Messages[i].Seq > r.StartSeq; i-- {
+		if m := v.Messages[i]; m.Consumed == nil && v.StrategyOf(m).Interrupts() {
+			by, found = m, true
 		}
 	}
-	return projections.Message{}, false
+	return by, found
 }
