@@ -352,8 +352,9 @@ type MessagePosted struct {
 	Text      string `protobuf:"bytes,3,opt,name=text,proto3" json:"text,omitempty"`
 	// strategy says what a post does while a run is active: "enqueue",
 	// "reject", "interrupt" or "rollback". Empty means the thread's strategy
-	// (see ThreadConfigured). A thread's first post with a strategy, before
-	// any thread_configured, also sets the thread's strategy. A "reject"
+	// (see ThreadConfigured). A thread's first post, when it names a strategy
+	// and no thread_configured came before it, also sets the thread's
+	// strategy. A "reject"
 	// post carries Nats-Expected-Last-Subject-Sequence on threads.T.run, so
 	// it lands only if no run started or ended since the poster saw the
 	// thread idle.
