@@ -117,11 +117,11 @@ func unmarshalEvent(data []byte) (*eventspb.Event, bool) {
 	var h head
 	var body flat
 	var bodyNum protowire.Number
-	var seen uint32 // field numbers 1..20
+	var seen uint64 // field numbers 1..20 and 40..42
 	ok := false
 	for off := 0; off < len(data); {
 		num, typ, n := protowire.ConsumeTag(data[off:])
-		if n < 0 || num < 1 || num > 20 || seen&(1<<num) != 0 {
+		if n < 0 || num < 1 || num > 20 && (num < 40 || num > 42) || seen&(1<<num) != 0 {
 			return nil, false
 		}
 		seen |= 1 << num
@@ -217,7 +217,7 @@ const (
 )
 
 // bodyFields are the field kinds of each body, by Event field number.
-var bodyFields = [21][3]byte{
+var bodyFields = [43][3]byte{
 	10: {fString, fString, fString}, // MessagePosted: message_id, author, text
 	11: {fString, fVarint, fVarint}, // ThreadClaimed: holder, lease_revision, lease_ttl_ms
 	12: {fString, fString},          // ThreadReleased: holder, reason
@@ -229,6 +229,9 @@ var bodyFields = [21][3]byte{
 	18: {fString, fString},          // RunCompleted: run_id, output
 	19: {fString, fString},          // RunFailed: run_id, reason
 	20: {fString, fVarint, fString}, // RunAbandoned: run_id, started_claim_seq, reason
+	40: {fString},                   // ThreadConfigured: strategy
+	41: {fString, fString},          // CancelRequested: run_id, request_id
+	42: {fString, fVarint, fVarint}, // RunInterrupted: run_id, message_seq, rollback
 }
 
 // parseFlat reads b, found at offset base of the payload str, as a flat
@@ -349,6 +352,24 @@ func newEvent(h *head, num protowire.Number, f *flat) (*eventspb.Event, bool) {
 		x := new(withBody[eventspb.Event_RunAbandoned, eventspb.RunAbandoned])
 		x.m.RunId, x.m.StartedClaimSeq, x.m.Reason = f.s[0], f.u[1], f.s[2]
 		x.w.RunAbandoned, x.ev.Body = &x.m, &x.w
+		h.fill(&x.ev, &x.ts)
+		return &x.ev, true
+	case 40:
+		x := new(withBody[eventspb.Event_ThreadConfigured, eventspb.ThreadConfigured])
+		x.m.Strategy = f.s[0]
+		x.w.ThreadConfigured, x.ev.Body = &x.m, &x.w
+		h.fill(&x.ev, &x.ts)
+		return &x.ev, true
+	case 41:
+		x := new(withBody[eventspb.Event_CancelRequested, eventspb.CancelRequested])
+		x.m.RunId, x.m.RequestId = f.s[0], f.s[1]
+		x.w.CancelRequested, x.ev.Body = &x.m, &x.w
+		h.fill(&x.ev, &x.ts)
+		return &x.ev, true
+	case 42:
+		x := new(withBody[eventspb.Event_RunInterrupted, eventspb.RunInterrupted])
+		x.m.RunId, x.m.MessageSeq, x.m.Rollback = f.s[0], f.u[1], f.u[2] != 0
+		x.w.RunInterrupted, x.ev.Body = &x.m, &x.w
 		h.fill(&x.ev, &x.ts)
 		return &x.ev, true
 	}
