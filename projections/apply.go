@@ -46,6 +46,8 @@ func (t *Thread) Apply(env events.Envelope) {
 		t.LastClaimSubjectSeq = env.Seq
 	case events.KindRun:
 		t.LastRunSubjectSeq = env.Seq
+	case events.KindPosted:
+		t.LastPostedSubjectSeq = env.Seq
 	}
 	if reason := malformed(e, typ, t.ID); reason != "" {
 		t.anomaly(e, typ, reason)

@@ -43,6 +43,7 @@ type threadState struct {
 	Anomalies           []Anomaly           `json:"anomalies"`
 	LastActivity        time.Time           `json:"last_activity"`
 	Strategy            events.Strategy     `json:"strategy,omitempty"`
+	LastPostedSubjSeq   uint64              `json:"last_posted_seq,omitempty"`
 }
 
 // EncodeSnapshot returns t's state as a snapshot at t.LastSeq. Loading it
@@ -53,7 +54,7 @@ func (t *Thread) EncodeSnapshot() ([]byte, error) {
 		Messages: t.Messages, Taken: t.Taken, Claim: t.Claim,
 		LastClaimSubjectSeq: t.LastClaimSubjectSeq, LastRunSubjectSeq: t.LastRunSubjectSeq,
 		Runs: t.Runs, ActiveRun: -1, Requests: t.Requests, Anomalies: t.Anomalies,
-		LastActivity: t.LastActivity, Strategy: t.Strategy,
+		LastActivity: t.LastActivity, Strategy: t.Strategy, LastPostedSubjSeq: t.LastPostedSubjectSeq,
 	}
 	for i, r := range t.Runs {
 		if r == t.ActiveRun {
@@ -104,7 +105,7 @@ func DecodeSnapshot(thread string, data []byte) (*Thread, error) {
 	t.Messages, t.Taken, t.Claim = st.Messages, st.Taken, st.Claim
 	t.LastClaimSubjectSeq, t.LastRunSubjectSeq = st.LastClaimSubjectSeq, st.LastRunSubjectSeq
 	t.Runs, t.Anomalies, t.LastActivity = st.Runs, st.Anomalies, st.LastActivity
-	t.Strategy = st.Strategy
+	t.Strategy, t.LastPostedSubjectSeq = st.Strategy, st.LastPostedSubjSeq
 	if st.Requests != nil {
 		t.Requests = st.Requests
 	}

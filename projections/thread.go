@@ -33,6 +33,10 @@ type Thread struct {
 	// LastRunSubjectSeq is the last sequence on threads.T.run: the holder's
 	// compare-and-set token for its unfenced run-subject appends.
 	LastRunSubjectSeq uint64
+	// LastPostedSubjectSeq is the last sequence on threads.T.posted:
+	// messages, and what else is stored there (thread_configured,
+	// cancel_requested, malformed events), none of which is work.
+	LastPostedSubjectSeq uint64
 
 	ActiveRun *Run   // nil when no run is active; points into Runs
 	Runs      []*Run // every run in start order
