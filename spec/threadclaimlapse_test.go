@@ -21,6 +21,10 @@ const (
 	nofenceDistinct    = 50696
 	nofenceTransitions = 169020
 	// ThreadClaimLapse_large.cfg (LargeConfig), by hand with -spec.large.
+	// Not yet recounted since PostIdle (issue 15) joined Next: the states
+	// stay the same, the transitions grow by one per state with no run
+	// active and a message left to post. Record the new count after the
+	// next run by hand.
 	largeDistinct    = 8929112
 	largeTransitions = 37031633
 )
