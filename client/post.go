@@ -3,9 +3,11 @@ package client
 import (
 	"context"
 	"fmt"
+	"time"
 
 	"artifactr/events"
 	"artifactr/events/eventspb"
+	"artifactr/internal/doubletext"
 )
 
 // PostOption sets optional behaviour of [Client.Post].
@@ -14,6 +16,24 @@ type PostOption func(*postOptions) error
 type postOptions struct {
 	id, author              string
 	traceParent, traceState string
+	strategy                events.Strategy
+}
+
+// WithStrategy says what the post does while a run is active: enqueue (wait
+// for the next run), reject (refused, with an error wrapping
+// [ErrThreadBusy], and nothing written), interrupt (the active run is
+// cancelled and a run starts on this post) or rollback (interrupt, and the
+// cancelled run is left out of later runs' history). Without it the post has
+// the thread's strategy, which its first post or [Client.Configure] sets.
+func WithStrategy(s string) PostOption {
+	return func(o *postOptions) error {
+		st, err := events.ParseStrategy(s)
+		if err != nil {
+			return fmt.Errorf("client: %w", err)
+		}
+		o.strategy = st
+		return nil
+	}
 }
 
 // WithMessageID makes the post idempotent: posting the same id to the same
@@ -71,9 +91,36 @@ func (c *Client) Post(ctx context.Context, thread, text string, opts ...PostOpti
 	if o.traceParent != "" {
 		popts = append(popts, events.WithTraceContext(o.traceParent, o.traceState))
 	}
-	ack, err := c.store.Post(ctx, thread, &eventspb.MessagePosted{MessageId: o.id, Author: o.author, Text: text}, popts...)
+	m := &eventspb.MessagePosted{MessageId: o.id, Author: o.author, Text: text, Strategy: string(o.strategy)}
+	ack, err := doubletext.Poster{Store: c.store}.Post(ctx, thread, m, popts...)
 	if err != nil {
 		return Posted{}, fmt.Errorf("client: post to %s: %w", thread, err)
 	}
 	return Posted{Thread: thread, Seq: ack.Seq, MessageID: o.id, Duplicate: ack.Duplicate}, nil
+}
+
+// Cancel asks thread's holder to cancel run ("" for the run active when the
+// request is stored): the run ends as run_failed with reason "cancelled". A
+// run no longer active then is left alone. requestID makes the request
+// idempotent; "" picks a fresh one. It needs only a client's permissions.
+func (c *Client) Cancel(ctx context.Context, thread, run, requestID string) (uint64, error) {
+	ack, err := doubletext.Cancel(ctx, c.store, thread, run, requestID, time.Now())
+	if err != nil {
+		return 0, fmt.Errorf("client: cancel in %s: %w", thread, err)
+	}
+	return ack.Seq, nil
+}
+
+// Configure sets thread's double-texting strategy (see [WithStrategy]) for
+// the posts that name none.
+func (c *Client) Configure(ctx context.Context, thread, strategy string) (uint64, error) {
+	st, err := events.ParseStrategy(strategy)
+	if err != nil {
+		return 0, fmt.Errorf("client: configure %s: %w", thread, err)
+	}
+	ack, err := doubletext.Configure(ctx, c.store, thread, st, time.Now())
+	if err != nil {
+		return 0, fmt.Errorf("client: configure %s: %w", thread, err)
+	}
+	return ack.Seq, nil
 }

@@ -41,6 +41,10 @@ const (
 	TypeRunFailed      Type = "run_failed"
 	TypeRunAbandoned   Type = "run_abandoned"
 	TypeThreadForked   Type = "thread_forked"
+
+	TypeThreadConfigured Type = "thread_configured"
+	TypeCancelRequested  Type = "cancel_requested"
+	TypeRunInterrupted   Type = "run_interrupted"
 )
 
 // TypeOf returns the type of ev's body, or "" when it has none.
@@ -70,6 +74,12 @@ func TypeOf(ev *eventspb.Event) Type {
 		return TypeRunAbandoned
 	case *eventspb.Event_ThreadForked:
 		return TypeThreadForked
+	case *eventspb.Event_ThreadConfigured:
+		return TypeThreadConfigured
+	case *eventspb.Event_CancelRequested:
+		return TypeCancelRequested
+	case *eventspb.Event_RunInterrupted:
+		return TypeRunInterrupted
 	}
 	return ""
 }
@@ -77,12 +87,13 @@ func TypeOf(ev *eventspb.Event) Type {
 // Kind returns the subject the type is written to, or "" for an unknown type.
 func (t Type) Kind() Kind {
 	switch t {
-	case TypeMessagePosted, TypeThreadForked:
+	case TypeMessagePosted, TypeThreadForked, TypeThreadConfigured, TypeCancelRequested:
 		return KindPosted
 	case TypeThreadClaimed, TypeThreadReleased:
 		return KindClaim
 	case TypeRunStarted, TypeRunOutput, TypeRequestOpened, TypeAnswerGiven,
-		TypeSteeringGiven, TypeRunCompleted, TypeRunFailed, TypeRunAbandoned:
+		TypeSteeringGiven, TypeRunCompleted, TypeRunFailed, TypeRunAbandoned,
+		TypeRunInterrupted:
 		return KindRun
 	}
 	return ""

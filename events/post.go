@@ -21,6 +21,10 @@ type PostOptions struct {
 	// and tracestate headers; "" stores none.
 	TraceParent string
 	TraceState  string
+	// ExpectRun makes the post carry a check that the thread's run subject's
+	// last sequence is ExpectRunSeq (see [WithExpectRunSeq]).
+	ExpectRun    bool
+	ExpectRunSeq uint64
 }
 
 // traceParentRe is a version-00 traceparent: version, trace id, parent id,

@@ -255,7 +255,8 @@ type CheckMode uint8
 
 // The check modes. See [ExpectLast] and [Fenced].
 const (
-	// CheckNone carries no check. Only posts use it.
+	// CheckNone carries no check. Only posts and the events clients write
+	// (see [Type.ClientWritten]) use it.
 	CheckNone CheckMode = iota
 	// CheckSubject expects Seq to be the last sequence on the event's own
 	// subject (compare-and-set).
@@ -326,6 +327,8 @@ func CheckAppend(ev *eventspb.Event, chk Check, opts []AppendOption) (AppendOpti
 	switch {
 	case t == TypeMessagePosted:
 		return o, fmt.Errorf("%w: message_posted is written by Post", ErrInvalidEvent)
+	case t.ClientWritten():
+		return o, checkClientWritten(ev, t, chk)
 	case t.Fenced() && chk.Mode == CheckUnfencedForTest:
 		if !unfence.Allowed() {
 			return o, fmt.Errorf("%w: the fence can only be switched off in tests (eventstest.Unfenced)", ErrInvalidEvent)

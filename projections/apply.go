@@ -117,6 +117,8 @@ func (t threadFold) Seen(env *events.Envelope, kind events.Kind) {
 		t.LastClaimSubjectSeq = env.Seq
 	case events.KindRun:
 		t.LastRunSubjectSeq = env.Seq
+	case events.KindPosted:
+		t.LastPostedSubjectSeq = env.Seq
 	}
 }
 

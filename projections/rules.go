@@ -72,6 +72,9 @@ const (
 	CodeAbandonClaim                     // an abandon whose started claim is not the run's
 	CodeForkNotFirst                     // a thread_forked that is not the thread's first event
 	CodeForkBody                         // a thread_forked whose copied history does not hold together
+	CodeUnknownStrategy                  // a post or thread_configured naming no known strategy
+	CodeInterruptedAgain                 // a run_interrupted of a run interrupted already
+	CodeNotInterrupting                  // a run_interrupted naming a post whose strategy does not interrupt
 )
 
 // Finding is an event a rule refused, in part or whole. Reason is one
@@ -112,6 +115,16 @@ type State interface {
 	// Fresh reports whether the thread has nothing yet: no message, run,
 	// claim or fork, and nothing on its claim or run subjects.
 	Fresh() bool
+	// HasMessages reports whether a message was posted (or copied by a
+	// fork). Strategy is the thread's double-texting strategy, "" when none
+	// was set; MessageStrategy is the strategy message seq's post named,
+	// ok false when the State does not know it.
+	HasMessages() bool
+	Strategy() events.Strategy
+	MessageStrategy(seq uint64) (st events.Strategy, ok bool)
+	// ActiveMarks returns the active run's cancel request and interrupt,
+	// 0 when none.
+	ActiveMarks() (cancelSeq, interruptSeq uint64)
 
 	// Seen records an envelope of this thread, malformed or not: its time,
 	// and its subject's sequence (JetStream counts every message on a
@@ -144,6 +157,15 @@ type State interface {
 	// [ForkBodyError] accepts: the copied messages consumed by env, the
 	// copied runs ended (see [Fork]).
 	Forked(env *events.Envelope, b *eventspb.ThreadForked)
+	// SetStrategy sets the thread's strategy (thread_configured, or its
+	// first post). PostStrategy records the strategy the message posted
+	// at env named.
+	SetStrategy(env *events.Envelope, st events.Strategy)
+	PostStrategy(env *events.Envelope, st events.Strategy)
+	// Cancel records a cancel request of the active run.
+	Cancel(env *events.Envelope)
+	// Interrupt records the active run's run_interrupted.
+	Interrupt(env *events.Envelope, b *eventspb.RunInterrupted)
 	// Anomaly records a finding on env.
 	Anomaly(env *events.Envelope, f Finding)
 }
@@ -210,7 +232,7 @@ func Rules(s State, env *events.Envelope, typ events.Type) {
 	ev := env.Event
 	switch b := ev.GetBody().(type) {
 	case *eventspb.Event_MessagePosted:
-		s.Post(env, b.MessagePosted)
+		post(s, env, b.MessagePosted)
 	case *eventspb.Event_ThreadClaimed:
 		holder := b.ThreadClaimed.GetHolder()
 		if holder == "" {
@@ -248,7 +270,83 @@ func Rules(s State, env *events.Envelope, typ events.Type) {
 		abandon(s, env, b.RunAbandoned)
 	case *eventspb.Event_ThreadForked:
 		forked(s, env, b.ThreadForked)
+	case *eventspb.Event_ThreadConfigured:
+		st, err := events.ParseStrategy(b.ThreadConfigured.GetStrategy())
+		if err != nil || st == "" {
+			anomalyf(s, env, CodeUnknownStrategy, "thread_configured with unknown strategy %q; the thread keeps %q", b.ThreadConfigured.GetStrategy(), s.Strategy())
+			return
+		}
+		s.SetStrategy(env, st)
+	case *eventspb.Event_CancelRequested:
+		cancel(s, env, b.CancelRequested)
+	case *eventspb.Event_RunInterrupted:
+		interrupt(s, env, b.RunInterrupted)
 	}
+}
+
+// post records a message and the strategy it names. The thread's first
+// post sets the thread's strategy when it names one and none was set. An
+// unknown strategy is an anomaly and counts as none: the post is a message
+// anyway.
+func post(s State, env *events.Envelope, b *eventspb.MessagePosted) {
+	first := !s.HasMessages()
+	s.Post(env, b)
+	st, err := events.ParseStrategy(b.GetStrategy())
+	if err != nil {
+		anomalyf(s, env, CodeUnknownStrategy, "post names unknown strategy %s; it counts as the thread's", b.GetStrategy())
+		return
+	}
+	if st != "" {
+		s.PostStrategy(env, st)
+		if first && s.Strategy() == "" {
+			s.SetStrategy(env, st)
+		}
+	}
+}
+
+// cancel marks the run a cancel_requested names (or the active run)
+// cancelled when it is active. A request for a run that is not active is a
+// race a client may lose (the run ended first), not an anomaly: it changes
+// nothing.
+func cancel(s State, env *events.Envelope, b *eventspb.CancelRequested) {
+	if _, _, ok := s.Active(); !ok || (b.GetRunId() != "" && !s.IsActive(b.GetRunId())) {
+		return
+	}
+	if c, _ := s.ActiveMarks(); c != 0 {
+		return
+	}
+	s.Cancel(env)
+}
+
+// interrupt records that a post interrupts the active run.
+func interrupt(s State, env *events.Envelope, b *eventspb.RunInterrupted) {
+	if !activeRun(s, env, b.GetRunId()) {
+		return
+	}
+	if _, i := s.ActiveMarks(); i != 0 {
+		anomalyf(s, env, CodeInterruptedAgain, "run %q was already interrupted at %d", b.GetRunId(), i)
+		return
+	}
+	seq := b.GetMessageSeq()
+	switch m := s.MessageOf(seq); {
+	case m.Status == MsgNotPosted:
+		anomalyf(s, env, CodeNotPosted, "run_interrupted names message %d, which was not posted in this thread", seq)
+	default:
+		st, ok := s.MessageStrategy(seq)
+		if !ok {
+			break
+		}
+		if st == "" {
+			st = s.Strategy()
+		}
+		if st == "" {
+			st = events.StrategyEnqueue
+		}
+		if !st.Interrupts() {
+			anomalyf(s, env, CodeNotInterrupting, "run_interrupted names message %d, whose strategy %s does not interrupt", seq, st)
+		}
+	}
+	s.Interrupt(env, b)
 }
 
 // forked applies thread_forked: only as the thread's first event (its

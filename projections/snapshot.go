@@ -7,6 +7,8 @@ import (
 	"errors"
 	"fmt"
 	"time"
+
+	"artifactr/events"
 )
 
 // snapshotVersion is the version of the snapshot encoding; a snapshot of
@@ -41,6 +43,8 @@ type threadState struct {
 	Anomalies           []Anomaly           `json:"anomalies"`
 	LastActivity        time.Time           `json:"last_activity"`
 	Fork                *Fork               `json:"fork,omitempty"`
+	Strategy            events.Strategy     `json:"strategy,omitempty"`
+	LastPostedSubjSeq   uint64              `json:"last_posted_seq,omitempty"`
 }
 
 // EncodeSnapshot returns t's state as a snapshot at t.LastSeq. Loading it
@@ -52,6 +56,7 @@ func (t *Thread) EncodeSnapshot() ([]byte, error) {
 		LastClaimSubjectSeq: t.LastClaimSubjectSeq, LastRunSubjectSeq: t.LastRunSubjectSeq,
 		Runs: t.Runs, ActiveRun: -1, Requests: t.Requests, Anomalies: t.Anomalies,
 		LastActivity: t.LastActivity, Fork: t.Fork,
+		Strategy: t.Strategy, LastPostedSubjSeq: t.LastPostedSubjectSeq,
 	}
 	for i, r := range t.Runs {
 		if r == t.ActiveRun {
@@ -103,6 +108,7 @@ func DecodeSnapshot(thread string, data []byte) (*Thread, error) {
 	t.LastClaimSubjectSeq, t.LastRunSubjectSeq = st.LastClaimSubjectSeq, st.LastRunSubjectSeq
 	t.Runs, t.Anomalies, t.LastActivity = st.Runs, st.Anomalies, st.LastActivity
 	t.Fork = st.Fork
+	t.Strategy, t.LastPostedSubjectSeq = st.Strategy, st.LastPostedSubjSeq
 	if st.Requests != nil {
 		t.Requests = st.Requests
 	}

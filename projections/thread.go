@@ -33,6 +33,10 @@ type Thread struct {
 	// LastRunSubjectSeq is the last sequence on threads.T.run: the holder's
 	// compare-and-set token for its unfenced run-subject appends.
 	LastRunSubjectSeq uint64
+	// LastPostedSubjectSeq is the last sequence on threads.T.posted:
+	// messages, and what else is stored there (thread_configured,
+	// cancel_requested, malformed events), none of which is work.
+	LastPostedSubjectSeq uint64
 
 	ActiveRun *Run   // nil when no run is active; points into Runs
 	Runs      []*Run // every run in start order
@@ -50,6 +54,10 @@ type Thread struct {
 	LastActivity time.Time
 
 	env events.Envelope // the envelope Apply folds; zero between calls
+	// Strategy is the thread's double-texting strategy: the last
+	// thread_configured's, or its first post's; "" means enqueue. See
+	// [Thread.StrategyOf].
+	Strategy events.Strategy
 }
 
 // Message is a posted message.
@@ -63,6 +71,8 @@ type Message struct {
 
 	// TraceParent is the W3C trace context its post carried, "" when none.
 	TraceParent string
+	// Strategy is the strategy its post named, "" for the thread's.
+	Strategy events.Strategy `json:",omitempty"`
 }
 
 // ConsumptionKind says how a message was consumed.
@@ -117,6 +127,16 @@ type Run struct {
 	Reason    string   // run_failed's or run_abandoned's reason
 	Steering  []uint64 // sequences of the messages given as steering
 	Requests  []string // ids of the requests it opened, in order
+
+	// CancelSeq is the first cancel_requested that named it while it was
+	// active; 0 when none.
+	CancelSeq uint64 `json:",omitempty"`
+	// InterruptSeq is its run_interrupted, InterruptedBy the post that
+	// interrupted it, and RolledBack whether that post rolls it back: it
+	// is then left out of the history later runs are given.
+	InterruptSeq  uint64 `json:",omitempty"`
+	InterruptedBy uint64 `json:",omitempty"`
+	RolledBack    bool   `json:",omitempty"`
 }
 
 // Request is a question a run asked.

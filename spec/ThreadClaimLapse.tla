@@ -125,6 +125,20 @@ Post ==
     /\ UNCHANGED <<lease, leaseLive, claimSeq, taken, consumed, runs, runClaim,
                    reqs, pc, mySeq, readSeq, seen, myRun>>
 
+\* message_posted under the reject strategy (issue 15): the post carries a
+\* check on the thread's run subject, read when the poster saw no run active,
+\* so it lands only while no run is active. Otherwise it is Post.
+PostIdle ==
+    /\ ActiveRuns = {}
+    /\ Post
+
+\* The other events of the strategies and cancel change nothing the spec
+\* models: thread_configured and cancel_requested (clients, on the posted
+\* subject) and run_interrupted (the holder, a compare-and-set on the run
+\* subject, like run_output) are stutters; the run they cancel ends by
+\* RunEnd (run_failed "cancelled" or "interrupted"), and the run that follows
+\* starts by RunStart.
+
 \* Claim, step 1: acquire the lease when it is free or lapsed.
 Acquire(p) ==
     /\ pc[p] = "idle"
@@ -299,6 +313,7 @@ RunEnd(p) ==
 
 Next ==
     \/ Post
+    \/ PostIdle
     \/ \E p \in Procs : Acquire(p)
     \/ \E p \in Procs : ReadClaim(p)
     \/ \E p \in Procs : Claim(p)

@@ -129,6 +129,7 @@ func ThreadClaimLapse(c Config) (Model[ThreadState, ThreadState], error) {
 		Init: []ThreadState{m.Init()},
 		Actions: []Action[ThreadState]{
 			{Name: "Post", Next: m.one(m.Post)},
+			{Name: "PostIdle", Next: m.one(m.PostIdle)},
 			perProc("Acquire", m.Acquire),
 			perProc("ReadClaim", m.ReadClaim),
 			perProc("Claim", m.Claim),
@@ -263,6 +264,17 @@ func (m tcl) Post(s ThreadState) (ThreadState, bool) {
 	}
 	s.posted++
 	return s, true
+}
+
+// PostIdle is PostIdle: a post under the reject strategy, which lands only
+// while no run is active (its check on the run subject).
+func (m tcl) PostIdle(s ThreadState) (ThreadState, bool) {
+	for r := 1; r <= m.c.NumMsgs; r++ {
+		if s.runs[r] == active {
+			return s, false
+		}
+	}
+	return m.Post(s)
 }
 
 // Acquire is Acquire(p): step 1 of a claim, the lease taken when free or

@@ -15,12 +15,16 @@ var flagLarge = flag.Bool("spec.large", false, "spec: also check ThreadClaimLaps
 const (
 	// ThreadClaimLapse.cfg (DefaultConfig), every state explored.
 	fencedDistinct    = 19008
-	fencedTransitions = 60690
+	fencedTransitions = 63860
 	fencedDepth       = 33
 	// ThreadClaimLapse_nofence.cfg, explored to the end, no invariant checked.
 	nofenceDistinct    = 50696
-	nofenceTransitions = 162914
+	nofenceTransitions = 169020
 	// ThreadClaimLapse_large.cfg (LargeConfig), by hand with -spec.large.
+	// Not yet recounted since PostIdle (issue 15) joined Next: the states
+	// stay the same, the transitions grow by one per state with no run
+	// active and a message left to post. Record the new count after the
+	// next run by hand.
 	largeDistinct    = 8929112
 	largeTransitions = 37031633
 )

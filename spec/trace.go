@@ -129,6 +129,8 @@ type threadTrace struct {
 	lastEnded string
 	failed    bool
 	forked    bool // its thread_forked was validated (trace_fork.go)
+
+	strategy traceStrategy // trace_strategy.go
 }
 
 // Add validates env, the next envelope of the stream.
@@ -183,8 +185,15 @@ func (v *TraceValidator) step(th *threadTrace, env *events.Envelope) *Nonconform
 	action := ""
 	switch b := ev.GetBody().(type) {
 	case *eventspb.Event_MessagePosted:
+		post, name := v.mt.Post, "Post"
+		if th.postStrategy(b.MessagePosted) == events.StrategyReject { // trace_strategy.go
+			post, name = v.mt.PostIdle, "PostIdle"
+		}
 		for i, s := range th.frontier {
-			t, ok := v.mt.Post(s)
+			t, ok := post(s)
+			if !ok && name == "PostIdle" {
+				return &Nonconformance{Action: name, Reason: "has strategy reject, but a run is active: PostIdle is not enabled"}
+			}
 			if !ok {
 				return bad("cannot be posted: the model holds %d messages", maxMsgs)
 			}
@@ -200,6 +209,8 @@ func (v *TraceValidator) step(th *threadTrace, env *events.Envelope) *Nonconform
 			return bad("names run %q, which is not active", b.RunOutput.GetRunId())
 		}
 		return nil
+	case *eventspb.Event_ThreadConfigured, *eventspb.Event_CancelRequested, *eventspb.Event_RunInterrupted:
+		return th.strategyEvent(env) // trace_strategy.go
 	case *eventspb.Event_ThreadClaimed:
 		if hn := b.ThreadClaimed.GetHolder(); hn != "" {
 			holder = hn
@@ -317,7 +328,7 @@ func (th *threadTrace) noActive() bool {
 // branches that write nothing are hidden steps.
 func visible(action string, from, to ThreadState) bool {
 	switch action {
-	case "Post", "Abandon", "RunStart", "Ask", "Reply", "Steer":
+	case "Post", "PostIdle", "Abandon", "RunStart", "Ask", "Reply", "Steer":
 		return true
 	case "Claim", "Release":
 		return to.claimSeq != from.claimSeq

@@ -263,9 +263,11 @@ func (a *threadActor) release(why string) {
 	c := a.claim
 	v := a.core.View()
 	pending := len(v.Pending()) > 0
-	var lastPosted uint64
+	// Events on the posted subject that are no messages (a cancel request,
+	// thread_configured) are no work: a later post is.
+	lastPosted := v.LastPostedSubjectSeq
 	if n := len(v.Messages); n > 0 {
-		lastPosted = v.Messages[n-1].Seq
+		lastPosted = max(lastPosted, v.Messages[n-1].Seq)
 	}
 	store, fate := a.r.store, a.fate
 	snap := a.snapshot()

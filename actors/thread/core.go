@@ -121,6 +121,9 @@ type Core struct {
 	// ending holds runs whose end the core decided itself (an append of
 	// theirs was refused for good): their later reports are ignored.
 	ending map[string]bool
+	// cancelled holds runs whose cancel, asked by cancel_requested or
+	// run_interrupted, was issued (strategy.go).
+	cancelled map[string]bool
 	// mine holds the appends this claim made that the view has not seen
 	// yet, by message id: only they may act (Spec: the runtime acts only on
 	// its own writes).
@@ -157,6 +160,8 @@ func NewFromView(cfg Config, c events.Claim, view *projections.Thread, history [
 		alive:    make(map[string]bool),
 		mine:     make(map[string]*eventspb.Event),
 		awaitSeq: c.Seq,
+
+		cancelled: make(map[string]bool),
 	}
 	// The log up to the marker is folded as it stands; what came after it
 	// is observed, so that run events this holder did not write are not
@@ -233,7 +238,7 @@ func (c *Core) Decide(in Input) (Ready, error) {
 		if err := c.liveRun(in.RunID); err != nil {
 			return Ready{}, err
 		}
-		c.enqueueEnd(in.RunID, in.Output, in.Err)
+		c.enqueueEnd(in.RunID, in.Output, c.endErr(in.Err))
 	case LeaseLost:
 		return c.stop(fmt.Errorf("%w: lease lost: %v", events.ErrThreadBusy, in.Err)), nil
 	case Tick:
@@ -489,6 +494,10 @@ func (c *Core) foreign(env *events.Envelope) string {
 			if b.RunFailed.RunId == r.ID {
 				return ""
 			}
+		case *eventspb.Event_RunInterrupted:
+			if b.RunInterrupted.RunId == r.ID {
+				return ""
+			}
 		}
 	}
 	return fmt.Sprintf("%s at %d under claim %d (msg id %q) was not written by this holder (claim %d); ignored",
@@ -508,10 +517,7 @@ func (c *Core) startRun(rs *eventspb.RunStarted) StartRun {
 		Token:  agent.Token{Thread: c.claim.Thread, ClaimSeq: c.claim.Seq, RunID: rs.RunId},
 		Prompt: c.message(rs.PromptSeq),
 	}
-	for _, m := range c.view.Messages {
-		if m.Seq >= rs.PromptSeq {
-			break
-		}
+	for _, m := range c.view.History(rs.PromptSeq) {
 		sr.History = append(sr.History, toAgent(m))
 	}
 	return sr
@@ -619,6 +625,7 @@ func runOf(ev *eventspb.Event) string {
 // plan adds the next append, if any, to rd. It appends only when nothing is
 // in flight and the view holds everything this claim wrote.
 func (c *Core) plan(rd Ready) Ready {
+	rd = c.maybeCancel(rd)
 	if c.done || c.inflight != nil || c.syncing || c.view.LastSeq < c.awaitSeq {
 		return rd
 	}
@@ -649,6 +656,10 @@ func (c *Core) plan(rd Ready) Ready {
 		}
 		return rd
 	}
+	if active != "" && c.cancelled[active] {
+		// Its end is coming; it takes no more messages.
+		return rd
+	}
 	m, ok := v.OldestPending()
 	if !ok {
 		return rd
@@ -657,6 +668,10 @@ func (c *Core) plan(rd Ready) Ready {
 	case active != "":
 		if reqs := v.OpenRequests(); len(reqs) > 0 {
 			return c.issue(rd, events.NewAnswerGiven(c.claim, time.Time{}, active, reqs[0].ID, m.Seq), events.Fenced(c.claim))
+		}
+		if by, ok := c.interrupter(); ok {
+			return c.issue(rd, events.NewRunInterrupted(c.claim, time.Time{}, active, by.Seq, v.StrategyOf(by) == events.StrategyRollback),
+				events.ExpectLast(v.LastRunSubjectSeq))
 		}
 		if c.cfg.Steerable {
 			return c.issue(rd, events.NewSteeringGiven(c.claim, time.Time{}, active, m.Seq), events.Fenced(c.claim))

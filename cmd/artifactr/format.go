@@ -47,6 +47,9 @@ func eventFields(env events.Envelope) []string {
 		if m.GetAuthor() != "" {
 			f = append(f, "author="+quote(m.GetAuthor()))
 		}
+		if m.GetStrategy() != "" {
+			f = append(f, "strategy="+m.GetStrategy())
+		}
 		return append(f, "text="+quote(m.GetText()))
 	case *eventspb.Event_ThreadClaimed:
 		c := b.ThreadClaimed
@@ -79,6 +82,13 @@ func eventFields(env events.Envelope) []string {
 		f := b.ThreadForked
 		return []string{"source=" + f.GetSourceThread(), "at=" + u(f.GetSourceSeq()),
 			"messages=" + strconv.Itoa(len(f.GetMessages())), "runs=" + strconv.Itoa(len(f.GetRuns()))}
+	case *eventspb.Event_ThreadConfigured:
+		return []string{"strategy=" + b.ThreadConfigured.GetStrategy()}
+	case *eventspb.Event_CancelRequested:
+		return []string{"run=" + orDash(b.CancelRequested.GetRunId()), "request=" + b.CancelRequested.GetRequestId()}
+	case *eventspb.Event_RunInterrupted:
+		r := b.RunInterrupted
+		return []string{"run=" + r.GetRunId(), "message=" + u(r.GetMessageSeq()), "rollback=" + strconv.FormatBool(r.GetRollback()), claim}
 	}
 	return nil
 }

@@ -22,6 +22,7 @@ func (a *app) postCommand() *cobra.Command {
 		conn        connFlags
 		id, author  string
 		file        string
+		strategy    string
 		wait        bool
 		waitTimeout time.Duration
 	)
@@ -70,6 +71,9 @@ that the thread's next message answers.`,
 			if waitTimeout <= 0 {
 				return usagef("--wait-timeout %s: must be positive", waitTimeout)
 			}
+			if _, err := events.ParseStrategy(strategy); err != nil {
+				return usagef("--strategy: %v", err)
+			}
 			text, err := a.postText(args[1:], file)
 			if err != nil {
 				return err
@@ -80,7 +84,7 @@ that the thread's next message answers.`,
 				return err
 			}
 			defer cl.Close()
-			ack, err := a.postTraced(ctx, cl, thread, text, id, author)
+			ack, err := a.postTraced(ctx, cl, thread, text, id, author, strategy)
 			if err != nil {
 				return storeError(conn.url, err)
 			}
@@ -101,6 +105,7 @@ that the thread's next message answers.`,
 	cmd.Flags().StringVar(&id, "id", "", "message id, [A-Za-z0-9_-]{1,128}; posting the same id and text again is a no-op (default: a fresh id)")
 	cmd.Flags().StringVar(&author, "author", "", "author of the message")
 	cmd.Flags().StringVar(&file, "file", "", `read the text from this file ("-": stdin) instead of TEXT`)
+	cmd.Flags().StringVar(&strategy, "strategy", "", strategyUsage)
 	cmd.Flags().BoolVar(&wait, "wait", false, "wait for the run that takes the message to end or to ask a question, and print its output or the question")
 	cmd.Flags().DurationVar(&waitTimeout, "wait-timeout", 60*time.Second, "how long --wait waits")
 	return cmd

@@ -18,7 +18,7 @@ import (
 // TRACESTATE) environment variable's, passed through; with neither, the
 // post carries none. Telemetry never fails a post: a bad OTEL_*
 // configuration is logged and tracing left off.
-func (a *app) postTraced(ctx context.Context, cl *client.Client, thread, text, id, author string) (client.Posted, error) {
+func (a *app) postTraced(ctx context.Context, cl *client.Client, thread, text, id, author, strategy string) (client.Posted, error) {
 	tp, stop, err := obs.TracerProviderFromEnv(ctx, "artifactr", a.stderr)
 	if err != nil {
 		a.log.Warn("tracing off", "err", err)
@@ -35,6 +35,9 @@ func (a *app) postTraced(ctx context.Context, cl *client.Client, thread, text, i
 	opts := []client.PostOption{client.WithAuthor(author), client.WithTraceContext(traceparent, tracestate)}
 	if id != "" {
 		opts = append(opts, client.WithMessageID(id))
+	}
+	if strategy != "" {
+		opts = append(opts, client.WithStrategy(strategy))
 	}
 	ack, err := cl.Post(ctx, thread, text, opts...)
 	if err != nil {

@@ -44,6 +44,8 @@ type serveFlags struct {
 	auth          bool
 	agentEnv      []string
 	openai        openaiFlags
+
+	execCancelGrace time.Duration
 }
 
 func (a *app) serveCommand() *cobra.Command {
@@ -120,6 +122,7 @@ next runner abandons the unfinished runs (run_abandoned).`,
 	fl.StringVar(&f.agentName, "agent", "echo", `agent running the turns: "echo", "exec" (program after --) or "openai"`)
 	fl.BoolVar(&f.steer, "steer", false, "give messages posted during a run to the run as steering")
 	fl.DurationVar(&f.execTimeout, "exec-timeout", agentexec.DefaultTimeout, "bound on one turn of the exec agent (time waiting for answers not counted)")
+	fl.DurationVar(&f.execCancelGrace, "exec-cancel-grace", agentexec.DefaultCancelGrace, "how long the exec agent's program has to exit after its run is cancelled (SIGTERM, EOF on stdin) before it is killed")
 	fl.DurationVar(&f.echoDelay, "echo-delay", 0, "keep each echo run active this long (tests)")
 	_ = fl.MarkHidden("echo-delay")
 	fl.DurationVar(&f.claimTTL, "claim-ttl", 10*time.Second, "lease TTL: how soon a dead runner's threads are taken over")
@@ -164,7 +167,7 @@ func (f *serveFlags) agent(cmd *cobra.Command, args []string) (agent.Agent, erro
 		if err != nil {
 			return nil, err
 		}
-		return agentexec.Agent{Path: args[0], Args: args[1:], Timeout: f.execTimeout, Steer: f.steer, Env: env, PassEnv: pass}, nil
+		return agentexec.Agent{Path: args[0], Args: args[1:], Timeout: f.execTimeout, Steer: f.steer, Env: env, PassEnv: pass, CancelGrace: f.execCancelGrace}, nil
 	}
 	return nil, usagef("--agent %q: want echo, exec or openai", f.agentName)
 }

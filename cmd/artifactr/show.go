@@ -143,6 +143,7 @@ type (
 		OpenRequests []requestView `json:"open_requests"`
 		Anomalies    []anomalyView `json:"anomalies"`
 		Fork         *forkView     `json:"fork"`
+		Strategy     string        `json:"strategy,omitempty"` // show_strategy.go
 	}
 	forkView struct {
 		Source    string `json:"source"`
@@ -162,6 +163,7 @@ type (
 		Text      string           `json:"text"`
 		Posted    time.Time        `json:"posted"`
 		Consumed  *consumptionView `json:"consumed"`
+		Strategy  string           `json:"strategy,omitempty"`
 	}
 	consumptionView struct {
 		Kind  string `json:"kind"`
@@ -182,6 +184,11 @@ type (
 		Reason    string   `json:"reason"`
 		Steering  []uint64 `json:"steering"`
 		Requests  []string `json:"requests"`
+
+		CancelSeq     uint64 `json:"cancel_seq,omitempty"`
+		InterruptSeq  uint64 `json:"interrupt_seq,omitempty"`
+		InterruptedBy uint64 `json:"interrupted_by,omitempty"`
+		RolledBack    bool   `json:"rolled_back,omitempty"`
 	}
 	requestView struct {
 		ID        string `json:"id"`
@@ -235,6 +242,7 @@ func showView(t *projections.Thread) threadView {
 	for _, an := range t.Anomalies {
 		v.Anomalies = append(v.Anomalies, anomalyView{Seq: an.Seq, Type: string(an.Type), Reason: an.Reason})
 	}
+	showStrategy(&v, t)
 	return v
 }
 
@@ -260,6 +268,9 @@ func writeShow(w io.Writer, t *projections.Thread) error {
 		fmt.Fprintf(&b, "claim:      seq %d by %s (released)\n", c.Seq, c.Holder)
 	default:
 		fmt.Fprintf(&b, "claim:      seq %d by %s (lease revision %d)\n", c.Seq, c.Holder, c.LeaseRevision)
+	}
+	if t.Strategy != "" {
+		fmt.Fprintf(&b, "strategy:   %s\n", t.Strategy)
 	}
 	if r := t.ActiveRun; r != nil {
 		fmt.Fprintf(&b, "active run: %s (prompt %d, claim %d, holder %s)\n", r.ID, r.PromptSeq, r.ClaimSeq, r.Holder)
@@ -327,6 +338,7 @@ func writeRuns(b *strings.Builder, t *projections.Thread) {
 		if len(r.Steering) > 0 {
 			fmt.Fprintf(b, "      steering: messages %v\n", r.Steering)
 		}
+		writeRunStrategy(b, r) // show_strategy.go
 		switch r.Status {
 		case projections.RunCompleted:
 			fmt.Fprintf(b, "      result:  %s\n", quote(r.Output))

@@ -55,6 +55,9 @@ type Event struct {
 	//	*Event_RunCompleted
 	//	*Event_RunFailed
 	//	*Event_RunAbandoned
+	//	*Event_ThreadConfigured
+	//	*Event_CancelRequested
+	//	*Event_RunInterrupted
 	//	*Event_ThreadForked
 	Body          isEvent_Body `protobuf_oneof:"body"`
 	unknownFields protoimpl.UnknownFields
@@ -225,6 +228,33 @@ func (x *Event) GetRunAbandoned() *RunAbandoned {
 	return nil
 }
 
+func (x *Event) GetThreadConfigured() *ThreadConfigured {
+	if x != nil {
+		if x, ok := x.Body.(*Event_ThreadConfigured); ok {
+			return x.ThreadConfigured
+		}
+	}
+	return nil
+}
+
+func (x *Event) GetCancelRequested() *CancelRequested {
+	if x != nil {
+		if x, ok := x.Body.(*Event_CancelRequested); ok {
+			return x.CancelRequested
+		}
+	}
+	return nil
+}
+
+func (x *Event) GetRunInterrupted() *RunInterrupted {
+	if x != nil {
+		if x, ok := x.Body.(*Event_RunInterrupted); ok {
+			return x.RunInterrupted
+		}
+	}
+	return nil
+}
+
 func (x *Event) GetThreadForked() *ThreadForked {
 	if x != nil {
 		if x, ok := x.Body.(*Event_ThreadForked); ok {
@@ -282,9 +312,21 @@ type Event_RunAbandoned struct {
 	RunAbandoned *RunAbandoned `protobuf:"bytes,20,opt,name=run_abandoned,json=runAbandoned,proto3,oneof"`
 }
 
+type Event_ThreadConfigured struct {
+	// Double texting and cancel.
+	ThreadConfigured *ThreadConfigured `protobuf:"bytes,40,opt,name=thread_configured,json=threadConfigured,proto3,oneof"`
+}
+
+type Event_CancelRequested struct {
+	CancelRequested *CancelRequested `protobuf:"bytes,41,opt,name=cancel_requested,json=cancelRequested,proto3,oneof"`
+}
+
+type Event_RunInterrupted struct {
+	RunInterrupted *RunInterrupted `protobuf:"bytes,42,opt,name=run_interrupted,json=runInterrupted,proto3,oneof"`
+}
+
 type Event_ThreadForked struct {
-	// Field numbers 40 and up are the double-texting events; 50 and up
-	// are fork's.
+	// Fork.
 	ThreadForked *ThreadForked `protobuf:"bytes,50,opt,name=thread_forked,json=threadForked,proto3,oneof"`
 }
 
@@ -310,15 +352,30 @@ func (*Event_RunFailed) isEvent_Body() {}
 
 func (*Event_RunAbandoned) isEvent_Body() {}
 
+func (*Event_ThreadConfigured) isEvent_Body() {}
+
+func (*Event_CancelRequested) isEvent_Body() {}
+
+func (*Event_RunInterrupted) isEvent_Body() {}
+
 func (*Event_ThreadForked) isEvent_Body() {}
 
 // MessagePosted is a message from an agent or a person. Subject threads.T.posted.
 type MessagePosted struct {
 	state protoimpl.MessageState `protogen:"open.v1"`
 	// message_id is chosen by the client and makes posting idempotent.
-	MessageId     string `protobuf:"bytes,1,opt,name=message_id,json=messageId,proto3" json:"message_id,omitempty"`
-	Author        string `protobuf:"bytes,2,opt,name=author,proto3" json:"author,omitempty"`
-	Text          string `protobuf:"bytes,3,opt,name=text,proto3" json:"text,omitempty"`
+	MessageId string `protobuf:"bytes,1,opt,name=message_id,json=messageId,proto3" json:"message_id,omitempty"`
+	Author    string `protobuf:"bytes,2,opt,name=author,proto3" json:"author,omitempty"`
+	Text      string `protobuf:"bytes,3,opt,name=text,proto3" json:"text,omitempty"`
+	// strategy says what a post does while a run is active: "enqueue",
+	// "reject", "interrupt" or "rollback". Empty means the thread's strategy
+	// (see ThreadConfigured). A thread's first post, when it names a strategy
+	// and no thread_configured came before it, also sets the thread's
+	// strategy. A "reject"
+	// post carries Nats-Expected-Last-Subject-Sequence on threads.T.run, so
+	// it lands only if no run started or ended since the poster saw the
+	// thread idle.
+	Strategy      string `protobuf:"bytes,40,opt,name=strategy,proto3" json:"strategy,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
@@ -370,6 +427,13 @@ func (x *MessagePosted) GetAuthor() string {
 func (x *MessagePosted) GetText() string {
 	if x != nil {
 		return x.Text
+	}
+	return ""
+}
+
+func (x *MessagePosted) GetStrategy() string {
+	if x != nil {
+		return x.Strategy
 	}
 	return ""
 }
@@ -1225,6 +1289,179 @@ func (x *ForkedRun) GetReason() string {
 	return ""
 }
 
+// ThreadConfigured sets the thread's double-texting strategy, the default of
+// posts that name none. Written by clients. Subject threads.T.posted; no
+// check, deduplicated by Nats-Msg-Id.
+type ThreadConfigured struct {
+	state protoimpl.MessageState `protogen:"open.v1"`
+	// strategy is "enqueue", "reject", "interrupt" or "rollback".
+	Strategy      string `protobuf:"bytes,1,opt,name=strategy,proto3" json:"strategy,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *ThreadConfigured) Reset() {
+	*x = ThreadConfigured{}
+	mi := &file_events_proto_msgTypes[15]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *ThreadConfigured) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*ThreadConfigured) ProtoMessage() {}
+
+func (x *ThreadConfigured) ProtoReflect() protoreflect.Message {
+	mi := &file_events_proto_msgTypes[15]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use ThreadConfigured.ProtoReflect.Descriptor instead.
+func (*ThreadConfigured) Descriptor() ([]byte, []int) {
+	return file_events_proto_rawDescGZIP(), []int{15}
+}
+
+func (x *ThreadConfigured) GetStrategy() string {
+	if x != nil {
+		return x.Strategy
+	}
+	return ""
+}
+
+// CancelRequested asks the thread's holder to cancel a run: the run ends as
+// run_failed with reason "cancelled". Written by clients. Subject
+// threads.T.posted; no check, deduplicated by Nats-Msg-Id.
+type CancelRequested struct {
+	state protoimpl.MessageState `protogen:"open.v1"`
+	// run_id names the run; empty means the run active when the request is
+	// stored. A request for a run that is not active then is ignored.
+	RunId string `protobuf:"bytes,1,opt,name=run_id,json=runId,proto3" json:"run_id,omitempty"`
+	// request_id is chosen by the client and makes the request idempotent.
+	RequestId     string `protobuf:"bytes,2,opt,name=request_id,json=requestId,proto3" json:"request_id,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *CancelRequested) Reset() {
+	*x = CancelRequested{}
+	mi := &file_events_proto_msgTypes[16]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *CancelRequested) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*CancelRequested) ProtoMessage() {}
+
+func (x *CancelRequested) ProtoReflect() protoreflect.Message {
+	mi := &file_events_proto_msgTypes[16]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use CancelRequested.ProtoReflect.Descriptor instead.
+func (*CancelRequested) Descriptor() ([]byte, []int) {
+	return file_events_proto_rawDescGZIP(), []int{16}
+}
+
+func (x *CancelRequested) GetRunId() string {
+	if x != nil {
+		return x.RunId
+	}
+	return ""
+}
+
+func (x *CancelRequested) GetRequestId() string {
+	if x != nil {
+		return x.RequestId
+	}
+	return ""
+}
+
+// RunInterrupted records that a post with the "interrupt" or "rollback"
+// strategy interrupts the active run; the holder then cancels the run, which
+// ends as run_failed with reason "interrupted". With rollback set, the run
+// (its prompt, the messages it consumed and its outputs) is left out of the
+// history given to later runs. Written by the holder, a compare-and-set on
+// the run subject like run_output. Subject threads.T.run.
+type RunInterrupted struct {
+	state protoimpl.MessageState `protogen:"open.v1"`
+	RunId string                 `protobuf:"bytes,1,opt,name=run_id,json=runId,proto3" json:"run_id,omitempty"`
+	// message_seq is the post that interrupts the run.
+	MessageSeq    uint64 `protobuf:"varint,2,opt,name=message_seq,json=messageSeq,proto3" json:"message_seq,omitempty"`
+	Rollback      bool   `protobuf:"varint,3,opt,name=rollback,proto3" json:"rollback,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *RunInterrupted) Reset() {
+	*x = RunInterrupted{}
+	mi := &file_events_proto_msgTypes[17]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *RunInterrupted) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*RunInterrupted) ProtoMessage() {}
+
+func (x *RunInterrupted) ProtoReflect() protoreflect.Message {
+	mi := &file_events_proto_msgTypes[17]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use RunInterrupted.ProtoReflect.Descriptor instead.
+func (*RunInterrupted) Descriptor() ([]byte, []int) {
+	return file_events_proto_rawDescGZIP(), []int{17}
+}
+
+func (x *RunInterrupted) GetRunId() string {
+	if x != nil {
+		return x.RunId
+	}
+	return ""
+}
+
+func (x *RunInterrupted) GetMessageSeq() uint64 {
+	if x != nil {
+		return x.MessageSeq
+	}
+	return 0
+}
+
+func (x *RunInterrupted) GetRollback() bool {
+	if x != nil {
+		return x.Rollback
+	}
+	return false
+}
+
 // Lease is the value of a key in the claims KV bucket. The key is the thread
 // id, or _session.<id> for a runner session, whose holder is its owner.
 type Lease struct {
@@ -1244,7 +1481,7 @@ type Lease struct {
 
 func (x *Lease) Reset() {
 	*x = Lease{}
-	mi := &file_events_proto_msgTypes[15]
+	mi := &file_events_proto_msgTypes[18]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1256,7 +1493,7 @@ func (x *Lease) String() string {
 func (*Lease) ProtoMessage() {}
 
 func (x *Lease) ProtoReflect() protoreflect.Message {
-	mi := &file_events_proto_msgTypes[15]
+	mi := &file_events_proto_msgTypes[18]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1269,7 +1506,7 @@ func (x *Lease) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use Lease.ProtoReflect.Descriptor instead.
 func (*Lease) Descriptor() ([]byte, []int) {
-	return file_events_proto_rawDescGZIP(), []int{15}
+	return file_events_proto_rawDescGZIP(), []int{18}
 }
 
 func (x *Lease) GetHolder() string {
@@ -1304,7 +1541,7 @@ var File_events_proto protoreflect.FileDescriptor
 
 const file_events_proto_rawDesc = "" +
 	"\n" +
-	"\fevents.proto\x12\x13artifactr.events.v1\x1a\x1fgoogle/protobuf/timestamp.proto\"\xfb\a\n" +
+	"\fevents.proto\x12\x13artifactr.events.v1\x1a\x1fgoogle/protobuf/timestamp.proto\"\xf4\t\n" +
 	"\x05Event\x12\x16\n" +
 	"\x06thread\x18\x01 \x01(\tR\x06thread\x12.\n" +
 	"\x04time\x18\x02 \x01(\v2\x1a.google.protobuf.TimestampR\x04time\x12\x1b\n" +
@@ -1324,14 +1561,18 @@ const file_events_proto_rawDesc = "" +
 	"\rrun_completed\x18\x12 \x01(\v2!.artifactr.events.v1.RunCompletedH\x00R\frunCompleted\x12?\n" +
 	"\n" +
 	"run_failed\x18\x13 \x01(\v2\x1e.artifactr.events.v1.RunFailedH\x00R\trunFailed\x12H\n" +
-	"\rrun_abandoned\x18\x14 \x01(\v2!.artifactr.events.v1.RunAbandonedH\x00R\frunAbandoned\x12H\n" +
+	"\rrun_abandoned\x18\x14 \x01(\v2!.artifactr.events.v1.RunAbandonedH\x00R\frunAbandoned\x12T\n" +
+	"\x11thread_configured\x18( \x01(\v2%.artifactr.events.v1.ThreadConfiguredH\x00R\x10threadConfigured\x12Q\n" +
+	"\x10cancel_requested\x18) \x01(\v2$.artifactr.events.v1.CancelRequestedH\x00R\x0fcancelRequested\x12N\n" +
+	"\x0frun_interrupted\x18* \x01(\v2#.artifactr.events.v1.RunInterruptedH\x00R\x0erunInterrupted\x12H\n" +
 	"\rthread_forked\x182 \x01(\v2!.artifactr.events.v1.ThreadForkedH\x00R\fthreadForkedB\x06\n" +
-	"\x04body\"Z\n" +
+	"\x04body\"v\n" +
 	"\rMessagePosted\x12\x1d\n" +
 	"\n" +
 	"message_id\x18\x01 \x01(\tR\tmessageId\x12\x16\n" +
 	"\x06author\x18\x02 \x01(\tR\x06author\x12\x12\n" +
-	"\x04text\x18\x03 \x01(\tR\x04text\"p\n" +
+	"\x04text\x18\x03 \x01(\tR\x04text\x12\x1a\n" +
+	"\bstrategy\x18( \x01(\tR\bstrategy\"p\n" +
 	"\rThreadClaimed\x12\x16\n" +
 	"\x06holder\x18\x01 \x01(\tR\x06holder\x12%\n" +
 	"\x0elease_revision\x18\x02 \x01(\x04R\rleaseRevision\x12 \n" +
@@ -1398,7 +1639,18 @@ const file_events_proto_rawDesc = "" +
 	"\aoutputs\x18\x04 \x03(\tR\aoutputs\x12\x16\n" +
 	"\x06output\x18\x05 \x01(\tR\x06output\x12\x16\n" +
 	"\x06status\x18\x06 \x01(\tR\x06status\x12\x16\n" +
-	"\x06reason\x18\a \x01(\tR\x06reason\"|\n" +
+	"\x06reason\x18\a \x01(\tR\x06reason\".\n" +
+	"\x10ThreadConfigured\x12\x1a\n" +
+	"\bstrategy\x18\x01 \x01(\tR\bstrategy\"G\n" +
+	"\x0fCancelRequested\x12\x15\n" +
+	"\x06run_id\x18\x01 \x01(\tR\x05runId\x12\x1d\n" +
+	"\n" +
+	"request_id\x18\x02 \x01(\tR\trequestId\"d\n" +
+	"\x0eRunInterrupted\x12\x15\n" +
+	"\x06run_id\x18\x01 \x01(\tR\x05runId\x12\x1f\n" +
+	"\vmessage_seq\x18\x02 \x01(\x04R\n" +
+	"messageSeq\x12\x1a\n" +
+	"\brollback\x18\x03 \x01(\bR\brollback\"|\n" +
 	"\x05Lease\x12\x16\n" +
 	"\x06holder\x18\x01 \x01(\tR\x06holder\x12*\n" +
 	"\x11expires_unix_nano\x18\x02 \x01(\x03R\x0fexpiresUnixNano\x12\x15\n" +
@@ -1417,7 +1669,7 @@ func file_events_proto_rawDescGZIP() []byte {
 	return file_events_proto_rawDescData
 }
 
-var file_events_proto_msgTypes = make([]protoimpl.MessageInfo, 16)
+var file_events_proto_msgTypes = make([]protoimpl.MessageInfo, 19)
 var file_events_proto_goTypes = []any{
 	(*Event)(nil),                 // 0: artifactr.events.v1.Event
 	(*MessagePosted)(nil),         // 1: artifactr.events.v1.MessagePosted
@@ -1434,11 +1686,14 @@ var file_events_proto_goTypes = []any{
 	(*ThreadForked)(nil),          // 12: artifactr.events.v1.ThreadForked
 	(*ForkedMessage)(nil),         // 13: artifactr.events.v1.ForkedMessage
 	(*ForkedRun)(nil),             // 14: artifactr.events.v1.ForkedRun
-	(*Lease)(nil),                 // 15: artifactr.events.v1.Lease
-	(*timestamppb.Timestamp)(nil), // 16: google.protobuf.Timestamp
+	(*ThreadConfigured)(nil),      // 15: artifactr.events.v1.ThreadConfigured
+	(*CancelRequested)(nil),       // 16: artifactr.events.v1.CancelRequested
+	(*RunInterrupted)(nil),        // 17: artifactr.events.v1.RunInterrupted
+	(*Lease)(nil),                 // 18: artifactr.events.v1.Lease
+	(*timestamppb.Timestamp)(nil), // 19: google.protobuf.Timestamp
 }
 var file_events_proto_depIdxs = []int32{
-	16, // 0: artifactr.events.v1.Event.time:type_name -> google.protobuf.Timestamp
+	19, // 0: artifactr.events.v1.Event.time:type_name -> google.protobuf.Timestamp
 	1,  // 1: artifactr.events.v1.Event.message_posted:type_name -> artifactr.events.v1.MessagePosted
 	2,  // 2: artifactr.events.v1.Event.thread_claimed:type_name -> artifactr.events.v1.ThreadClaimed
 	3,  // 3: artifactr.events.v1.Event.thread_released:type_name -> artifactr.events.v1.ThreadReleased
@@ -1450,15 +1705,18 @@ var file_events_proto_depIdxs = []int32{
 	9,  // 9: artifactr.events.v1.Event.run_completed:type_name -> artifactr.events.v1.RunCompleted
 	10, // 10: artifactr.events.v1.Event.run_failed:type_name -> artifactr.events.v1.RunFailed
 	11, // 11: artifactr.events.v1.Event.run_abandoned:type_name -> artifactr.events.v1.RunAbandoned
-	12, // 12: artifactr.events.v1.Event.thread_forked:type_name -> artifactr.events.v1.ThreadForked
-	13, // 13: artifactr.events.v1.ThreadForked.messages:type_name -> artifactr.events.v1.ForkedMessage
-	14, // 14: artifactr.events.v1.ThreadForked.runs:type_name -> artifactr.events.v1.ForkedRun
-	16, // 15: artifactr.events.v1.ForkedMessage.posted:type_name -> google.protobuf.Timestamp
-	16, // [16:16] is the sub-list for method output_type
-	16, // [16:16] is the sub-list for method input_type
-	16, // [16:16] is the sub-list for extension type_name
-	16, // [16:16] is the sub-list for extension extendee
-	0,  // [0:16] is the sub-list for field type_name
+	15, // 12: artifactr.events.v1.Event.thread_configured:type_name -> artifactr.events.v1.ThreadConfigured
+	16, // 13: artifactr.events.v1.Event.cancel_requested:type_name -> artifactr.events.v1.CancelRequested
+	17, // 14: artifactr.events.v1.Event.run_interrupted:type_name -> artifactr.events.v1.RunInterrupted
+	12, // 15: artifactr.events.v1.Event.thread_forked:type_name -> artifactr.events.v1.ThreadForked
+	13, // 16: artifactr.events.v1.ThreadForked.messages:type_name -> artifactr.events.v1.ForkedMessage
+	14, // 17: artifactr.events.v1.ThreadForked.runs:type_name -> artifactr.events.v1.ForkedRun
+	19, // 18: artifactr.events.v1.ForkedMessage.posted:type_name -> google.protobuf.Timestamp
+	19, // [19:19] is the sub-list for method output_type
+	19, // [19:19] is the sub-list for method input_type
+	19, // [19:19] is the sub-list for extension type_name
+	19, // [19:19] is the sub-list for extension extendee
+	0,  // [0:19] is the sub-list for field type_name
 }
 
 func init() { file_events_proto_init() }
@@ -1478,6 +1736,9 @@ func file_events_proto_init() {
 		(*Event_RunCompleted)(nil),
 		(*Event_RunFailed)(nil),
 		(*Event_RunAbandoned)(nil),
+		(*Event_ThreadConfigured)(nil),
+		(*Event_CancelRequested)(nil),
+		(*Event_RunInterrupted)(nil),
 		(*Event_ThreadForked)(nil),
 	}
 	type x struct{}
@@ -1486,7 +1747,7 @@ func file_events_proto_init() {
 			GoPackagePath: reflect.TypeOf(x{}).PkgPath(),
 			RawDescriptor: unsafe.Slice(unsafe.StringData(file_events_proto_rawDesc), len(file_events_proto_rawDesc)),
 			NumEnums:      0,
-			NumMessages:   16,
+			NumMessages:   19,
 			NumExtensions: 0,
 			NumServices:   0,
 		},

@@ -256,6 +256,9 @@ func (s *Store) Post(ctx context.Context, thread string, m *eventspb.MessagePost
 	if err != nil {
 		return events.Ack{}, err
 	}
+	if _, err := events.ParseStrategy(m.GetStrategy()); err != nil {
+		return events.Ack{}, err
+	}
 	if err := ctx.Err(); err != nil {
 		return events.Ack{}, err
 	}
@@ -269,8 +272,25 @@ func (s *Store) Post(ctx context.Context, thread string, m *eventspb.MessagePost
 		return events.Ack{}, err
 	}
 	po.SetHeaders(h)
-	h[events.HeaderMsgID] = []string{thread + ":" + m.MessageId}
-	ack, err := s.write("post", s.cfg.Subjects.Thread(thread, events.KindPosted), h, data, "", 0)
+	id := thread + ":" + m.MessageId
+	h[events.HeaderMsgID] = []string{id}
+	subject := s.cfg.Subjects.Thread(thread, events.KindPosted)
+	var checkSubj string
+	if po.ExpectRun {
+		checkSubj = s.cfg.Subjects.Thread(thread, events.KindRun)
+		h[events.HeaderExpectSeq] = []string{fmt.Sprint(po.ExpectRunSeq)}
+		h[events.HeaderExpectSubj] = []string{checkSubj}
+	}
+	ack, err := s.write("post", subject, h, data, checkSubj, po.ExpectRunSeq)
+	if err != nil && isRefusal(err) {
+		// An earlier Post of this id may have landed (R1: the check
+		// comes before deduplication).
+		if seq, ok := s.log.landed(subject, id, 0); ok {
+			ack, err = events.Ack{Seq: seq, Duplicate: true}, nil
+		} else {
+			return events.Ack{}, fmt.Errorf("%w: %w", err, events.ErrConflict)
+		}
+	}
 	if err == nil && ack.Duplicate {
 		if err := s.checkRepost(m, ack.Seq); err != nil {
 			return events.Ack{}, err

@@ -39,6 +39,9 @@ func (s *Store) Post(ctx context.Context, thread string, m *eventspb.MessagePost
 			return events.Ack{}, err
 		}
 	}
+	if _, err := events.ParseStrategy(m.GetStrategy()); err != nil {
+		return events.Ack{}, err
+	}
 	if err := s.checkOpen(); err != nil {
 		return events.Ack{}, err
 	}
@@ -55,7 +58,7 @@ func (s *Store) Post(ctx context.Context, thread string, m *eventspb.MessagePost
 	subject := s.subj.Thread(thread, events.KindPosted)
 	ctx, cancel := s.bound(ctx)
 	defer cancel()
-	o := s.publish(ctx, write{
+	w := write{
 		what:    "post to " + subject,
 		stream:  s.cfg.Stream,
 		subject: subject,
@@ -65,7 +68,18 @@ func (s *Store) Post(ctx context.Context, thread string, m *eventspb.MessagePost
 		// The id is the caller's: an earlier Post may have stored it. No
 		// check is carried, so a repeat is always a duplicate ack.
 		landedBefore: true,
-	})
+	}
+	if po.ExpectRun {
+		// The reject strategy: land only while the run subject stands
+		// where the poster read it (a literal subject, as the fence).
+		run := s.subj.Thread(thread, events.KindRun)
+		w.opts = []jetstream.PublishOpt{jetstream.WithExpectLastSequenceForSubject(po.ExpectRunSeq, run)}
+	}
+	o := s.publish(ctx, w)
+	if o.refused != nil && po.ExpectRun {
+		return events.Ack{}, fmt.Errorf("%w: post to %s expecting last seq %d on the run subject: a run started or ended, nothing written: %w",
+			events.ErrConflict, subject, po.ExpectRunSeq, o.refused)
+	}
 	if o.refused != nil {
 		// Posts carry no check; a refusal here is a server bug.
 		return events.Ack{}, fmt.Errorf("natsstore: post to %s refused: %w", subject, o.refused)
@@ -174,6 +188,9 @@ func (s *Store) prepareAppend(ev *eventspb.Event, chk events.Check, opts []event
 		// track in-flight checks by the literal string (NATS-NOTES).
 		claim := s.subj.Thread(thread, events.KindClaim)
 		w.opts = []jetstream.PublishOpt{jetstream.WithExpectLastSequenceForSubject(chk.Seq, claim)}
+	case events.CheckNone:
+		// A client-written event (events.Type.ClientWritten): deduplicated
+		// by its msg id only.
 	case events.CheckUnfencedForTest:
 		// No check: events.CheckAppend allows this only once the test
 		// helpers (eventstest.Unfenced) switched it on.

@@ -279,6 +279,18 @@ var bodies = [maxField + 1]bodySpec{
 		x.m.RunId, x.m.StartedClaimSeq, x.m.Reason = f.s[0], f.u[1], f.s[2]
 		x.w.RunAbandoned, x.ev.Body = &x.m, &x.w
 	}),
+	40: body(fString, fNone, fNone, func(x *withBody[eventspb.Event_ThreadConfigured, eventspb.ThreadConfigured], f flat) {
+		x.m.Strategy = f.s[0]
+		x.w.ThreadConfigured, x.ev.Body = &x.m, &x.w
+	}),
+	41: body(fString, fString, fNone, func(x *withBody[eventspb.Event_CancelRequested, eventspb.CancelRequested], f flat) {
+		x.m.RunId, x.m.RequestId = f.s[0], f.s[1]
+		x.w.CancelRequested, x.ev.Body = &x.m, &x.w
+	}),
+	42: body(fString, fVarint, fVarint, func(x *withBody[eventspb.Event_RunInterrupted, eventspb.RunInterrupted], f flat) {
+		x.m.RunId, x.m.MessageSeq, x.m.Rollback = f.s[0], f.u[1], f.u[2] != 0
+		x.w.RunInterrupted, x.ev.Body = &x.m, &x.w
+	}),
 }
 
 // withBody is an event with its time and its body, in one allocation.

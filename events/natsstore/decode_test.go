@@ -66,7 +66,7 @@ func randomEvent(r *rand.Rand) *eventspb.Event {
 	if r.IntN(5) > 0 {
 		ev.Time = timestamppb.New(time.Unix(int64(u()>>34), int64(r.IntN(1e9))))
 	}
-	switch r.IntN(12) {
+	switch r.IntN(15) {
 	case 0:
 		ev.Body = &eventspb.Event_MessagePosted{MessagePosted: &eventspb.MessagePosted{MessageId: str(), Author: str(), Text: str()}}
 	case 1:
@@ -89,6 +89,12 @@ func randomEvent(r *rand.Rand) *eventspb.Event {
 		ev.Body = &eventspb.Event_RunFailed{RunFailed: &eventspb.RunFailed{RunId: str(), Reason: str()}}
 	case 10:
 		ev.Body = &eventspb.Event_RunAbandoned{RunAbandoned: &eventspb.RunAbandoned{RunId: str(), StartedClaimSeq: u(), Reason: str()}}
+	case 11:
+		ev.Body = &eventspb.Event_ThreadConfigured{ThreadConfigured: &eventspb.ThreadConfigured{Strategy: str()}}
+	case 12:
+		ev.Body = &eventspb.Event_CancelRequested{CancelRequested: &eventspb.CancelRequested{RunId: str(), RequestId: str()}}
+	case 13:
+		ev.Body = &eventspb.Event_RunInterrupted{RunInterrupted: &eventspb.RunInterrupted{RunId: str(), MessageSeq: u(), Rollback: r.IntN(2) == 0}}
 	}
 	return ev
 }

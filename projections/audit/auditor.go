@@ -104,6 +104,8 @@ type thread struct {
 	id       string            // the id, for reports
 	lastEnd  uint64            // the newest run's end, 0 while active
 	lastStat runStatus         // the newest run's status, 0 before the first run
+
+	strat strategyState // strategy.go
 }
 
 // runStatus is a projections.RunStatus in a byte.
@@ -174,6 +176,7 @@ func (a *Auditor) check(th *thread, env *events.Envelope, typ events.Type, prevC
 	// type it does not name is checked by its kind and fence below.
 	switch env.Event.GetBody().(type) {
 	case *eventspb.Event_MessagePosted:
+		a.rejectOnlyIdle(th, env)
 		return
 	case *eventspb.Event_ThreadClaimed, *eventspb.Event_ThreadReleased:
 		a.claimChain(th, env, prevClaimSubj)
@@ -198,7 +201,8 @@ func (a *Auditor) check(th *thread, env *events.Envelope, typ events.Type, prevC
 	case *eventspb.Event_ThreadForked:
 		a.forkAppend(th, env)
 		return
-	case *eventspb.Event_RunOutput, *eventspb.Event_RequestOpened, *eventspb.Event_RunCompleted, *eventspb.Event_RunFailed:
+	case *eventspb.Event_RunOutput, *eventspb.Event_RequestOpened, *eventspb.Event_RunCompleted, *eventspb.Event_RunFailed,
+		*eventspb.Event_RunInterrupted:
 		a.checked[checkNoEndAfterAbandon]++
 		a.runChain(th, env, prevRunSubj)
 		return

@@ -64,7 +64,7 @@ func TestAuditor_Add_cleanLog(t *testing.T) {
 	if r.Events != len(l.Envs) || r.Threads != 2 || r.FirstSeq != 1 || r.LastSeq != l.Seq() {
 		t.Errorf("Events %d, Threads %d, seqs %d..%d; want %d, 2, 1..%d", r.Events, r.Threads, r.FirstSeq, r.LastSeq, len(l.Envs), l.Seq())
 	}
-	want := map[string]int{CheckI1: 5, CheckI3: 3, CheckFence: 6, CheckClaimChain: 5, CheckNoEndAfterAbandon: 5, CheckAnswerOnce: 1, CheckRunChain: 5}
+	want := map[string]int{CheckI1: 5, CheckI3: 3, CheckFence: 6, CheckClaimChain: 5, CheckNoEndAfterAbandon: 5, CheckAnswerOnce: 1, CheckRunChain: 5, CheckRejectOnlyIdle: 6}
 	if !reflect.DeepEqual(r.Checks, want) {
 		t.Errorf("Checks = %v, want %v", r.Checks, want)
 	}

@@ -39,10 +39,15 @@ const (
 	// write with no check is one no honest holder makes, such as a forged
 	// run_completed published without headers.
 	CheckRunChain = "RunChain"
+	// CheckRejectOnlyIdle (RejectOnlyIdle, the guard of the spec's PostIdle):
+	// a post whose strategy is reject lands only while no run is active in
+	// its thread. Its check on the run subject makes that atomic; a post
+	// that skipped the check and landed during a run breaks it.
+	CheckRejectOnlyIdle = "RejectOnlyIdle"
 )
 
 // CheckNames lists the checks in the order reports print them.
-var CheckNames = []string{CheckI1, CheckI3, CheckFence, CheckClaimChain, CheckNoEndAfterAbandon, CheckAnswerOnce, CheckRunChain}
+var CheckNames = []string{CheckI1, CheckI3, CheckFence, CheckClaimChain, CheckNoEndAfterAbandon, CheckAnswerOnce, CheckRunChain, CheckRejectOnlyIdle}
 
 // check indexes the per-check counters, in CheckNames order.
 type check int
@@ -55,6 +60,7 @@ const (
 	checkNoEndAfterAbandon
 	checkAnswerOnce
 	checkRunChain
+	checkRejectOnlyIdle
 	numChecks
 )
 

@@ -44,6 +44,12 @@ type Summary struct {
 	ActiveRun   string `json:"active_run"`
 	RunStartSeq uint64 `json:"run_start_seq,omitempty"`
 	RunClaimSeq uint64 `json:"run_claim_seq,omitempty"`
+	// RunCancelSeq is the active run's first cancel request and
+	// RunInterruptSeq its run_interrupted, 0 when none.
+	RunCancelSeq    uint64 `json:"run_cancel_seq,omitempty"`
+	RunInterruptSeq uint64 `json:"run_interrupt_seq,omitempty"`
+	// Strategy is the thread's double-texting strategy, "" for enqueue.
+	Strategy events.Strategy `json:"strategy,omitempty"`
 	// OpenRequests are the active run's requests not yet answered, in the
 	// order they were opened; Answered are the ids of those it had answered.
 	OpenRequests []Request `json:"open_requests"`
@@ -242,6 +248,7 @@ func (f summaryFold) StartRun(env *events.Envelope, b *eventspb.RunStarted) {
 	s := f.s
 	s.Runs++
 	s.ActiveRun, s.RunStartSeq, s.RunClaimSeq = b.GetRunId(), env.Seq, env.Event.GetClaimSeq()
+	s.RunCancelSeq, s.RunInterruptSeq = 0, 0
 	s.LastRun, s.LastRunStatus = s.ActiveRun, string(projections.RunActive)
 	s.OpenRequests, s.Answered = nil, nil
 }
@@ -265,6 +272,7 @@ func (summaryFold) Steered(*events.Envelope, *eventspb.SteeringGiven) {}
 func (f summaryFold) EndRun(_ *events.Envelope, status projections.RunStatus, _, _ string) {
 	s := f.s
 	s.ActiveRun, s.RunStartSeq, s.RunClaimSeq = "", 0, 0
+	s.RunCancelSeq, s.RunInterruptSeq = 0, 0
 	s.LastRunStatus = string(status)
 	s.OpenRequests, s.Answered = nil, nil
 }
@@ -290,6 +298,7 @@ func FromThread(t *projections.Thread) Summary {
 	if t.Fork != nil {
 		s.ForkedFrom = t.Fork.Source
 	}
+	s.Strategy = t.Strategy
 	for _, m := range t.Pending() {
 		s.PendingSeqs = append(s.PendingSeqs, m.Seq)
 	}
@@ -298,6 +307,7 @@ func FromThread(t *projections.Thread) Summary {
 	}
 	if r := t.ActiveRun; r != nil {
 		s.ActiveRun, s.RunStartSeq, s.RunClaimSeq = r.ID, r.StartSeq, r.ClaimSeq
+		s.RunCancelSeq, s.RunInterruptSeq = r.CancelSeq, r.InterruptSeq
 		for _, id := range r.Requests {
 			switch q := t.Requests[id]; {
 			case q == nil:

@@ -3,6 +3,7 @@ package exec
 import (
 	"bufio"
 	"bytes"
+	"cmp"
 	"context"
 	"encoding/json"
 	"errors"
@@ -18,6 +19,10 @@ import (
 
 // DefaultTimeout bounds a turn of an [Agent] whose Timeout is zero.
 const DefaultTimeout = 60 * time.Second
+
+// DefaultCancelGrace is how long the program of an [Exec] agent whose
+// CancelGrace is zero has to exit after its run is cancelled.
+const DefaultCancelGrace = 2 * time.Second
 
 // Limits of the exec protocol. They are set explicitly so a misbehaving
 // program costs bounded memory.
@@ -65,6 +70,11 @@ type Agent struct {
 	PassEnv []string
 	// Dir is the program's working directory; empty means artifactr's.
 	Dir string
+	// CancelGrace is how long the program has to exit once its run is
+	// cancelled (a cancel request, an interrupting post, shutdown): it
+	// gets SIGTERM (its process group) and EOF on stdin, and is killed
+	// when the grace is over. Zero means [DefaultCancelGrace].
+	CancelGrace time.Duration
 }
 
 // Name returns "exec".
@@ -89,6 +99,9 @@ func (e Agent) Run(ctx context.Context, t agent.Turn) (string, error) {
 		return "", err
 	}
 	out, err := p.converse(ctx, t, timeout)
+	if err != nil && ctx.Err() != nil {
+		p.interrupt(cmp.Or(e.CancelGrace, DefaultCancelGrace))
+	}
 	p.stop(err == nil)
 	agent.ReportStderr(ctx, p.stderr.String(), err)
 	if err != nil {
@@ -155,7 +168,9 @@ type process struct {
 }
 
 func (e Agent) start(ctx context.Context) (*process, error) {
-	pctx, cancel := context.WithCancel(ctx)
+	// Not ctx's child: a cancelled run's program gets a grace period
+	// (interrupt) before it is killed.
+	pctx, cancel := context.WithCancel(context.WithoutCancel(ctx))
 	cmd := osexec.CommandContext(pctx, e.Path, e.Args...)
 	cmd.Dir = e.Dir
 	cmd.Env = e.env()
@@ -186,6 +201,7 @@ func (e Agent) start(ctx context.Context) (*process, error) {
 	}
 	// A cancelled run must not stay blocked writing to a stuck program.
 	context.AfterFunc(pctx, func() { _ = inW.Close() })
+	context.AfterFunc(ctx, func() { _ = inW.Close() })
 	p := &process{
 		cmd: cmd, cancel: cancel, stdin: inW, stdout: outR, stderr: stderr, steer: e.Steer,
 		lines: make(chan lineEvent), quit: make(chan struct{}),
@@ -369,6 +385,24 @@ func (p *process) stop(graceful bool) {
 	close(p.quit)
 	_ = p.stdout.Close()
 	<-p.read
+}
+
+// interrupt asks the program of a cancelled run to stop: SIGTERM to its
+// process group, and EOF on stdin (closed when the run's context ended). It
+// waits up to grace for the program to exit; stop kills it after that.
+func (p *process) interrupt(grace time.Duration) {
+	if p.exited {
+		return
+	}
+	_ = p.stdin.Close()
+	termGroup(p.cmd)
+	timer := time.NewTimer(grace)
+	defer timer.Stop()
+	select {
+	case status := <-p.waitc:
+		p.exited, p.status = true, status
+	case <-timer.C:
+	}
 }
 
 // exitedBeforeDone describes a program that ended without done.

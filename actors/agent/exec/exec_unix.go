@@ -28,3 +28,9 @@ func setProcessGroup(cmd *osexec.Cmd) {
 func killGroup(cmd *osexec.Cmd) {
 	_ = syscall.Kill(-cmd.Process.Pid, syscall.SIGKILL)
 }
+
+// termGroup asks the program's process group to stop (SIGTERM): a cancelled
+// run's program gets a grace period before it is killed.
+func termGroup(cmd *osexec.Cmd) {
+	_ = syscall.Kill(-cmd.Process.Pid, syscall.SIGTERM)
+}

@@ -1,0 +1,105 @@
+package main
+
+import (
+	"fmt"
+	"time"
+
+	"github.com/spf13/cobra"
+
+	"artifactr/events"
+	"artifactr/internal/doubletext"
+)
+
+// strategyUsage documents --strategy, for post and configure.
+const strategyUsage = `what the post does while a run is active: enqueue (wait; the default), reject (refuse: exit 1 "thread busy"), interrupt (cancel the run, which fails "interrupted", and run this message next), rollback (interrupt, and leave that run out of later runs' history); default: the thread's`
+
+func (a *app) cancelCommand() *cobra.Command {
+	var (
+		conn connFlags
+		run  string
+		id   string
+	)
+	cmd := &cobra.Command{
+		Use:   "cancel THREAD",
+		Short: "Ask the thread's holder to cancel a run",
+		Long: `Record a cancel request (cancel_requested) for the thread's active run, or
+for run --run ID, and print its stream sequence. The thread's holder cancels
+the run's context; the run ends as run_failed with reason "cancelled". An
+agent that honours its context stops at once; an exec agent's program gets
+SIGTERM and EOF on stdin, and is killed after a grace period.
+
+A request for a run that is not active when the request is stored (it ended
+first) changes nothing. Requests are idempotent by --id.`,
+		Example: `  artifactr cancel t1
+  artifactr cancel t1 --run run-6-2`,
+		Args: cobra.ExactArgs(1),
+		RunE: func(cmd *cobra.Command, args []string) error {
+			thread := args[0]
+			if err := threadArg(thread); err != nil {
+				return err
+			}
+			if id != "" {
+				if err := events.ValidateMessageID(id); err != nil {
+					return usagef("--id: %v", err)
+				}
+			}
+			ctx := cmd.Context()
+			store, err := a.open(ctx, &conn, 0)
+			if err != nil {
+				return err
+			}
+			defer store.Close()
+			ack, err := doubletext.Cancel(ctx, store, thread, run, id, time.Now())
+			if err != nil {
+				return storeError(conn.url, err)
+			}
+			fmt.Fprintf(a.stdout, "%d\n", ack.Seq)
+			return nil
+		},
+	}
+	addConnFlags(cmd, &conn)
+	cmd.Flags().StringVar(&run, "run", "", "the run to cancel (default: the run active when the request is stored)")
+	cmd.Flags().StringVar(&id, "id", "", "request id, [A-Za-z0-9_-]{1,128}, for an idempotent retry (default: a fresh id)")
+	return cmd
+}
+
+func (a *app) configureCommand() *cobra.Command {
+	var (
+		conn     connFlags
+		strategy string
+	)
+	cmd := &cobra.Command{
+		Use:   "configure THREAD --strategy S",
+		Short: "Set a thread's double-texting strategy",
+		Long: `Record thread_configured: the strategy of THREAD's posts that name none
+(post --strategy overrides it per post). Without it, a thread's strategy is
+its first post's, or enqueue.`,
+		Example: `  artifactr configure t1 --strategy interrupt`,
+		Args:    cobra.ExactArgs(1),
+		RunE: func(cmd *cobra.Command, args []string) error {
+			thread := args[0]
+			if err := threadArg(thread); err != nil {
+				return err
+			}
+			st, err := events.ParseStrategy(strategy)
+			if err != nil || st == "" {
+				return usagef("--strategy %q: want enqueue, reject, interrupt or rollback", strategy)
+			}
+			ctx := cmd.Context()
+			store, err := a.open(ctx, &conn, 0)
+			if err != nil {
+				return err
+			}
+			defer store.Close()
+			ack, err := doubletext.Configure(ctx, store, thread, st, time.Now())
+			if err != nil {
+				return storeError(conn.url, err)
+			}
+			fmt.Fprintf(a.stdout, "%d\n", ack.Seq)
+			return nil
+		},
+	}
+	addConnFlags(cmd, &conn)
+	cmd.Flags().StringVar(&strategy, "strategy", "", strategyUsage)
+	return cmd
+}

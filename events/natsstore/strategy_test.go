@@ -1,0 +1,19 @@
+package natsstore
+
+import (
+	"testing"
+	"time"
+
+	"artifactr/events"
+	"artifactr/events/eventstest"
+	"artifactr/internal/natsembed"
+)
+
+func TestStore_strategies(t *testing.T) {
+	srv := natsembed.RunForTest(t)
+	eventstest.RunStrategies(t, eventstest.Harness{
+		Open: func(t *testing.T, now func() time.Time) events.Store {
+			return open(t, srv, func(c *Config) { c.Now = now })
+		},
+	})
+}
