@@ -176,7 +176,8 @@ func (w *world) exec(e effect) thread.Input {
 		for _, k := range []events.Kind{events.KindPosted, events.KindClaim, events.KindRun} {
 			n, err := p.store.LastSeq(w.ctx, threadID, k)
 			if err != nil {
-				panic(fmt.Sprintf("sim: memstore LastSeq: %v", err))
+				w.storeFailed(e.by+"'s sync", err)
+				return nil
 			}
 			last = max(last, n)
 		}
