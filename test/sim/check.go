@@ -14,6 +14,9 @@ import (
 // gives the verdict of auditing the whole log after every step; Run
 // re-audits the whole log from scratch at the end (CheckReplay).
 func (w *world) check() bool {
+	if !w.wroteSinceCheck() {
+		return w.res.Failed()
+	}
 	envs, err := w.reader.Load(w.ctx, threadID, w.last+1)
 	if err != nil {
 		return w.storeFailed("the checker's load", err)

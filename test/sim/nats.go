@@ -85,6 +85,9 @@ type NATSStats struct {
 	// retry was refused (10071) and whose read-back found nothing: settled
 	// as not written.
 	ReadBackRefused int
+	// Races is the writes of other processes let land between an
+	// ambiguous attempt and its retry.
+	Races int
 	// RetriedOK is the calls whose injected failed attempt was simply sent
 	// again and stored.
 	RetriedOK int
@@ -104,6 +107,7 @@ func (s *NATSStats) Add(o NATSStats) {
 	s.ReadBackLanded += o.ReadBackLanded
 	s.ReadBackRefused += o.ReadBackRefused
 	s.RetriedOK += o.RetriedOK
+	s.Races += o.Races
 	s.Unknown += o.Unknown
 	s.RealTimeouts += o.RealTimeouts
 }
@@ -116,6 +120,21 @@ type natsWorld struct {
 	bucket string
 	snaps  string
 	stores []*natsstore.Store
+	wrote  bool // a write was tried since the checker last loaded
+	racing bool // a write is interleaved into another's retry
+}
+
+// wroteSinceCheck reports whether the log may have grown since the checker
+// last loaded it. Every write goes through a natsHandle, so on natsstore
+// the checker skips the round trips of a load after steps that wrote
+// nothing; memstore loads are free.
+func (w *world) wroteSinceCheck() bool {
+	if w.nats == nil {
+		return true
+	}
+	wrote := w.nats.wrote
+	w.nats.wrote = false
+	return wrote
 }
 
 func (w *world) logName() string {
@@ -171,7 +190,7 @@ func (w *world) openNATS() {
 		return
 	}
 	w.reader = reader
-	w.poster = w.wrap(nw, &w.postFlt, nil)
+	w.poster = w.wrap(nw, &w.postFlt, nil, nil)
 }
 
 // open opens one store on the seed's stream, with clock now (nil: the
@@ -199,16 +218,16 @@ func (w *world) openNATSProc(p *proc) events.Store {
 	if w.res.Failed() {
 		return nil
 	}
-	return w.wrap(w.nats, &p.faults, p.clock.Now)
+	return w.wrap(w.nats, &p.faults, p.clock.Now, p)
 }
 
-func (w *world) wrap(nw *natsWorld, fs *faults, now func() time.Time) events.Store {
+func (w *world) wrap(nw *natsWorld, fs *faults, now func() time.Time, owner *proc) events.Store {
 	s, err := nw.open(w.ctx, now)
 	if err != nil {
 		w.storeFailed("open a process's store", err)
 		return nil
 	}
-	h := &natsHandle{Store: s, w: w, faults: fs}
+	h := &natsHandle{Store: s, w: w, faults: fs, owner: owner}
 	s.WrapSend(h.wrapSend)
 	return h
 }
@@ -241,6 +260,7 @@ type natsHandle struct {
 	*natsstore.Store
 	w      *world
 	faults *faults // the fault the action drew for its next write
+	owner  *proc   // the process, nil for the poster
 
 	armed memstore.Fault // the fault for the current call's first attempt
 	call  attempts       // what the current call's attempts met
@@ -263,6 +283,7 @@ var errInjected = errors.New("sim: injected")
 // where it strikes: around the call (returned) or inside it, on its first
 // publish attempt (armed).
 func (h *natsHandle) draw(op string) memstore.Fault {
+	h.w.nats.wrote = true
 	h.call, h.armed = attempts{}, memstore.NoFault
 	f := h.faults.hook(op, "")
 	if f == memstore.NoFault {
@@ -287,6 +308,7 @@ func (h *natsHandle) wrapSend(next natsstore.SendFunc) natsstore.SendFunc {
 			h.w.res.NATS.SendFaults++
 			h.call.injected = true
 			h.w.tracef("  (natsstore attempt %d to %s: failed before sending, injected)", h.call.n, shortSubject(m.Subject))
+			h.race()
 			return nil, fmt.Errorf("%w: attempt failed before sending: %w", errInjected, nats.ErrTimeout)
 		}
 		pa, err := next(ctx, m, opts...)
@@ -296,6 +318,7 @@ func (h *natsHandle) wrapSend(next natsstore.SendFunc) natsstore.SendFunc {
 			h.w.res.NATS.SendFaults++
 			h.call.injected = true
 			h.w.tracef("  (natsstore attempt %d to %s: stored at %d, ack lost, injected)", h.call.n, shortSubject(m.Subject), pa.Sequence)
+			h.race()
 			return nil, fmt.Errorf("%w: ack lost: %w", errInjected, nats.ErrTimeout)
 		case err == nil && pa.Duplicate:
 			h.call.dup = true
@@ -321,6 +344,46 @@ func (h *natsHandle) wrapSend(next natsstore.SendFunc) natsstore.SendFunc {
 		}
 		return pa, err
 	}
+}
+
+// race lets, half of the time, another process's oldest write, its claim,
+// or a zombie write of another process land while this one's outcome is
+// unknown, before natsstore retries it: the race the read-back is for. A
+// retry that then finds its subject moved is refused (10071), and only
+// reading back tells whether the first attempt landed; and a write that
+// landed is then no longer the subject's last message, so the read-back
+// must scan forward for it.
+func (h *natsHandle) race() {
+	w := h.w
+	if w.nats.racing || w.rng.IntN(2) == 0 {
+		return
+	}
+	var cands []func()
+	for _, q := range w.procs {
+		switch {
+		case q == h.owner:
+		case q.core == nil:
+			cands = append(cands, func() { w.claim(q) })
+		case len(q.out) > 0:
+			cands = append(cands, func() { w.doEffect(q) })
+		}
+	}
+	for i, e := range w.zombies {
+		if e.owner != h.owner {
+			cands = append(cands, func() {
+				w.zombies = append(w.zombies[:i], w.zombies[i+1:]...)
+				w.exec(e)
+			})
+		}
+	}
+	if len(cands) == 0 {
+		return
+	}
+	w.res.NATS.Races++
+	w.tracef("  (meanwhile, before natsstore retries:)")
+	w.nats.racing = true
+	cands[w.rng.IntN(len(cands))]()
+	w.nats.racing = false
 }
 
 // shortSubject drops a subject's first token, the seed's own prefix (or

@@ -171,3 +171,31 @@ func TestSim_natsReplays(t *testing.T) {
 	}
 	t.Logf("seed %d on natsstore: %d trace lines, twice alike; natsstore %+v", seed, len(a.Trace), a.NATS)
 }
+
+// TestSim_natsReadBack runs fixed seeds on natsstore and requires that the
+// injected faults made natsstore settle unknown outcomes in each way:
+// reading the subject back and finding the write (ReadBackLanded), reading
+// it back and finding nothing (ReadBackRefused), and a duplicate ack
+// (DupSettled). The seeds are fixed, so the counts are too (unless the
+// server times out for real): a read-back that stopped settling, or faults
+// that stopped reaching it, fail here rather than by chance.
+func TestSim_natsReadBack(t *testing.T) {
+	cfg := sim.Config{Steps: *flagSteps, NATS: natsEnv(t)}
+	var total sim.NATSStats
+	for seed := uint64(1); seed <= natsReadBackSeeds; seed++ {
+		r := sim.Run(seed, cfg)
+		if r.Failed() {
+			reportNATS(t, seed, cfg, r)
+		}
+		t.Logf("seed %d: natsstore %+v", seed, r.NATS)
+		total.Add(r.NATS)
+	}
+	t.Logf("seeds 1..%d: natsstore settled %+v", natsReadBackSeeds, total)
+	if total.ReadBackLanded == 0 || total.ReadBackRefused == 0 || total.DupSettled == 0 {
+		t.Fatalf("seeds 1..%d: read back and found %d, read back and found nothing %d, duplicate acks %d: each must be > 0, or natsstore's settling of unknown outcomes went unexercised",
+			natsReadBackSeeds, total.ReadBackLanded, total.ReadBackRefused, total.DupSettled)
+	}
+}
+
+// natsReadBackSeeds is how many fixed seeds TestSim_natsReadBack runs.
+const natsReadBackSeeds = 6
