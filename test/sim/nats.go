@@ -52,6 +52,12 @@ import (
 // only on natsstore, when the real server does not answer in time.
 const CheckStore = "StoreAnswers"
 
+// CheckSettled: natsstore settles an append, post or lease write whose ack
+// was lost as written, at the sequence it was stored at, or leaves it
+// unknown; never as refused. Only natsstore seeds check it: the simulation
+// knows the truth there because it lost the ack itself.
+const CheckSettled = "UnknownSettledRight"
+
 // NATS is a JetStream server that seeds can run on ([Config.NATS]). One
 // serves any number of seeds, in turn or in parallel: each gets a fresh
 // stream, subject prefix and buckets, deleted when the seed ends.
@@ -269,12 +275,13 @@ type natsHandle struct {
 // attempts is what one call's publish attempts met.
 type attempts struct {
 	n          int
-	injected   bool // an attempt failed or lost its ack by injection
-	real       bool // an attempt failed without an API error, uninjected
-	dup        bool // an attempt was acked as a duplicate
-	wrongLast  bool // an attempt was refused with 10071
-	fresh      bool // an attempt was acked as newly stored
-	maybeEarly bool // the call's message id may have landed before it
+	injected   bool   // an attempt failed or lost its ack by injection
+	real       bool   // an attempt failed without an API error, uninjected
+	dup        bool   // an attempt was acked as a duplicate
+	wrongLast  bool   // an attempt was refused with 10071
+	fresh      bool   // an attempt was acked as newly stored
+	maybeEarly bool   // the call's message id may have landed before it
+	stored     uint64 // where an attempt whose ack was lost landed
 }
 
 var errInjected = errors.New("sim: injected")
@@ -308,7 +315,7 @@ func (h *natsHandle) wrapSend(next natsstore.SendFunc) natsstore.SendFunc {
 			h.w.res.NATS.SendFaults++
 			h.call.injected = true
 			h.w.tracef("  (natsstore attempt %d to %s: failed before sending, injected)", h.call.n, shortSubject(m.Subject))
-			h.race()
+			h.race(m.Subject)
 			return nil, fmt.Errorf("%w: attempt failed before sending: %w", errInjected, nats.ErrTimeout)
 		}
 		pa, err := next(ctx, m, opts...)
@@ -317,8 +324,9 @@ func (h *natsHandle) wrapSend(next natsstore.SendFunc) natsstore.SendFunc {
 		case err == nil && f == memstore.LoseAck:
 			h.w.res.NATS.SendFaults++
 			h.call.injected = true
+			h.call.stored = pa.Sequence
 			h.w.tracef("  (natsstore attempt %d to %s: stored at %d, ack lost, injected)", h.call.n, shortSubject(m.Subject), pa.Sequence)
-			h.race()
+			h.race(m.Subject)
 			return nil, fmt.Errorf("%w: ack lost: %w", errInjected, nats.ErrTimeout)
 		case err == nil && pa.Duplicate:
 			h.call.dup = true
@@ -353,28 +361,46 @@ func (h *natsHandle) wrapSend(next natsstore.SendFunc) natsstore.SendFunc {
 // reading back tells whether the first attempt landed; and a write that
 // landed is then no longer the subject's last message, so the read-back
 // must scan forward for it.
-func (h *natsHandle) race() {
+func (h *natsHandle) race(subject string) {
 	w := h.w
 	if w.nats.racing || w.rng.IntN(2) == 0 {
 		return
 	}
-	var cands []func()
+	// Writers to the same subject first: only they move it, so only they
+	// make the retry's check fail and the landed write not the last.
+	want := raceKind(subject)
+	var same, other []func()
+	add := func(kind string, do func()) {
+		if kind == want {
+			same = append(same, do)
+		} else {
+			other = append(other, do)
+		}
+	}
 	for _, q := range w.procs {
 		switch {
 		case q == h.owner:
 		case q.core == nil:
-			cands = append(cands, func() { w.claim(q) })
+			kind := string(events.KindClaim)
+			if want == "lease" {
+				kind = want
+			}
+			add(kind, func() { w.claim(q) })
 		case len(q.out) > 0:
-			cands = append(cands, func() { w.doEffect(q) })
+			add(writesTo(q.out[0]), func() { w.doEffect(q) })
 		}
 	}
 	for i, e := range w.zombies {
 		if e.owner != h.owner {
-			cands = append(cands, func() {
+			add(writesTo(e), func() {
 				w.zombies = append(w.zombies[:i], w.zombies[i+1:]...)
 				w.exec(e)
 			})
 		}
+	}
+	cands := same
+	if len(cands) == 0 {
+		cands = other
 	}
 	if len(cands) == 0 {
 		return
@@ -384,6 +410,41 @@ func (h *natsHandle) race() {
 	w.nats.racing = true
 	cands[w.rng.IntN(len(cands))]()
 	w.nats.racing = false
+}
+
+// raceKind names what writes to subject: a lease key, or a thread's
+// subject by its kind.
+func raceKind(subject string) string {
+	if strings.HasPrefix(subject, "$KV.") {
+		return "lease"
+	}
+	return subject[strings.LastIndexByte(subject, '.')+1:]
+}
+
+// writesTo names the subject an effect writes to, "" for none.
+func writesTo(e effect) string {
+	switch e.kind {
+	case doAppend:
+		return string(events.TypeOf(e.app.Event).Kind())
+	case doRelease:
+		return string(events.KindClaim)
+	}
+	return ""
+}
+
+// checkSettled checks a call one of whose attempts the server stored at
+// c.stored, its ack lost: the store may say the outcome is unknown, but if
+// it settles it, it must say written, at that sequence. A refusal would
+// claim that nothing was written (DESIGN §3), and the caller would act on
+// a falsehood.
+func (h *natsHandle) checkSettled(what string, seq uint64, err error) {
+	stored := h.call.stored
+	switch {
+	case errors.Is(err, events.ErrThreadBusy) || errors.Is(err, events.ErrConflict) || errors.Is(err, events.ErrLeaseLost):
+		h.w.fail(CheckSettled, fmt.Sprintf("%s: the server stored it at %d, its ack lost; natsstore said it was refused: %v", what, stored, err))
+	case err == nil && seq != stored:
+		h.w.fail(CheckSettled, fmt.Sprintf("%s: the server stored it at %d, its ack lost; natsstore said it landed at %d", what, stored, seq))
+	}
 }
 
 // shortSubject drops a subject's first token, the seed's own prefix (or
@@ -396,8 +457,11 @@ func shortSubject(s string) string {
 }
 
 // settled counts how natsstore settled the call that just returned err.
-func (h *natsHandle) settled(err error) {
+func (h *natsHandle) settled(what string, seq uint64, err error) {
 	c, st := h.call, &h.w.res.NATS
+	if c.stored != 0 {
+		h.checkSettled(what, seq, err)
+	}
 	ambiguous := c.injected || c.real || c.maybeEarly
 	switch {
 	case c.wrongLast && err == nil:
@@ -437,7 +501,7 @@ func (h *natsHandle) Append(ctx context.Context, ev *eventspb.Event, chk events.
 	// call may have stored.
 	h.call.maybeEarly = len(opts) > 0
 	ack, err := h.Store.Append(ctx, ev, chk, opts...)
-	h.settled(err)
+	h.settled("append "+string(events.TypeOf(ev)), ack.Seq, err)
 	if err == nil && f == memstore.LoseAck {
 		return events.Ack{}, callFault("append", f)
 	}
@@ -452,7 +516,7 @@ func (h *natsHandle) Post(ctx context.Context, thread string, m *eventspb.Messag
 	}
 	h.call.maybeEarly = true // the message id is the client's
 	ack, err := h.Store.Post(ctx, thread, m, opts...)
-	h.settled(err)
+	h.settled("post "+m.GetMessageId(), ack.Seq, err)
 	if err == nil && f == memstore.LoseAck {
 		return events.Ack{}, callFault("post", f)
 	}
@@ -466,7 +530,7 @@ func (h *natsHandle) AcquireLease(ctx context.Context, thread, holder string, tt
 		return events.Lease{}, callFault("lease acquire", memstore.FailBefore)
 	}
 	l, err := h.Store.AcquireLease(ctx, thread, holder, ttl)
-	h.settled(err)
+	h.settled("lease acquire", l.Revision, err)
 	return l, err
 }
 
@@ -476,7 +540,7 @@ func (h *natsHandle) RenewLease(ctx context.Context, l events.Lease) (events.Lea
 		return events.Lease{}, callFault("lease renew", memstore.FailBefore)
 	}
 	nl, err := h.Store.RenewLease(ctx, l)
-	h.settled(err)
+	h.settled("lease renew", nl.Revision, err)
 	return nl, err
 }
 
