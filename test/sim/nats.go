@@ -87,6 +87,10 @@ type NATSStats struct {
 	// found it had: settled as written. Every such call returns success
 	// though its last attempt was refused, which only the read-back does.
 	ReadBackLanded int
+	// ReadBackScanned is the ReadBackLanded calls whose write was no
+	// longer its subject's last message when read back (another writer's
+	// landed after it), so natsstore had to scan forward to find it.
+	ReadBackScanned int
 	// ReadBackRefused is the calls with an injected ambiguous attempt whose
 	// retry was refused (10071) and whose read-back found nothing: settled
 	// as not written.
@@ -94,6 +98,11 @@ type NATSStats struct {
 	// Races is the writes of other processes let land between an
 	// ambiguous attempt and its retry.
 	Races int
+	// LeaseSuperseded is the lease writes whose ack was lost and that
+	// another writer's superseded before the retry: reported as the
+	// lease's loss, since the bucket no longer holds them (see
+	// checkSettled).
+	LeaseSuperseded int
 	// RetriedOK is the calls whose injected failed attempt was simply sent
 	// again and stored.
 	RetriedOK int
@@ -112,8 +121,10 @@ func (s *NATSStats) Add(o NATSStats) {
 	s.DupSettled += o.DupSettled
 	s.ReadBackLanded += o.ReadBackLanded
 	s.ReadBackRefused += o.ReadBackRefused
+	s.ReadBackScanned += o.ReadBackScanned
 	s.RetriedOK += o.RetriedOK
 	s.Races += o.Races
+	s.LeaseSuperseded += o.LeaseSuperseded
 	s.Unknown += o.Unknown
 	s.RealTimeouts += o.RealTimeouts
 }
@@ -128,6 +139,9 @@ type natsWorld struct {
 	stores []*natsstore.Store
 	wrote  bool // a write was tried since the checker last loaded
 	racing bool // a write is interleaved into another's retry
+	// stored is the last sequence each subject was seen stored at, by an
+	// ack (lost or not) of any handle.
+	stored map[string]uint64
 }
 
 // wroteSinceCheck reports whether the log may have grown since the checker
@@ -179,6 +193,7 @@ func (w *world) openNATS() {
 	n := env.n.Add(1)
 	nw := &natsWorld{
 		env:    env,
+		stored: make(map[string]uint64),
 		stream: fmt.Sprintf("SIM%d", n),
 		bucket: fmt.Sprintf("simclaims%d", n),
 		snaps:  fmt.Sprintf("simsnaps%d", n),
@@ -282,6 +297,7 @@ type attempts struct {
 	fresh      bool   // an attempt was acked as newly stored
 	maybeEarly bool   // the call's message id may have landed before it
 	stored     uint64 // where an attempt whose ack was lost landed
+	subject    string // the subject written
 }
 
 var errInjected = errors.New("sim: injected")
@@ -318,7 +334,12 @@ func (h *natsHandle) wrapSend(next natsstore.SendFunc) natsstore.SendFunc {
 			h.race(m.Subject)
 			return nil, fmt.Errorf("%w: attempt failed before sending: %w", errInjected, nats.ErrTimeout)
 		}
+		h.call.subject = m.Subject
 		pa, err := next(ctx, m, opts...)
+		if err == nil {
+			nw := h.w.nats
+			nw.stored[m.Subject] = max(nw.stored[m.Subject], pa.Sequence)
+		}
 		var apiErr *jetstream.APIError
 		switch {
 		case err == nil && f == memstore.LoseAck:
@@ -437,9 +458,19 @@ func writesTo(e effect) string {
 // it settles it, it must say written, at that sequence. A refusal would
 // claim that nothing was written (DESIGN §3), and the caller would act on
 // a falsehood.
+//
+// One exception: a lease write another writer's has superseded. The
+// lease bucket keeps one message per key (History 1), so the superseded
+// write is gone and the read-back cannot find it; natsstore answers that
+// the lease is another's, which is what holds now, and leases decide
+// liveness only. The thread stream keeps everything, so its writes have
+// no such exception.
 func (h *natsHandle) checkSettled(what string, seq uint64, err error) {
 	stored := h.call.stored
+	superseded := strings.HasPrefix(h.call.subject, "$KV.") && h.w.nats.stored[h.call.subject] > stored
 	switch {
+	case superseded && (errors.Is(err, events.ErrThreadBusy) || errors.Is(err, events.ErrLeaseLost)):
+		h.w.res.NATS.LeaseSuperseded++
 	case errors.Is(err, events.ErrThreadBusy) || errors.Is(err, events.ErrConflict) || errors.Is(err, events.ErrLeaseLost):
 		h.w.fail(CheckSettled, fmt.Sprintf("%s: the server stored it at %d, its ack lost; natsstore said it was refused: %v", what, stored, err))
 	case err == nil && seq != stored:
@@ -467,6 +498,9 @@ func (h *natsHandle) settled(what string, seq uint64, err error) {
 	case c.wrongLast && err == nil:
 		// Refused, and yet a success: only the read-back returns that.
 		st.ReadBackLanded++
+		if c.stored != 0 && h.w.nats.stored[c.subject] > c.stored {
+			st.ReadBackScanned++
+		}
 	case !c.injected && !c.real:
 	case c.wrongLast:
 		st.ReadBackRefused++
