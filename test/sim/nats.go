@@ -402,11 +402,13 @@ func (h *natsHandle) race(subject string) {
 		switch {
 		case q == h.owner:
 		case q.core == nil:
-			kind := string(events.KindClaim)
-			if want == "lease" {
-				kind = want
+			// A takeover writes the lease, the claim subject and, when it
+			// abandons a run, the run subject.
+			kind := want
+			if kind == string(events.KindPosted) {
+				kind = string(events.KindClaim)
 			}
-			add(kind, func() { w.claim(q) })
+			add(kind, func() { w.takeover(q) })
 		case len(q.out) > 0:
 			add(writesTo(q.out[0]), func() { w.doEffect(q) })
 		}
@@ -431,6 +433,19 @@ func (h *natsHandle) race(subject string) {
 	w.nats.racing = true
 	cands[w.rng.IntN(len(cands))]()
 	w.nats.racing = false
+}
+
+// takeover has q take the thread while another process's write is in
+// flight: q's clock jumps past the TTL, as a stall past the lease does
+// (ADR-0069), q claims, and carries out the first writes its core asks
+// for, such as abandoning the run the other process's write belongs to.
+func (w *world) takeover(q *proc) {
+	q.clock.Advance(TTL + time.Second)
+	w.tracef("lapse: %s's clock jumps +%s", q.name(), TTL+time.Second)
+	w.claim(q)
+	for i := 0; i < 2 && q.core != nil && len(q.out) > 0; i++ {
+		w.doEffect(q)
+	}
 }
 
 // raceKind names what writes to subject: a lease key, or a thread's
