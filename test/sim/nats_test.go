@@ -13,6 +13,7 @@ import (
 	"time"
 
 	"artifactr/internal/natsembed"
+	"artifactr/projections/audit"
 	"artifactr/test/sim"
 )
 
@@ -221,4 +222,26 @@ func natsReadBackSeeds() uint64 {
 		return 8
 	}
 	return 24
+}
+
+// TestSim_natsUnfencedControl is TestSim_unfencedControl on natsstore: with
+// the fence switched off, some seed of a fixed range must break
+// I1_ConsumedAtMostOnce or I3_OneActiveRun, or the natsstore share could
+// not fail.
+func TestSim_natsUnfencedControl(t *testing.T) {
+	cfg := sim.Config{Steps: *flagSteps, Unfenced: true, NATS: natsEnv(t), Fatal: func(c string) bool {
+		return c == audit.CheckI1 || c == audit.CheckI3
+	}}
+	const n = 20
+	for seed := uint64(1); seed <= n; seed++ {
+		r := sim.Run(seed, cfg)
+		if r.Check == sim.CheckStore {
+			t.Fatalf("seed %d unfenced on natsstore: %s", seed, r.Failure)
+		}
+		if r.Failed() {
+			t.Logf("without the fence on natsstore, seed %d breaks %s at step %d: %s", seed, r.Check, r.Steps, r.Failure)
+			return
+		}
+	}
+	t.Fatalf("without the fence on natsstore, no seed in 1..%d broke I1 or I3: the natsstore share cannot fail", n)
 }
