@@ -97,8 +97,8 @@
 //
 // The flags have environment variables for CI: SIM_SEEDS, SIM_STEPS,
 // SIM_BASE, SIM_SEED, SIM_CONTROL (the control's seed range 1..N), SIM_NATS
-// (seeds on natsstore, default 40). With -race or -short the defaults drop
-// to 100 seeds, a control range of 50 and 4 natsstore seeds. Seeds run in
+// (seeds on natsstore, default 30). With -race or -short the defaults drop
+// to 100 seeds, a control range of 50 and 2 natsstore seeds. Seeds run in
 // parallel shards, one per GOMAXPROCS.
 //
 // A failing seed stops the run and is replayed with its trace: one line

@@ -18,16 +18,16 @@ import (
 )
 
 // flagNATS is how many seeds TestSim_nats runs on natsstore.
-var flagNATS = flag.Int("sim.nats", envInt("SIM_NATS", 0), "sim: seeds run on natsstore with an embedded server (default 40; 4 with -race or -short)")
+var flagNATS = flag.Int("sim.nats", envInt("SIM_NATS", 0), "sim: seeds run on natsstore with an embedded server (default 30; 2 with -race or -short)")
 
 func natsSeeds() int {
 	switch {
 	case *flagNATS > 0:
 		return *flagNATS
 	case raceOn || testing.Short():
-		return 4
+		return 2
 	}
-	return 40
+	return 30
 }
 
 // One embedded server per test binary, started by the first test that
