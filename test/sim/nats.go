@@ -37,8 +37,12 @@ import (
 //     this single server, which checks the expected sequence before it
 //     deduplicates, as wrong-last-sequence (10071), and only reading the
 //     subject back tells whether the first attempt landed (publish.go,
-//     settle and findLanded). NATSStats counts each way an ambiguity was
-//     settled.
+//     settle and findLanded). Half of the time another process's write,
+//     or its takeover, lands before the retry (race), so the retry's
+//     check fails and the landed write may no longer be its subject's
+//     last message. NATSStats counts each way an ambiguity was settled,
+//     and CheckSettled checks each settlement against what the
+//     simulation knows landed.
 //
 // What stays deterministic: the seed fixes every choice the simulation
 // makes (actions, faults, clocks), and the server's answers follow from

@@ -146,7 +146,7 @@ func reportNATS(t *testing.T, seed uint64, cfg sim.Config, r sim.Result) {
 	cfg.Trace = true
 	again := sim.Run(seed, cfg)
 	note := ""
-	if again.Check != r.Check || again.Failure != r.Failure {
+	if again.Check != r.Check || again.Steps != r.Steps {
 		note = fmt.Sprintf("\n(the replay below ran otherwise: %s: %s; natsstore runs replay exactly only when the server answers alike)", again.Check, again.Failure)
 	}
 	t.Fatalf("seed %d on natsstore failed at step %d: %s: %s%s\ntrace:\n%s\nreplay: %s",
