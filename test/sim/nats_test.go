@@ -133,10 +133,18 @@ func TestSim_nats(t *testing.T) {
 	if t.Failed() || ran < n {
 		return
 	}
-	if nats.SendFaults == 0 || nats.ReadBackLanded == 0 {
+	// Faults come a few times a seed, read-backs that find the write
+	// about once in three seeds: below minReadBackSeeds a run may miss
+	// them by chance (TestSim_natsReadBack requires them on fixed seeds).
+	if nats.SendFaults == 0 || ran >= minReadBackSeeds && nats.ReadBackLanded == 0 {
 		t.Fatalf("over %d seeds, %d attempts faulted inside natsstore and %d calls were settled as written by reading back: the read-back path went unexercised", ran, nats.SendFaults, nats.ReadBackLanded)
 	}
 }
+
+// minReadBackSeeds is the fewest random seeds over which TestSim_nats
+// requires a read-back that found its write: at about 0.4 a seed, 20
+// seeds miss by chance about once in 3,000 runs.
+const minReadBackSeeds = 20
 
 // reportNATS replays a seed that failed on natsstore with its trace and
 // fails t with it and the command that replays it. The replay need not
