@@ -174,7 +174,8 @@ func (w *world) exec(e effect) thread.Input {
 	case doSync:
 		last, err := events.ThreadLastSeq(w.ctx, p.store, threadID)
 		if err != nil {
-			panic(fmt.Sprintf("sim: memstore LastSeq: %v", err))
+			w.storeFailed(e.by+"'s sync", err)
+			return nil
 		}
 		w.tracef("%s sync -> last seq %d", e.by, last)
 		return thread.Synced{LastSeq: last}

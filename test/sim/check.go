@@ -14,9 +14,12 @@ import (
 // gives the verdict of auditing the whole log after every step; Run
 // re-audits the whole log from scratch at the end (CheckReplay).
 func (w *world) check() bool {
+	if !w.wroteSinceCheck() {
+		return w.res.Failed()
+	}
 	envs, err := w.reader.Load(w.ctx, threadID, w.last+1)
 	if err != nil {
-		panic(fmt.Sprintf("sim: memstore Load: %v", err))
+		return w.storeFailed("the checker's load", err)
 	}
 	for _, e := range envs {
 		if e.Seq != uint64(len(w.envs))+1 {
@@ -150,9 +153,10 @@ func (w *world) verifyDrained() {
 	}
 	envs, err := w.reader.Load(w.ctx, threadID, 1)
 	if err != nil {
-		panic(fmt.Sprintf("sim: memstore Load: %v", err))
+		w.storeFailed("the checker's load of the whole log", err)
+		return
 	}
-	a := audit.New()
+	a := w.newAuditor()
 	for _, e := range envs {
 		a.Add(e)
 	}

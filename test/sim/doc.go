@@ -68,6 +68,21 @@
 // first unfenced write whatever happens next). It prints the first such
 // seed with its trace.
 //
+// # On natsstore
+//
+// memstore is a fake; the read-back that settles an ambiguous append lives
+// in natsstore. So a share of the seeds run the same world, with every
+// check above, on natsstore against one embedded nats-server per test
+// binary, a stream and buckets per seed ([Config.NATS], nats.go). The
+// faults strike around the store and inside its publish retry loop
+// (natsstore.WrapSend), where another process's write or takeover may land
+// before the retry; the simulation knows when a write landed with its ack
+// lost, and checks that natsstore never reports it refused
+// ([CheckSettled]). TestSim_nats runs random seeds, TestSim_natsReadBack
+// fixed ones and requires every way of settling to occur, and
+// TestSim_natsUnfencedControl is the control. A natsstore seed replays
+// exactly unless the real server times out on a stalled machine.
+//
 // # Usage
 //
 // From the repository root:
@@ -77,11 +92,14 @@
 //	go test ./test/sim/ -v -run '^TestSim$' -sim.base=12345    # the seeds 12345.. again
 //	go test ./test/sim/ -v -run '^TestSim$' -sim.seed=12345    # replay one seed, printing its trace
 //	go test ./test/sim/ -v -run '^TestSim_unfencedControl$' -sim.seed=4   # one seed without the fence
+//	go test ./test/sim/ -v -run '^TestSim_nats$' -sim.nats=200             # 200 seeds on natsstore
+//	go test ./test/sim/ -v -run '^TestSim_nats$' -sim.seed=12345           # replay one on natsstore
 //
 // The flags have environment variables for CI: SIM_SEEDS, SIM_STEPS,
-// SIM_BASE, SIM_SEED, SIM_CONTROL (the control's seed range 1..N). With
-// -race or -short the defaults drop to 100 seeds and a control range of
-// 50. Seeds run in parallel shards, one per GOMAXPROCS.
+// SIM_BASE, SIM_SEED, SIM_CONTROL (the control's seed range 1..N), SIM_NATS
+// (seeds on natsstore, default 30). With -race or -short the defaults drop
+// to 100 seeds, a control range of 50 and 2 natsstore seeds. Seeds run in
+// parallel shards, one per GOMAXPROCS.
 //
 // A failing seed stops the run and is replayed with its trace: one line
 // per action, naming holders (p2/3 is process 2's third claim attempt),

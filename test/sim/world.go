@@ -54,6 +54,10 @@ type Config struct {
 	// Trace records every action in Result.Trace. Off, a run is faster;
 	// a failing seed is replayed with it on.
 	Trace bool
+	// NATS, when set, runs the seed on natsstore against this server (a
+	// fresh stream and buckets per seed) instead of on memstore: see
+	// nats.go.
+	NATS *NATS
 }
 
 // ModeOf is the log mode seed runs in: odd seeds check before they
@@ -77,7 +81,8 @@ type Result struct {
 	Failure string   // what broke, with the log sequences involved
 	Trace   []string // the actions, one per line, when Config.Trace
 	Stats   Stats
-	Mode    memstore.Mode // the log's mode (ModeOf the seed)
+	Mode    memstore.Mode // the log's mode (ModeOf the seed; Single on NATS)
+	NATS    NATSStats     // what the faults exercised inside natsstore
 }
 
 // Failed reports whether a fatal check broke.
@@ -182,9 +187,10 @@ type world struct {
 	ctx    context.Context
 	coreCf thread.Config
 
-	log      *memstore.Log
-	reader   *memstore.Store // fault-free handle for the checker
-	poster   *memstore.Store
+	log      *memstore.Log // nil on NATS
+	reader   events.Store  // fault-free handle for the checker
+	poster   events.Store
+	nats     *natsWorld // the seed's natsstore side, or nil
 	postFlt  faults
 	procs    []*proc
 	zombies  []effect
@@ -214,25 +220,35 @@ type option struct {
 // the same actions and the same result.
 func Run(seed uint64, cfg Config) Result {
 	w := newWorld(seed, cfg)
-	w.run()
+	defer w.close()
+	if !w.res.Failed() {
+		w.run()
+	}
 	w.res.Seed, w.res.Events, w.res.Trace, w.res.Mode = seed, len(w.envs), w.trace, ModeOf(seed)
+	if w.nats != nil {
+		w.res.Mode = memstore.Single // one server checks before it deduplicates
+	}
 	return w.res
 }
 
 func newWorld(seed uint64, cfg Config) *world {
 	w := &world{
-		cfg:     cfg,
-		seed:    seed,
-		rng:     rand.New(rand.NewPCG(seed, seed^0x9e3779b97f4a7c15)),
-		ctx:     context.Background(),
-		log:     memstore.NewLogWith(memstore.LogConfig{Mode: ModeOf(seed)}),
-		auditor: audit.New(),
-		fold:    projections.New(threadID),
-		handed:  make(map[uint64]string),
-		posts:   postBook{acked: make(map[string]uint64)},
+		cfg:    cfg,
+		seed:   seed,
+		rng:    rand.New(rand.NewPCG(seed, seed^0x9e3779b97f4a7c15)),
+		ctx:    context.Background(),
+		fold:   projections.New(threadID),
+		handed: make(map[uint64]string),
+		posts:  postBook{acked: make(map[string]uint64)},
 	}
-	w.reader = w.log.Open(memstore.Config{})
-	w.poster = w.log.Open(memstore.Config{Fault: w.postFlt.hook})
+	if cfg.NATS != nil {
+		w.openNATS()
+	} else {
+		w.log = memstore.NewLogWith(memstore.LogConfig{Mode: ModeOf(seed)})
+		w.reader = w.log.Open(memstore.Config{})
+		w.poster = w.log.Open(memstore.Config{Fault: w.postFlt.hook})
+	}
+	w.auditor = w.newAuditor()
 	w.coreCf = thread.Config{
 		Agent:     "sim",
 		Steerable: w.rng.IntN(2) == 0,
@@ -242,7 +258,12 @@ func newWorld(seed uint64, cfg Config) *world {
 	for i := range n {
 		skew := time.Duration(w.rng.IntN(10_000)-5_000) * time.Millisecond
 		p := &proc{id: i + 1, clock: eventstest.NewClock(skew)}
-		var s events.Store = w.log.Open(memstore.Config{Now: p.clock.Now, Fault: p.faults.hook})
+		var s events.Store
+		if w.nats != nil {
+			s = w.openNATSProc(p)
+		} else {
+			s = w.log.Open(memstore.Config{Now: p.clock.Now, Fault: p.faults.hook})
+		}
 		if cfg.Unfenced {
 			s = eventstest.Unfenced(s)
 		}
@@ -250,7 +271,7 @@ func newWorld(seed uint64, cfg Config) *world {
 		w.procs = append(w.procs, p)
 	}
 	w.tracef("seed %d: %d processes, steerable=%v, idle ticks %d, unfenced=%v, log %s",
-		seed, n, w.coreCf.Steerable, w.coreCf.IdleTicks, cfg.Unfenced, ModeOf(seed))
+		seed, n, w.coreCf.Steerable, w.coreCf.IdleTicks, cfg.Unfenced, w.logName())
 	return w
 }
 

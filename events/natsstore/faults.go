@@ -1,0 +1,27 @@
+package natsstore
+
+import (
+	"context"
+
+	"github.com/nats-io/nats.go"
+	"github.com/nats-io/nats.go/jetstream"
+)
+
+// SendFunc sends one publish attempt and returns the server's ack: the
+// JetStream client's PublishMsg, or a wrapper of it.
+type SendFunc func(ctx context.Context, m *nats.Msg, opts ...jetstream.PublishOpt) (*jetstream.PubAck, error)
+
+// WrapSend is fault injection for simulations and fault tests: wrap sees
+// every publish attempt of the store's appends, posts and lease writes, and
+// may fail one before sending it, or send it and then lose its ack (return
+// a timeout). The store's retry with the same Nats-Msg-Id, and its
+// read-back of the subject, must then settle the outcome, which is what
+// such a test checks. Call it before the store is used; it is not safe
+// concurrently with writes.
+func (s *Store) WrapSend(wrap func(next SendFunc) SendFunc) {
+	next := SendFunc(s.send)
+	if next == nil {
+		next = s.js.PublishMsg
+	}
+	s.send = wrap(next)
+}
