@@ -297,24 +297,33 @@ func (ra *runnerActor) route(ctx actor.Context, env events.Envelope) {
 	}
 }
 
-// woken takes a wake-up from the work source: acknowledged at once when the
-// thread is held, here or by another live runner, whose follow sees the
-// post; otherwise once a claim holds it.
+// woken takes a wake-up from the work source. It is acknowledged only once
+// this runner has seen the post taken care of: a claim of its own made
+// after it (which loads it), or a read after the thread's holder let go
+// that finds nothing left to do. Until then it is parked: should this
+// runner die, the source hands the post to another. A thread held here or
+// by another live runner is read when that claim ends (terminated,
+// leaseChanged), since its holder may have released it and died before it
+// claimed again for the post.
 func (ra *runnerActor) woken(w workItem) {
-	th := w.thread
-	s, leased := ra.leases[th]
-	if ra.children[th] != nil || (leased && s != ra.session && ra.sessions[s]) {
-		if ra.children[th] == nil {
-			ra.skipped[th] = struct{}{}
-		}
-		ra.ack([]func(){w.ack})
-		return
-	}
 	if ra.draining {
 		return // not acknowledged: another runner gets it
 	}
+	th := w.thread
 	ra.acks[th] = append(ra.acks[th], w.ack)
+	s, leased := ra.leases[th]
+	if ra.children[th] != nil || (leased && s != ra.session && ra.sessions[s]) {
+		return // parked until that claim ends
+	}
 	ra.enqueue(workItem{thread: th, want: wantClaim})
+}
+
+// lookAfterHolder reads th, whose holder let go, if wake-ups for it are
+// parked here.
+func (ra *runnerActor) lookAfterHolder(th string) {
+	if len(ra.acks[th]) > 0 && ra.children[th] == nil && !ra.draining {
+		ra.enqueue(workItem{thread: th, want: wantPeek})
+	}
 }
 
 // ackAll acknowledges th's wake-ups: a claim holds it.
@@ -458,7 +467,9 @@ func (ra *runnerActor) peeked(m peekResult) {
 			ra.r.log.Debug("peek failed; claiming", "thread", m.thread, "err", m.err)
 		}
 		ra.enqueue(workItem{thread: m.thread, want: wantProbe})
+		return
 	}
+	ra.ackAll(m.thread) // read after its holder let go: nothing left to do
 }
 
 // loadSnapshot returns th's fold from its snapshot, or nil when the store
@@ -493,7 +504,7 @@ func (ra *runnerActor) claimed(ctx actor.Context, m claimResult) {
 		}
 		if errors.Is(m.err, events.ErrThreadBusy) {
 			r.stats.claimsBusy.Add(1)
-			ra.ackAll(m.thread) // another holds it and sees the post
+			// Another holds it; the wake-ups stay parked until it lets go.
 			// Another holds the lease and sees the thread's posts. Look
 			// again later all the same: if nobody holds it by then (its
 			// claim failed, its runner died before it retried), the work
@@ -563,6 +574,7 @@ func (ra *runnerActor) terminated(ctx actor.Context, who *actor.PID) {
 	delete(ra.children, th)
 	r.stats.held.Add(-1)
 	defer ra.maybeDone()
+	defer ra.lookAfterHolder(th)
 	switch {
 	case ra.draining || r.ctx.Err() != nil:
 		// Stopped by the runner's own stop or kill.
@@ -608,6 +620,7 @@ func (ra *runnerActor) leaseChanged(u events.LeaseUpdate) {
 	case u.Thread != "":
 		if !u.Present || u.Session == "" {
 			delete(ra.leases, u.Thread)
+			ra.lookAfterHolder(u.Thread)
 			if _, ok := ra.skipped[u.Thread]; ok && ra.children[u.Thread] == nil {
 				// Released after this runner left posts to its holder,
 				// which took them or died before it could: read it
@@ -766,6 +779,9 @@ func (ra *runnerActor) describe(m debugReq) {
 		}
 		if n := ra.failures[th]; n > 0 {
 			parts = append(parts, fmt.Sprintf("failures=%d", n))
+		}
+		if n := len(ra.acks[th]); n > 0 {
+			parts = append(parts, fmt.Sprintf("parked=%d", n))
 		}
 		out[th] = fmt.Sprintf("session=%s queue=%d claiming=%d rechecks=%d caughtUp=%v followed=%d: %s", ra.session, len(ra.queue), len(ra.claiming), len(ra.rechecks), ra.caughtUp, ra.r.Followed(), strings.Join(parts, " "))
 	}

@@ -238,3 +238,39 @@ func TestRunner_workAckedAfterClaim(t *testing.T) {
 	})
 	auditClean(t, s, "w")
 }
+
+// A wake-up for a thread another runner holds stays unacknowledged while
+// that claim lasts (its holder may release it and die before it claims
+// again for the post); once it is released, a read finds nothing left to
+// do, and only then is the wake-up acknowledged, with no claim.
+func TestRunner_workParkedWhileHeldElsewhere(t *testing.T) {
+	log := memstore.NewLog()
+	s := log.Open(memstore.Config{})
+	ttl := 300 * time.Millisecond
+	a := startRunner(t, runner.Config{Store: log.Open(memstore.Config{}), ID: "A", ClaimTTL: ttl, IdleTimeout: time.Hour})
+	post(t, s, "w", "one")
+	testkit.WaitFor(t, 20*time.Second, "A answers", settled(t, s, "w"))
+	work := &chanWork{wake: make(chan string, 1)}
+	b := startRunner(t, runner.Config{Store: log.Open(memstore.Config{}), ID: "B", ClaimTTL: ttl, IdleTimeout: time.Hour, Work: work})
+	defer b.Stop(context.Background())
+	waitPeers(t, a, b)
+	post(t, s, "w", "two")
+	work.wake <- "w"
+	testkit.WaitFor(t, 20*time.Second, "B parks the wake-up", func() (bool, string) {
+		d := b.Describe(context.Background(), []string{"w"})["w"]
+		return strings.Contains(d, "parked=1"), d
+	})
+	testkit.WaitFor(t, 20*time.Second, "A answers the second post", settled(t, s, "w"))
+	if n := work.acked.Load(); n != 0 {
+		t.Fatalf("B acknowledged the wake-up while A held the thread")
+	}
+	if err := a.Stop(context.Background()); err != nil {
+		t.Fatal(err)
+	}
+	testkit.WaitFor(t, 20*time.Second, "B reads the released thread and acknowledges", func() (bool, string) {
+		return work.acked.Load() == 1, fmt.Sprintf("acked %d; %+v", work.acked.Load(), b.Stats())
+	})
+	if st := b.Stats(); st.Claims != 0 || st.Peeks == 0 {
+		t.Fatalf("B: %+v; want no claim, and a read", st)
+	}
+}

@@ -95,7 +95,9 @@ func (q *WorkQueue) config() jetstream.ConsumerConfig {
 		AckPolicy:     jetstream.AckExplicitPolicy,
 		AckWait:       q.ackWait,
 		MaxDeliver:    -1,
-		MaxAckPending: 10_000,
+		// A runner keeps a post unacknowledged while another claim holds
+		// its thread, until that claim ends.
+		MaxAckPending: 1 << 20,
 		// Many runners each keep one pull waiting.
 		MaxWaiting: 512,
 	}
