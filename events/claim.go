@@ -72,12 +72,28 @@ type SessionClaimStore interface {
 // [BoundedLoader] returns them up to the marker exactly, and the caller
 // follows the log for the rest.
 func AcquireSessionClaim(ctx context.Context, s SessionClaimStore, sess Session, thread, holder string, from uint64, now time.Time) (Claim, []Envelope, error) {
-	if err := ValidateThreadID(thread); err != nil {
+	c, err := AcquireSessionMarker(ctx, s, sess, thread, holder, now)
+	if err != nil {
 		return Claim{}, nil, err
+	}
+	envs, err := LoadClaimed(ctx, s, c, from)
+	if err != nil {
+		return c, nil, err
+	}
+	return c, envs, nil
+}
+
+// AcquireSessionMarker is the first part of [AcquireSessionClaim]: the
+// lease and the marker, without the load. A caller that starts from a
+// snapshot only when the thread had a claim before (Claim.Prev) loads with
+// [LoadClaimed].
+func AcquireSessionMarker(ctx context.Context, s SessionClaimStore, sess Session, thread, holder string, now time.Time) (Claim, error) {
+	if err := ValidateThreadID(thread); err != nil {
+		return Claim{}, err
 	}
 	lease, err := s.AcquireSessionLease(ctx, thread, holder, sess)
 	if err != nil {
-		return Claim{}, nil, err
+		return Claim{}, err
 	}
 	c, err := appendMarker(ctx, s, lease, now)
 	if err != nil {
@@ -89,18 +105,25 @@ func AcquireSessionClaim(ctx context.Context, s SessionClaimStore, sess Session,
 		// Not ErrThreadBusy even when the marker lost its races: the lease
 		// is this holder's, so others that found the thread busy gave it
 		// up meanwhile, and the caller must try again.
-		return Claim{}, nil, fmt.Errorf("events: claim of %s not completed (its lease kept for a retry): %v", thread, err)
+		return Claim{}, fmt.Errorf("events: claim of %s not completed (its lease kept for a retry): %v", thread, err)
 	}
+	return c, nil
+}
+
+// LoadClaimed loads c's thread from sequence from (0 or 1 for all) up to
+// c's marker, or to the log's end when the store is no [BoundedLoader].
+func LoadClaimed(ctx context.Context, s Loader, c Claim, from uint64) ([]Envelope, error) {
 	var envs []Envelope
+	var err error
 	if bl, ok := s.(BoundedLoader); ok {
-		envs, err = bl.LoadUpTo(ctx, thread, max(from, 1), c.Seq)
+		envs, err = bl.LoadUpTo(ctx, c.Thread, max(from, 1), c.Seq)
 	} else {
-		envs, err = s.Load(ctx, thread, max(from, 1))
+		envs, err = s.Load(ctx, c.Thread, max(from, 1))
 	}
 	if err != nil {
-		return c, nil, fmt.Errorf("events: load %s after claim: %w", thread, err)
+		return nil, fmt.Errorf("events: load %s after claim: %w", c.Thread, err)
 	}
-	return c, envs, nil
+	return envs, nil
 }
 
 // claimer is what appendMarker needs of a store.
@@ -136,7 +159,7 @@ func appendMarker(ctx context.Context, s claimer, lease Lease, now time.Time) (C
 		}
 		ack, err := s.Append(ctx, ev, ExpectLast(c0))
 		if err == nil {
-			return Claim{Thread: thread, Holder: holder, Seq: ack.Seq, Lease: lease}, nil
+			return Claim{Thread: thread, Holder: holder, Seq: ack.Seq, Lease: lease, Prev: c0}, nil
 		}
 		if !errors.Is(err, ErrConflict) {
 			return Claim{}, err

@@ -248,6 +248,9 @@ type Claim struct {
 	Holder string
 	Seq    uint64 // claim_seq: the stream sequence of the thread_claimed marker
 	Lease  Lease
+	// Prev is the claim subject's last sequence before the marker, as its
+	// compare-and-set expected it: 0 for the thread's first claim.
+	Prev uint64
 }
 
 // CheckMode says which expected-sequence check an append carries.

@@ -403,23 +403,27 @@ func (ra *runnerActor) pump(ctx actor.Context) {
 // claim claims th under sess, starting from the thread's snapshot when the
 // store keeps them and it verifies. It runs off the actor's goroutine.
 func (r *Runner) claim(ctx context.Context, sess events.Session, th, holder string) claimResult {
-	view := r.loadSnapshot(ctx, th)
-	var from uint64
-	if view != nil {
-		from = view.LastSeq + 1
+	c, err := events.AcquireSessionMarker(ctx, r.store, sess, th, holder, r.now())
+	if err != nil {
+		return claimResult{thread: th, err: err}
 	}
-	c, h, err := events.AcquireSessionClaim(ctx, r.store, sess, th, holder, from, r.now())
-	if err == nil && view != nil && view.LastSeq >= c.Seq {
+	// A snapshot is saved when a claim ends: a thread claimed for the first
+	// time has none, and its claim costs no read for one.
+	var view *projections.Thread
+	if c.Prev != 0 {
+		view = r.loadSnapshot(ctx, th)
+	}
+	var from uint64
+	if view != nil && view.LastSeq >= c.Seq {
 		// A snapshot at or past the new marker cannot be of this log.
 		r.stats.snapshotsBad.Add(1)
 		r.log.Warn("snapshot ignored: past the claim's marker", "thread", th, "snapshot_seq", view.LastSeq, "claim_seq", c.Seq)
 		view = nil
-		if bl, ok := r.store.(events.BoundedLoader); ok {
-			h, err = bl.LoadUpTo(ctx, th, 1, c.Seq)
-		} else {
-			h, err = r.store.Load(ctx, th, 1)
-		}
 	}
+	if view != nil {
+		from = view.LastSeq + 1
+	}
+	h, err := events.LoadClaimed(ctx, r.store, c, from)
 	return claimResult{thread: th, claim: c, view: view, history: h, err: err}
 }
 
