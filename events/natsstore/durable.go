@@ -60,17 +60,7 @@ type Delivery struct {
 }
 
 // DurableInfo is a durable consumer's state on the server.
-type DurableInfo struct {
-	Name string
-	// NumPending is the number of events not yet delivered.
-	NumPending uint64
-	// NumAckPending is the number of events delivered and not yet acked.
-	NumAckPending int
-	// AckFloor is the stream sequence up to which every event is acked.
-	AckFloor uint64
-	// Delivered is the stream sequence of the last event delivered.
-	Delivered uint64
-}
+type DurableInfo = events.DurableInfo
 
 // Durable opens the durable consumer cfg.Name, creating it if need be; an
 // existing one keeps its position. It returns an error wrapping

@@ -26,7 +26,7 @@ func (s *Store) OpenDurable(ctx context.Context, cfg events.DurableConfig) (even
 // DurableState implements [events.ReadModelStore] with [Store.DurableInfo].
 func (s *Store) DurableState(ctx context.Context, name string) (events.DurableInfo, error) {
 	info, err := s.DurableInfo(ctx, name)
-	return events.DurableInfo(info), portError(err)
+	return info, portError(err)
 }
 
 // OpenBucket implements [events.ReadModelStore] with [Store.Bucket].
