@@ -18,6 +18,7 @@ import (
 	"artifactr/events/natsstore"
 	"artifactr/internal/eventgen"
 	"artifactr/internal/natsembed"
+	"artifactr/internal/testkit"
 	"artifactr/projections"
 )
 
@@ -181,17 +182,13 @@ func sameSummaries(t testing.TB, what string, got, want map[string]Summary) {
 // sequence and the consumer has nothing pending.
 func waitCaughtUp(t testing.TB, p *Projector) Lag {
 	t.Helper()
-	deadline := time.Now().Add(30 * time.Second)
-	for {
-		l, err := p.Lag(ctxT(t))
-		if err == nil && l.Behind == 0 && l.NumPending == 0 && l.Checkpoint > 0 {
-			return l
-		}
-		if time.Now().After(deadline) {
-			t.Fatalf("projector not caught up: %+v, %v", l, err)
-		}
-		time.Sleep(20 * time.Millisecond)
-	}
+	var l Lag
+	testkit.WaitFor(t, 30*time.Second, "projector caught up", func() (bool, string) {
+		var err error
+		l, err = p.Lag(ctxT(t))
+		return err == nil && l.Behind == 0 && l.NumPending == 0 && l.Checkpoint > 0, fmt.Sprintf("%+v, %v", l, err)
+	})
+	return l
 }
 
 // runInBackground runs p until the test ends, and returns a stop function.
