@@ -15,6 +15,18 @@ type Message struct {
 	ID     string `json:"id"`
 	Author string `json:"author,omitempty"`
 	Text   string `json:"text"`
+	// Run is set on a run's reply in a [Conversational] turn's
+	// conversation: the run that wrote it. Empty on a posted message.
+	Run string `json:"run,omitempty"`
+}
+
+// Conversational is a [Turn] that also gives the conversation before its
+// prompt: the thread's messages and the replies of earlier runs (Run set,
+// Seq the run's end), oldest first. A rolled-back run and the messages it
+// consumed are left out, as from History. An agent that talks to a model
+// (the openai agent) wants this; History stays messages only.
+type Conversational interface {
+	Conversation() []Message
 }
 
 // Token is a run's fencing token. An agent passes it on to fence its own

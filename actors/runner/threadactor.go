@@ -471,9 +471,12 @@ type runHandle struct {
 	steering chan agent.Message
 }
 
-func (h *runHandle) Token() agent.Token             { return h.start.Token }
-func (h *runHandle) Prompt() agent.Message          { return h.start.Prompt }
-func (h *runHandle) History() []agent.Message       { return h.start.History }
+func (h *runHandle) Token() agent.Token       { return h.start.Token }
+func (h *runHandle) Prompt() agent.Message    { return h.start.Prompt }
+func (h *runHandle) History() []agent.Message { return h.start.History }
+
+// Conversation implements [agent.Conversational].
+func (h *runHandle) Conversation() []agent.Message  { return h.start.Conversation }
 func (h *runHandle) Steering() <-chan agent.Message { return h.steering }
 
 func (h *runHandle) Emit(ctx context.Context, text string) error {

@@ -3,6 +3,7 @@ package thread
 import (
 	"errors"
 	"fmt"
+	"strings"
 	"time"
 	"unicode/utf8"
 
@@ -520,7 +521,35 @@ func (c *Core) startRun(rs *eventspb.RunStarted) StartRun {
 	for _, m := range c.view.History(rs.PromptSeq) {
 		sr.History = append(sr.History, toAgent(m))
 	}
+	sr.Conversation = conversation(c.view, sr.History, rs.PromptSeq)
 	return sr
+}
+
+// conversation interleaves history, the messages before promptSeq, with the
+// replies of the runs that ended before it, by sequence: a reply stands at
+// its run's end. A rolled-back run's reply is left out, as its messages are
+// from history; a run with no text wrote no reply.
+func conversation(v *projections.Thread, history []agent.Message, promptSeq uint64) []agent.Message {
+	out := make([]agent.Message, 0, len(history)+len(v.Runs))
+	i := 0
+	for _, r := range v.Runs {
+		if r.Status == projections.RunActive || r.RolledBack || r.PromptSeq >= promptSeq {
+			continue
+		}
+		text := r.Output
+		if text == "" {
+			text = strings.Join(r.Outputs, "")
+		}
+		if text == "" {
+			continue
+		}
+		for i < len(history) && history[i].Seq < r.EndSeq {
+			out = append(out, history[i])
+			i++
+		}
+		out = append(out, agent.Message{Seq: r.EndSeq, Run: r.ID, Author: "assistant", Text: text})
+	}
+	return append(out, history[i:]...)
 }
 
 func (c *Core) message(seq uint64) agent.Message {

@@ -68,6 +68,9 @@ type StartRun struct {
 	Token   agent.Token
 	Prompt  agent.Message
 	History []agent.Message
+	// Conversation is History with the replies of earlier runs
+	// interleaved (agent.Conversational).
+	Conversation []agent.Message
 }
 
 // Deliver hands a consumed message to a running run: an answer to its

@@ -98,6 +98,18 @@ func TestCore_Decide_interruptAndRollback(t *testing.T) {
 			if got := texts(d.starts, 2); !slices.Equal(got, want) {
 				t.Errorf("history %q, want %q", got, want)
 			}
+			// The conversation adds the first run's reply after its prompt.
+			wantConv := []string{"a", "ok", "b"}
+			if st == events.StrategyRollback {
+				wantConv = []string{"a", "ok"}
+			}
+			var conv []string
+			for _, m := range d.starts[2].Conversation {
+				conv = append(conv, m.Text)
+			}
+			if !slices.Equal(conv, wantConv) {
+				t.Errorf("conversation %q, want %q", conv, wantConv)
+			}
 		})
 	}
 }

@@ -24,11 +24,11 @@
 // Each run POSTs {BaseURL}/chat/completions with "stream": true and reads
 // the server-sent events ("data: {chunk}" lines, ending with
 // "data: [DONE]"). The conversation is the optional system prompt, then the
-// thread's history and the prompt: messages whose author is
-// [Config.AssistantAuthor] have role "assistant", every other message role
-// "user" (with its author as "name" when OpenAI accepts it as one). The
-// runner's history holds the thread's posted messages only, so earlier
-// runs' outputs are not in the conversation.
+// thread's conversation and the prompt: the runner's turns are
+// [agent.Conversational], so earlier runs' replies (their outputs joined)
+// have role "assistant" where each run ended, as do messages whose author
+// is [Config.AssistantAuthor]; every other message has role "user" (with
+// its author as "name" when OpenAI accepts it as one).
 //
 // The reply's text is emitted as run_output events as it streams,
 // coalesced: buffered text is emitted [Config.FlushInterval] (50 ms) after

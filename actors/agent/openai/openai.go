@@ -179,7 +179,11 @@ func (a *Agent) conversation(t agent.Turn) []chatMessage {
 	if a.cfg.System != "" {
 		msgs = append(msgs, chatMessage{Role: "system", Content: ptr(a.cfg.System)})
 	}
-	msgs = a.appendThread(msgs, t.History())
+	if ct, ok := t.(agent.Conversational); ok {
+		msgs = a.appendThread(msgs, ct.Conversation())
+	} else {
+		msgs = a.appendThread(msgs, t.History())
+	}
 	return a.appendThread(msgs, []agent.Message{t.Prompt()})
 }
 
@@ -190,7 +194,7 @@ func (a *Agent) appendThread(msgs []chatMessage, ms []agent.Message) []chatMessa
 		if m.Text == "" {
 			continue
 		}
-		if m.Author == a.cfg.AssistantAuthor {
+		if m.Run != "" || m.Author == a.cfg.AssistantAuthor {
 			msgs = append(msgs, chatMessage{Role: "assistant", Content: ptr(m.Text)})
 			continue
 		}

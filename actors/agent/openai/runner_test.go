@@ -96,13 +96,13 @@ func TestAgent_throughRunner(t *testing.T) {
 	if len(reqs) != 3 {
 		t.Fatalf("%d requests, want 3", len(reqs))
 	}
-	// The third request carries the thread so far, the tool call and its
-	// answer.
+	// The third request carries the conversation so far (the first run's
+	// reply as the assistant's), the tool call and its answer.
 	var got []string
 	for _, m := range reqs[2].Body.Messages {
 		got = append(got, m.Role+":"+deref(m.Content))
 	}
-	if want := []string{"user:count to five", "user:pick a colour for me", "assistant:", "tool:blue"}; !slices.Equal(got, want) {
+	if want := []string{"user:count to five", "assistant:one two three four five.", "user:pick a colour for me", "assistant:", "tool:blue"}; !slices.Equal(got, want) {
 		t.Errorf("third request's messages = %q, want %q", got, want)
 	}
 
