@@ -2,12 +2,10 @@ package main
 
 import (
 	"fmt"
-	"time"
 
 	"github.com/spf13/cobra"
 
 	"artifactr/events"
-	"artifactr/internal/doubletext"
 )
 
 // strategyUsage documents --strategy, for post and configure.
@@ -44,16 +42,16 @@ first) changes nothing. Requests are idempotent by --id.`,
 				}
 			}
 			ctx := cmd.Context()
-			store, err := a.open(ctx, &conn, 0)
+			cl, err := a.dial(ctx, &conn, false)
 			if err != nil {
 				return err
 			}
-			defer store.Close()
-			ack, err := doubletext.Cancel(ctx, store, thread, run, id, time.Now())
+			defer cl.Close()
+			seq, err := cl.Cancel(ctx, thread, run, id)
 			if err != nil {
 				return storeError(conn.url, err)
 			}
-			fmt.Fprintf(a.stdout, "%d\n", ack.Seq)
+			fmt.Fprintf(a.stdout, "%d\n", seq)
 			return nil
 		},
 	}
@@ -86,16 +84,16 @@ its first post's, or enqueue.`,
 				return usagef("--strategy %q: want enqueue, reject, interrupt or rollback", strategy)
 			}
 			ctx := cmd.Context()
-			store, err := a.open(ctx, &conn, 0)
+			cl, err := a.dial(ctx, &conn, false)
 			if err != nil {
 				return err
 			}
-			defer store.Close()
-			ack, err := doubletext.Configure(ctx, store, thread, st, time.Now())
+			defer cl.Close()
+			seq, err := cl.Configure(ctx, thread, string(st))
 			if err != nil {
 				return storeError(conn.url, err)
 			}
-			fmt.Fprintf(a.stdout, "%d\n", ack.Seq)
+			fmt.Fprintf(a.stdout, "%d\n", seq)
 			return nil
 		},
 	}
