@@ -39,5 +39,8 @@ done
 # (SIM_NATS random seeds, 30 by default, 2 with -race, plus fixed seeds that
 # must exercise every way natsstore settles an unknown outcome): about half
 # a minute each on 2 busy cores.
+step "chaos, 5,000 threads (without -race: too slow with it on 2 cores)"
+SOAK_MANY="${SOAK_MANY:-25s}" go test -count=1 -timeout 15m -run '^TestChaos_manyThreads$' ./test/chaos/
+
 step "simulation, 2000 seeds (30 more on natsstore)"
 go test -count=1 -timeout 10m ./test/sim/

@@ -26,8 +26,8 @@ func TestChaos_soak(t *testing.T) {
 // past the TTL and lose connections; after the drain the audit finds no
 // violation and every acknowledged post was consumed exactly once.
 //
-// It runs only when asked for (SOAK_MANY=25s or -chaos.many=25s), without
-// -race: it does not drain yet. Some posts are never claimed by any runner
+// It runs only when asked for (SOAK_MANY=25s or -chaos.many=25s), and not
+// under -race, too slow on two cores: scripts/test.sh runs it without
 // (test/README.md, "many threads").
 func TestChaos_manyThreads(t *testing.T) {
 	if *flagMany == "" {
