@@ -34,13 +34,13 @@ for target in FuzzDecode:./events/natsstore/ FuzzApply:./projections/ \
 	go test -run '^$' -fuzz "^${target%%:*}\$" -fuzztime "${FUZZTIME:-10s}" "${target#*:}"
 done
 
+step "chaos, 5,000 threads (without -race: too slow with it on 2 cores)"
+SOAK_MANY="${SOAK_MANY:-25s}" go test -count=1 -timeout 15m -run '^TestChaos_manyThreads$' ./test/chaos/
+
 # -race makes the simulation run 100 seeds; without it, 2000 seeds run in
 # seconds. Both runs also put a share on natsstore with an embedded server
 # (SIM_NATS random seeds, 30 by default, 2 with -race, plus fixed seeds that
 # must exercise every way natsstore settles an unknown outcome): about half
 # a minute each on 2 busy cores.
-step "chaos, 5,000 threads (without -race: too slow with it on 2 cores)"
-SOAK_MANY="${SOAK_MANY:-25s}" go test -count=1 -timeout 15m -run '^TestChaos_manyThreads$' ./test/chaos/
-
 step "simulation, 2000 seeds (30 more on natsstore)"
 go test -count=1 -timeout 10m ./test/sim/
