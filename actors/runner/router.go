@@ -215,8 +215,8 @@ func (ra *runnerActor) Receive(ctx actor.Context) {
 			ra.pump(ctx)
 		case idle && s == ra.session:
 			// This runner's session holds it with no claim on it (a
-			// claim that failed after taking the lease, whose give-back
-			// failed too): claim it, which clears the lease if it has
+			// claim that failed after taking the lease, which it keeps
+			// for the retry): claim it, which clears the lease if it has
 			// nothing to do.
 			ra.enqueue(workItem{thread: m.thread, want: wantProbe})
 			ra.pump(ctx)
