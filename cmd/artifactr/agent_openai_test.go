@@ -115,9 +115,11 @@ func TestServe_openaiAgent(t *testing.T) {
 	if m := first[0].(map[string]any); m["role"] != "system" || m["content"] != "Be kind." || reqs[0]["model"] != "tiny" {
 		t.Errorf("first request: model %v, first message %v", reqs[0]["model"], m)
 	}
-	// The second turn sees the first prompt in its history.
+	// The second turn sees the conversation: the first prompt, then the
+	// first run's reply as the assistant's.
 	second := reqs[1]["messages"].([]any)
-	if len(second) != 3 || second[1].(map[string]any)["content"] != "hi" {
+	if len(second) != 4 || second[1].(map[string]any)["content"] != "hi" ||
+		second[2].(map[string]any)["role"] != "assistant" || second[2].(map[string]any)["content"] != "Hello there" {
 		t.Errorf("second request's messages: %v", second)
 	}
 }
