@@ -5,10 +5,8 @@ import (
 	"fmt"
 	"log/slog"
 	"os"
-	"runtime"
 	"strconv"
 	"sync"
-	"sync/atomic"
 	"testing"
 	"time"
 
@@ -95,38 +93,15 @@ func TestSim_nats(t *testing.T) {
 	base, n := baseSeed(t), natsSeeds()
 	t.Logf("natsstore: base seed %d: seeds %d..%d, %d steps each (set -sim.base=%d to rerun these seeds)", base, base, base+uint64(n)-1, cfg.Steps, base)
 	var (
-		stop  atomic.Bool
-		mu    sync.Mutex // protects the totals below
 		total sim.Stats
 		nats  sim.NATSStats
-		ran   int
 		evs   int
 	)
-	shards := runtime.GOMAXPROCS(0)
-	start := time.Now()
-	t.Run("seeds", func(t *testing.T) {
-		for k := range shards {
-			t.Run(fmt.Sprintf("shard%d", k), func(t *testing.T) {
-				t.Parallel()
-				for i := k; i < n && !stop.Load(); i += shards {
-					seed := base + uint64(i)
-					r := sim.Run(seed, cfg)
-					mu.Lock()
-					ran++
-					evs += r.Events
-					add(&total, r.Stats)
-					nats.Add(r.NATS)
-					mu.Unlock()
-					if r.Failed() {
-						stop.Store(true)
-						reportNATS(t, seed, cfg, r)
-						return
-					}
-				}
-			})
-		}
-	})
-	d := time.Since(start)
+	ran, d, shards := runSeeds(t, base, n, cfg, func(_ uint64, r sim.Result) {
+		evs += r.Events
+		add(&total, r.Stats)
+		nats.Add(r.NATS)
+	}, func(t *testing.T, seed uint64, r sim.Result) { reportNATS(t, seed, cfg, r) })
 	t.Logf("natsstore: %d seeds in %s (%.1f seeds/s on %d shards): %d events", ran, d.Round(time.Millisecond), float64(ran)/d.Seconds(), shards, evs)
 	t.Logf("exercised: %+v", total)
 	t.Logf("natsstore settled: %+v", nats)

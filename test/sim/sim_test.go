@@ -81,15 +81,35 @@ func TestSim(t *testing.T) {
 	base, n := baseSeed(t), seeds()
 	t.Logf("base seed %d: seeds %d..%d, %d steps each (set -sim.base=%d to rerun these seeds)", base, base, base+uint64(n)-1, cfg.Steps, base)
 	var (
-		stop  atomic.Bool
-		mu    sync.Mutex // protects total
 		total sim.Stats
 		steps int
 		evs   int
-		ran   int
 		modes = map[memstore.Mode]int{}
 	)
-	shards := runtime.GOMAXPROCS(0)
+	ran, d, shards := runSeeds(t, base, n, cfg, func(_ uint64, r sim.Result) {
+		steps += r.Steps + r.Stats.Drained
+		evs += r.Events
+		modes[r.Mode]++
+		add(&total, r.Stats)
+	}, func(t *testing.T, seed uint64, r sim.Result) { report(t, "TestSim", seed, cfg, r) })
+	t.Logf("%d seeds in %s (%.0f seeds/s on %d shards): %d steps, %d events", ran, d.Round(time.Millisecond), float64(ran)/d.Seconds(), shards, steps, evs)
+	t.Logf("exercised: %+v", total)
+	t.Logf("log modes: %d seeds %s, %d seeds %s", modes[memstore.Single], memstore.Single, modes[memstore.Replicated], memstore.Replicated)
+	if ran > 1 && (modes[memstore.Single] == 0 || modes[memstore.Replicated] == 0) {
+		t.Errorf("the seeds ran in one log mode only: %v", modes)
+	}
+}
+
+// runSeeds runs seeds base..base+n-1 with cfg over GOMAXPROCS parallel
+// shards. take sees each result, one at a time; the first failed seed goes
+// to fail and stops every shard. It returns how many seeds ran, in how
+// long, on how many shards.
+func runSeeds(t *testing.T, base uint64, n int, cfg sim.Config, take func(seed uint64, r sim.Result), fail func(t *testing.T, seed uint64, r sim.Result)) (ran int, d time.Duration, shards int) {
+	var (
+		stop atomic.Bool
+		mu   sync.Mutex // serialises take, and protects ran
+	)
+	shards = runtime.GOMAXPROCS(0)
 	start := time.Now()
 	t.Run("seeds", func(t *testing.T) {
 		for k := range shards {
@@ -100,27 +120,18 @@ func TestSim(t *testing.T) {
 					r := sim.Run(seed, cfg)
 					mu.Lock()
 					ran++
-					steps += r.Steps + r.Stats.Drained
-					evs += r.Events
-					modes[r.Mode]++
-					add(&total, r.Stats)
+					take(seed, r)
 					mu.Unlock()
 					if r.Failed() {
 						stop.Store(true)
-						report(t, "TestSim", seed, cfg, r)
+						fail(t, seed, r)
 						return
 					}
 				}
 			})
 		}
 	})
-	d := time.Since(start)
-	t.Logf("%d seeds in %s (%.0f seeds/s on %d shards): %d steps, %d events", ran, d.Round(time.Millisecond), float64(ran)/d.Seconds(), shards, steps, evs)
-	t.Logf("exercised: %+v", total)
-	t.Logf("log modes: %d seeds %s, %d seeds %s", modes[memstore.Single], memstore.Single, modes[memstore.Replicated], memstore.Replicated)
-	if ran > 1 && (modes[memstore.Single] == 0 || modes[memstore.Replicated] == 0) {
-		t.Errorf("the seeds ran in one log mode only: %v", modes)
-	}
+	return ran, time.Since(start), shards
 }
 
 func add(t *sim.Stats, s sim.Stats) {
