@@ -429,8 +429,7 @@ func (a *threadActor) startRun(s thread.StartRun) {
 	rctx = a.r.cfg.Observer.RunContext(rctx, a.claim, s.RunID)
 	h := &runHandle{
 		a: a, id: s.RunID, start: s, cancel: cancel,
-		answers:  make(map[string]chan agent.Message),
-		steering: make(chan agent.Message, 256),
+		answers: make(map[string]chan agent.Message),
 	}
 	a.runs[s.RunID] = h
 	a.r.goDo(func() {
@@ -465,10 +464,10 @@ type runHandle struct {
 	start  thread.StartRun
 	cancel context.CancelFunc
 
-	mu       sync.Mutex // protects answers and asked
+	mu       sync.Mutex // protects answers, asked and steering
 	answers  map[string]chan agent.Message
 	asked    int
-	steering chan agent.Message
+	steering chan agent.Message // made on first use: most runs are never steered
 }
 
 func (h *runHandle) Token() agent.Token       { return h.start.Token }
@@ -477,7 +476,20 @@ func (h *runHandle) History() []agent.Message { return h.start.History }
 
 // Conversation implements [agent.Conversational].
 func (h *runHandle) Conversation() []agent.Message  { return h.start.Conversation }
-func (h *runHandle) Steering() <-chan agent.Message { return h.steering }
+func (h *runHandle) Steering() <-chan agent.Message { return h.steer() }
+
+// steeringBuffer is how many steering messages a run may leave unread
+// before further ones are dropped with a warning.
+const steeringBuffer = 256
+
+func (h *runHandle) steer() chan agent.Message {
+	h.mu.Lock()
+	defer h.mu.Unlock()
+	if h.steering == nil {
+		h.steering = make(chan agent.Message, steeringBuffer)
+	}
+	return h.steering
+}
 
 func (h *runHandle) Emit(ctx context.Context, text string) error {
 	if err := ctx.Err(); err != nil {
@@ -507,7 +519,7 @@ func (h *runHandle) Ask(ctx context.Context, question string) (agent.Message, er
 func (h *runHandle) deliver(d thread.Deliver) {
 	if d.RequestID == "" {
 		select {
-		case h.steering <- d.Message:
+		case h.steer() <- d.Message:
 		default:
 			h.a.log().Warn("steering buffer full; message consumed but not delivered", "run", h.id, "seq", d.Message.Seq)
 		}

@@ -462,9 +462,7 @@ func (c *Core) foreign(env *events.Envelope) string {
 	}
 	ev := env.Event
 	if sent, ok := c.mine[env.MsgID]; ok && env.Err == nil && ev != nil {
-		got := proto.Clone(ev).(*eventspb.Event)
-		got.Time = nil
-		if proto.Equal(got, sent) {
+		if sameEvent(ev, sent) {
 			return ""
 		}
 		// Someone else stored an event under this holder's message id:
