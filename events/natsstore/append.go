@@ -5,7 +5,6 @@ import (
 	"fmt"
 
 	"github.com/nats-io/nats.go"
-	"github.com/nats-io/nats.go/jetstream"
 	"github.com/nats-io/nuid"
 	"google.golang.org/protobuf/proto"
 	"google.golang.org/protobuf/types/known/timestamppb"
@@ -73,7 +72,7 @@ func (s *Store) Post(ctx context.Context, thread string, m *eventspb.MessagePost
 		// The reject strategy: land only while the run subject stands
 		// where the poster read it (a literal subject, as the fence).
 		run := s.subj.Thread(thread, events.KindRun)
-		w.opts = []jetstream.PublishOpt{jetstream.WithExpectLastSequenceForSubject(po.ExpectRunSeq, run)}
+		w.jsHeader = expectLastFor(po.ExpectRunSeq, run)
 	}
 	o := s.publish(ctx, w)
 	if o.refused != nil && po.ExpectRun {
@@ -182,12 +181,12 @@ func (s *Store) prepareAppend(ev *eventspb.Event, chk events.Check, opts []event
 	w.what = "append " + string(typ) + " to " + w.subject
 	switch chk.Mode {
 	case events.CheckSubject:
-		w.opts = []jetstream.PublishOpt{jetstream.WithExpectLastSequencePerSubject(chk.Seq)}
+		w.jsHeader = expectLast(chk.Seq)
 	case events.CheckFence:
 		// The literal claim subject, never a wildcard: replicated streams
 		// track in-flight checks by the literal string (NATS-NOTES).
 		claim := s.subj.Thread(thread, events.KindClaim)
-		w.opts = []jetstream.PublishOpt{jetstream.WithExpectLastSequenceForSubject(chk.Seq, claim)}
+		w.jsHeader = expectLastFor(chk.Seq, claim)
 	case events.CheckNone:
 		// A client-written event (events.Type.ClientWritten): deduplicated
 		// by its msg id only.

@@ -96,8 +96,8 @@ func TestStore_Append_checkHeadersStored(t *testing.T) {
 // publish.
 func loseAck(s *Store, send func(n int32, real func() (*jetstream.PubAck, error)) (*jetstream.PubAck, error)) {
 	var calls atomic.Int32
-	s.send = func(ctx context.Context, m *nats.Msg, opts ...jetstream.PublishOpt) (*jetstream.PubAck, error) {
-		return send(calls.Add(1), func() (*jetstream.PubAck, error) { return s.js.PublishMsg(ctx, m, opts...) })
+	s.send = func(ctx context.Context, m *nats.Msg) (*jetstream.PubAck, error) {
+		return send(calls.Add(1), func() (*jetstream.PubAck, error) { return s.request(ctx, m) })
 	}
 }
 
@@ -228,7 +228,7 @@ func TestStore_Append_unknownOutcome(t *testing.T) {
 	m := post(t, s, "T", "m1")
 	c := claim(t, s, "T", "A")
 	var calls atomic.Int32
-	s.send = func(ctx context.Context, _ *nats.Msg, _ ...jetstream.PublishOpt) (*jetstream.PubAck, error) {
+	s.send = func(ctx context.Context, _ *nats.Msg) (*jetstream.PubAck, error) {
 		calls.Add(1)
 		<-ctx.Done()
 		return nil, ctx.Err()

@@ -117,8 +117,7 @@ func appendAsync(b *testing.B, s *Store, js jetstream.JetStream, cs []events.Cla
 		if err != nil {
 			b.Fatal(err)
 		}
-		m, opts := w.msg()
-		if futs[k], err = js.PublishMsgAsync(m, opts...); err != nil {
+		if futs[k], err = js.PublishMsgAsync(w.msg()); err != nil {
 			b.Fatal(err)
 		}
 	}

@@ -7,9 +7,10 @@ import (
 	"github.com/nats-io/nats.go/jetstream"
 )
 
-// SendFunc sends one publish attempt and returns the server's ack: the
-// JetStream client's PublishMsg, or a wrapper of it.
-type SendFunc func(ctx context.Context, m *nats.Msg, opts ...jetstream.PublishOpt) (*jetstream.PubAck, error)
+// SendFunc sends one publish attempt, its JetStream headers set, and
+// returns the server's ack, or the server's error as a
+// *jetstream.APIError, as the JetStream client's PublishMsg does.
+type SendFunc func(ctx context.Context, m *nats.Msg) (*jetstream.PubAck, error)
 
 // WrapSend is fault injection for simulations and fault tests: wrap sees
 // every publish attempt of the store's appends, posts and lease writes, and
@@ -21,7 +22,7 @@ type SendFunc func(ctx context.Context, m *nats.Msg, opts ...jetstream.PublishOp
 func (s *Store) WrapSend(wrap func(next SendFunc) SendFunc) {
 	next := SendFunc(s.send)
 	if next == nil {
-		next = s.js.PublishMsg
+		next = s.request
 	}
 	s.send = wrap(next)
 }

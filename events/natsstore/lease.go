@@ -180,9 +180,9 @@ func (s *Store) putKey(ctx context.Context, key, thread, holder string, ttl time
 		return events.Lease{}, outcome{err: fmt.Errorf("natsstore: encode lease: %w", err)}
 	}
 	subject := s.kvPrefix + key
-	opts := []jetstream.PublishOpt{jetstream.WithExpectLastSequencePerSubject(rev)}
+	jh := expectLast(rev)
 	if session == "" {
-		opts = append(opts, jetstream.WithMsgTTL(serverTTL(ttl)))
+		jh = append(jh, msgTTL(serverTTL(ttl))...)
 	}
 	o := s.publish(ctx, write{
 		what:    fmt.Sprintf("write lease %s for %s expecting revision %d", subject, holder, rev),
@@ -192,7 +192,7 @@ func (s *Store) putKey(ctx context.Context, key, thread, holder string, ttl time
 		data:    data,
 		msgID:   key + ":" + nuid.Next(),
 		after:   rev,
-		opts:    opts,
+		jsHeader: jh,
 	})
 	if o.refused != nil || o.err != nil {
 		return events.Lease{}, o
@@ -227,10 +227,7 @@ func (s *Store) deleteKey(ctx context.Context, name, holder string, rev uint64) 
 		header:  nats.Header{headerKVOperation: {"DEL"}},
 		msgID:   name + ":" + nuid.Next(),
 		after:   l.Revision,
-		opts: []jetstream.PublishOpt{
-			jetstream.WithExpectLastSequencePerSubject(l.Revision),
-			jetstream.WithMsgTTL(markerTTL),
-		},
+		jsHeader: append(expectLast(l.Revision), msgTTL(markerTTL)...),
 	})
 	if o.refused != nil {
 		return fmt.Errorf("%w: lease of %s for %s moved past revision %d: %w", events.ErrLeaseLost, l.Thread, l.Holder, l.Revision, o.refused)

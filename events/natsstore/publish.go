@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"math/rand/v2"
+	"strconv"
 	"time"
 
 	"github.com/nats-io/nats.go"
@@ -34,7 +35,9 @@ type write struct {
 	header  nats.Header // without the JetStream options below
 	data    []byte
 	msgID   string
-	opts    []jetstream.PublishOpt // expected-sequence check, TTL
+	// jsHeader is the JetStream headers besides the msg id, key and value
+	// pairs: the expected-sequence check and the TTL.
+	jsHeader []string
 	// after is a sequence the write, if it landed, must be above: the
 	// expected sequence it carries. Reading back starts there.
 	after uint64
@@ -190,23 +193,41 @@ func (s *Store) findLanded(ctx context.Context, w write) (events.Ack, bool, erro
 
 // sendOnce publishes one attempt of w.
 func (s *Store) sendOnce(ctx context.Context, w write) (*jetstream.PubAck, error) {
-	m, opts := w.msg()
+	m := w.msg()
 	if s.send != nil {
-		return s.send(ctx, m, opts...)
+		return s.send(ctx, m)
 	}
-	return s.js.PublishMsg(ctx, m, opts...)
+	return s.request(ctx, m)
 }
 
-// msg builds a fresh message for one attempt of w, since publishing writes
-// the options into the message's headers.
-func (w write) msg() (*nats.Msg, []jetstream.PublishOpt) {
-	m := &nats.Msg{Subject: w.pubSubject(), Data: w.data, Header: make(nats.Header, len(w.header)+4)}
+// msg builds a fresh message for one attempt of w, with all its headers.
+func (w write) msg() *nats.Msg {
+	m := &nats.Msg{Subject: w.pubSubject(), Data: w.data, Header: make(nats.Header, len(w.header)+1+len(w.jsHeader)/2)}
 	for k, v := range w.header {
 		m.Header[k] = v
 	}
-	opts := make([]jetstream.PublishOpt, 0, len(w.opts)+1)
-	opts = append(opts, jetstream.WithMsgID(w.msgID))
-	return m, append(opts, w.opts...)
+	m.Header[jetstream.MsgIDHeader] = []string{w.msgID}
+	for i := 0; i+1 < len(w.jsHeader); i += 2 {
+		m.Header[w.jsHeader[i]] = []string{w.jsHeader[i+1]}
+	}
+	return m
+}
+
+// expectLast is the header of an expected last sequence on the subject
+// written to, as jetstream.WithExpectLastSequencePerSubject sets it.
+func expectLast(seq uint64) []string {
+	return []string{jetstream.ExpectedLastSubjSeqHeader, strconv.FormatUint(seq, 10)}
+}
+
+// expectLastFor is the headers of an expected last sequence on subject, as
+// jetstream.WithExpectLastSequenceForSubject sets them.
+func expectLastFor(seq uint64, subject string) []string {
+	return []string{jetstream.ExpectedLastSubjSeqHeader, strconv.FormatUint(seq, 10), jetstream.ExpectedLastSubjSeqSubjHeader, subject}
+}
+
+// msgTTL is the header of a message TTL, as jetstream.WithMsgTTL sets it.
+func msgTTL(d time.Duration) []string {
+	return []string{jetstream.MsgTTLHeader, d.String()}
 }
 
 // pubSubject is the subject w is published to.

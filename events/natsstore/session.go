@@ -77,10 +77,7 @@ func (s *Store) putSession(ctx context.Context, ss events.Session) (events.Sessi
 		data:    data,
 		msgID:   key + ":" + nuid.Next(),
 		after:   ss.Revision,
-		opts: []jetstream.PublishOpt{
-			jetstream.WithExpectLastSequencePerSubject(ss.Revision),
-			jetstream.WithMsgTTL(serverTTL(ss.TTL)),
-		},
+		jsHeader: append(expectLast(ss.Revision), msgTTL(serverTTL(ss.TTL))...),
 	})
 	if o.refused != nil || o.err != nil {
 		return events.Session{}, o

@@ -37,7 +37,7 @@ type Store struct {
 
 	// send publishes one attempt. Tests replace it to lose acks; it is
 	// nil outside tests.
-	send func(ctx context.Context, m *nats.Msg, opts ...jetstream.PublishOpt) (*jetstream.PubAck, error)
+	send SendFunc
 }
 
 var _ events.Store = (*Store)(nil)

@@ -327,7 +327,7 @@ func (h *natsHandle) draw(op string) memstore.Fault {
 // wrapSend injects the armed fault into the first attempt of a call and
 // records what every attempt met.
 func (h *natsHandle) wrapSend(next natsstore.SendFunc) natsstore.SendFunc {
-	return func(ctx context.Context, m *nats.Msg, opts ...jetstream.PublishOpt) (*jetstream.PubAck, error) {
+	return func(ctx context.Context, m *nats.Msg) (*jetstream.PubAck, error) {
 		h.call.n++
 		f := h.armed
 		h.armed = memstore.NoFault
@@ -339,7 +339,7 @@ func (h *natsHandle) wrapSend(next natsstore.SendFunc) natsstore.SendFunc {
 			return nil, fmt.Errorf("%w: attempt failed before sending: %w", errInjected, nats.ErrTimeout)
 		}
 		h.call.subject = m.Subject
-		pa, err := next(ctx, m, opts...)
+		pa, err := next(ctx, m)
 		if err == nil {
 			nw := h.w.nats
 			nw.stored[m.Subject] = max(nw.stored[m.Subject], pa.Sequence)
