@@ -185,13 +185,13 @@ func (s *Store) putKey(ctx context.Context, key, thread, holder string, ttl time
 		jh = append(jh, msgTTL(serverTTL(ttl))...)
 	}
 	o := s.publish(ctx, write{
-		what:    fmt.Sprintf("write lease %s for %s expecting revision %d", subject, holder, rev),
-		stream:  s.kvStream,
-		subject: subject,
-		pub:     s.kvPut + key,
-		data:    data,
-		msgID:   key + ":" + nuid.Next(),
-		after:   rev,
+		what:     fmt.Sprintf("write lease %s for %s expecting revision %d", subject, holder, rev),
+		stream:   s.kvStream,
+		subject:  subject,
+		pub:      s.kvPut + key,
+		data:     data,
+		msgID:    key + ":" + nuid.Next(),
+		after:    rev,
 		jsHeader: jh,
 	})
 	if o.refused != nil || o.err != nil {
@@ -220,13 +220,13 @@ func (s *Store) deleteKey(ctx context.Context, name, holder string, rev uint64) 
 	l := events.Lease{Thread: name, Holder: holder, Revision: rev}
 	key := s.kvPrefix + name
 	o := s.publish(ctx, write{
-		what:    fmt.Sprintf("delete lease %s of %s expecting revision %d", key, l.Holder, l.Revision),
-		stream:  s.kvStream,
-		subject: key,
-		pub:     s.kvPut + name,
-		header:  nats.Header{headerKVOperation: {"DEL"}},
-		msgID:   name + ":" + nuid.Next(),
-		after:   l.Revision,
+		what:     fmt.Sprintf("delete lease %s of %s expecting revision %d", key, l.Holder, l.Revision),
+		stream:   s.kvStream,
+		subject:  key,
+		pub:      s.kvPut + name,
+		header:   nats.Header{headerKVOperation: {"DEL"}},
+		msgID:    name + ":" + nuid.Next(),
+		after:    l.Revision,
 		jsHeader: append(expectLast(l.Revision), msgTTL(markerTTL)...),
 	})
 	if o.refused != nil {

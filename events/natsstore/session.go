@@ -70,13 +70,13 @@ func (s *Store) putSession(ctx context.Context, ss events.Session) (events.Sessi
 		return events.Session{}, outcome{err: fmt.Errorf("natsstore: encode session: %w", err)}
 	}
 	o := s.publish(ctx, write{
-		what:    fmt.Sprintf("write session %s of %s expecting revision %d", key, ss.Owner, ss.Revision),
-		stream:  s.kvStream,
-		subject: s.kvPrefix + key,
-		pub:     s.kvPut + key,
-		data:    data,
-		msgID:   key + ":" + nuid.Next(),
-		after:   ss.Revision,
+		what:     fmt.Sprintf("write session %s of %s expecting revision %d", key, ss.Owner, ss.Revision),
+		stream:   s.kvStream,
+		subject:  s.kvPrefix + key,
+		pub:      s.kvPut + key,
+		data:     data,
+		msgID:    key + ":" + nuid.Next(),
+		after:    ss.Revision,
 		jsHeader: append(expectLast(ss.Revision), msgTTL(serverTTL(ss.TTL))...),
 	})
 	if o.refused != nil || o.err != nil {
