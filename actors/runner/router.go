@@ -553,7 +553,7 @@ func (ra *runnerActor) claimed(ctx actor.Context, m claimResult) {
 	}
 	fate := &childFate{}
 	ta := newThreadActor(r, m.claim, m.view, history, wantOf(cl) != wantClaim, fate)
-	pid, err := ctx.SpawnNamed(actor.PropsFromProducer(func() actor.Actor { return ta }), m.thread)
+	pid, err := ctx.SpawnNamed(actor.PropsFromProducer(func() actor.Actor { return ta }, actor.WithDispatcher(r.disp)), m.thread)
 	if err != nil {
 		r.log.Error("spawn thread actor", "thread", m.thread, "err", err)
 		return

@@ -171,7 +171,9 @@ type Runner struct {
 	ctx    context.Context
 	cancel context.CancelFunc
 	wg     sync.WaitGroup // every goroutine of the runner and its actors
-	tasks  chan func()    // goDo's hand-off to an idle worker; unbuffered
+	tasks  *pool          // goDo's goroutines, counted in wg
+	disp   *pool          // the actors' mailbox goroutines
+	sysEnd chan struct{}  // closed when the actor system has shut down
 
 	sessMu  sync.Mutex     // protects session
 	session events.Session // the session claims are made under
@@ -192,7 +194,7 @@ func New(cfg Config) (*Runner, error) {
 	if err := cfg.setDefaults(); err != nil {
 		return nil, err
 	}
-	return &Runner{cfg: cfg, store: cfg.Store, subjects: cfg.Store.Subjects(), log: cfg.Logger.With("runner", cfg.ID), done: make(chan struct{}), actorStopped: make(chan struct{}), tasks: make(chan func())}, nil
+	return &Runner{cfg: cfg, store: cfg.Store, subjects: cfg.Store.Subjects(), log: cfg.Logger.With("runner", cfg.ID), done: make(chan struct{}), actorStopped: make(chan struct{})}, nil
 }
 
 // ID returns the runner's id.
@@ -223,24 +225,42 @@ func (r *Runner) now() time.Time { return r.cfg.Now() }
 func (r *Runner) draining() bool { return r.drainingFlag.Load() }
 
 // goDo runs fn in a goroutine that Stop and Kill wait for.
-func (r *Runner) goDo(fn func()) {
+func (r *Runner) goDo(fn func()) { r.tasks.Go(fn) }
+
+// workerIdle is how long a pool's worker waits for another task before it
+// exits.
+const workerIdle = time.Second
+
+// pool runs tasks on goroutines it keeps for workerIdle after each task.
+// Reusing goroutines keeps their grown stacks: a fresh goroutine per append
+// or per actor mailbox run grew its stack by copying each time, several
+// percent of the runner's CPU at 100,000 threads.
+type pool struct {
+	tasks chan func()     // the hand-off to an idle worker; unbuffered
+	quit  <-chan struct{} // idle workers exit when it is closed
+	wg    *sync.WaitGroup // counts the workers, if not nil
+}
+
+func newPool(quit <-chan struct{}, wg *sync.WaitGroup) *pool {
+	return &pool{tasks: make(chan func()), quit: quit, wg: wg}
+}
+
+// Go runs fn on an idle worker, or on a new one when none is idle.
+func (p *pool) Go(fn func()) {
 	select {
-	case r.tasks <- fn:
+	case p.tasks <- fn:
 	default:
-		r.wg.Add(1)
-		go r.work(fn)
+		if p.wg != nil {
+			p.wg.Add(1)
+		}
+		go p.work(fn)
 	}
 }
 
-// workerIdle is how long a worker waits for another task before it exits.
-const workerIdle = time.Second
-
-// work runs fn, then the tasks goDo hands it until it has waited workerIdle
-// for one or the runner stops. Reusing goroutines keeps their grown stacks:
-// a fresh goroutine per append grew its stack by copying each time, which
-// cost a twentieth of the runner's CPU at 100,000 threads.
-func (r *Runner) work(fn func()) {
-	defer r.wg.Done()
+func (p *pool) work(fn func()) {
+	if p.wg != nil {
+		defer p.wg.Done()
+	}
 	t := time.NewTimer(workerIdle)
 	defer t.Stop()
 	for {
@@ -248,14 +268,22 @@ func (r *Runner) work(fn func()) {
 		fn = nil // not kept alive while idle
 		t.Reset(workerIdle)
 		select {
-		case fn = <-r.tasks:
+		case fn = <-p.tasks:
 		case <-t.C:
 			return
-		case <-r.ctx.Done():
+		case <-p.quit:
 			return
 		}
 	}
 }
+
+// Schedule implements protoactor's actor.Dispatcher, so mailboxes run on
+// the pool too.
+func (p *pool) Schedule(fn func()) { p.Go(fn) }
+
+// Throughput implements actor.Dispatcher: messages a mailbox takes per run,
+// protoactor's default.
+func (p *pool) Throughput() int { return 300 }
 
 // Start opens the runner's session, starts the actor system, the follow of
 // the stream, the lease watch and the work source.
@@ -263,6 +291,9 @@ func (r *Runner) Start(ctx context.Context) error {
 	r.ctx, r.cancel = context.WithCancel(context.WithoutCancel(ctx))
 	r.sessCtx, r.sessCancel = context.WithCancel(r.ctx)
 	r.sessDone = make(chan struct{})
+	r.tasks = newPool(r.ctx.Done(), &r.wg)
+	r.sysEnd = make(chan struct{})
+	r.disp = newPool(r.sysEnd, nil)
 	sctx, scancel := context.WithTimeout(ctx, r.cfg.CallTimeout)
 	defer scancel()
 	sess, err := r.store.OpenSession(sctx, r.cfg.ID, r.cfg.ClaimTTL)
@@ -292,6 +323,7 @@ func (r *Runner) Start(ctx context.Context) error {
 	)
 	ra := newRunnerActor(r)
 	props := actor.PropsFromProducer(func() actor.Actor { return ra },
+		actor.WithDispatcher(r.disp),
 		// A panicking thread actor is stopped, never restarted: the
 		// producer returns the same instance, which would restart on
 		// stale state. The runner then hands its thread over.
@@ -541,6 +573,7 @@ func (r *Runner) shutdown() {
 	<-r.actorStopped
 	r.wg.Wait()
 	r.sys.Shutdown()
+	close(r.sysEnd)
 }
 
 func randHex(n int) string {
