@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"log/slog"
 	"os"
+	"runtime"
 	"runtime/debug"
 	"runtime/pprof"
 	"strconv"
@@ -61,8 +62,9 @@ func (a *app) benchScaleCommand() *cobra.Command {
 		Short: "What claimed idle threads cost: memory, consumers, idle CPU and traffic",
 		Long: `Start an embedded server in a temporary directory and one runner with the
 echo agent and an idle timeout long enough that no claim is given up; post
-once to each of --threads threads, wait until every run has ended, then idle
-for --idle while measuring.
+once to each of --threads threads, wait until every run has ended and the
+runner has followed the whole log, collect the garbage the load left, then
+idle for --idle while measuring.
 
 Reports the claim rate, the memory each claimed thread costs (process RSS
 after minus before, divided by the threads; server and runner are one
@@ -192,6 +194,10 @@ func (a *app) benchScale(ctx context.Context, f *scaleFlags) error {
 	}
 
 	progress("all %d runs ended after %.1fs; idling %s", f.threads, res.AllRunsEndedSeconds, f.idle)
+	// Settle the load phase's garbage first: a collection of the whole heap
+	// that it left due would otherwise land in the idle window and count as
+	// the cost of holding idle threads.
+	runtime.GC()
 	ns := ts.srv.NATS()
 	v0, err := ns.Varz(&server.VarzOptions{})
 	if err != nil {
