@@ -6,7 +6,6 @@ import (
 	"fmt"
 	"log/slog"
 	"os"
-	"runtime"
 	"runtime/debug"
 	"runtime/pprof"
 	"strconv"
@@ -195,9 +194,10 @@ func (a *app) benchScale(ctx context.Context, f *scaleFlags) error {
 
 	progress("all %d runs ended after %.1fs; idling %s", f.threads, res.AllRunsEndedSeconds, f.idle)
 	// Settle the load phase's garbage first: a collection of the whole heap
-	// that it left due would otherwise land in the idle window and count as
-	// the cost of holding idle threads.
-	runtime.GC()
+	// that it left due, or the return of the freed memory to the OS, would
+	// otherwise land in the idle window and count as the cost of holding
+	// idle threads.
+	debug.FreeOSMemory()
 	ns := ts.srv.NATS()
 	v0, err := ns.Varz(&server.VarzOptions{})
 	if err != nil {
