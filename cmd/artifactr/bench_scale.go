@@ -48,10 +48,14 @@ type scaleResult struct {
 	RunsCompleted       int64   `json:"runs_completed"`
 	PostSeconds         float64 `json:"post_seconds"`
 	AllRunsEndedSeconds float64 `json:"all_runs_ended_seconds"`
-	RSSBeforeBytes      int64   `json:"rss_before_bytes"`
-	RSSAfterBytes       int64   `json:"rss_after_bytes"`
-	IdleSeconds         float64 `json:"idle_seconds"`
-	Fsync               bool    `json:"fsync"`
+	// LoadCPUMicrosPerThread is the process CPU from the first post until
+	// every run ended, per thread: steadier than the claim rate on a
+	// machine whose speed drifts, so builds compare better by it.
+	LoadCPUMicrosPerThread float64 `json:"load_cpu_us_per_thread"`
+	RSSBeforeBytes         int64   `json:"rss_before_bytes"`
+	RSSAfterBytes          int64   `json:"rss_after_bytes"`
+	IdleSeconds            float64 `json:"idle_seconds"`
+	Fsync                  bool    `json:"fsync"`
 }
 
 func (a *app) benchScaleCommand() *cobra.Command {
@@ -142,7 +146,7 @@ func (a *app) benchScale(ctx context.Context, f *scaleFlags) error {
 		}
 		defer pprof.StopCPUProfile()
 	}
-	start := time.Now()
+	start, loadCPU := time.Now(), cpuTime()
 	var next atomic.Int64
 	err = parallel(ctx, f.posters, func(ctx context.Context, _ int) error {
 		for {
@@ -177,6 +181,7 @@ func (a *app) benchScale(ctx context.Context, f *scaleFlags) error {
 		return err
 	}
 	res.AllRunsEndedSeconds = endedAt.Sub(start).Seconds()
+	res.LoadCPUMicrosPerThread = float64((cpuTime() - loadCPU).Microseconds()) / float64(f.threads)
 	// Idle means the runner has followed the whole log: wait until the
 	// stream stops growing and the follow has caught up with it.
 	var settledLast uint64
@@ -243,6 +248,7 @@ func (a *app) benchScale(ctx context.Context, f *scaleFlags) error {
 	}
 	fmt.Fprintf(a.stdout, "threads:   %d posted, %d claimed and held, %d runs completed\n", res.Threads, res.Claimed, res.RunsCompleted)
 	fmt.Fprintf(a.stdout, "claims:    %.0f/s (all claimed %.1fs after the first post; all runs ended after %.1fs)\n", res.ClaimsPerSecond, claimedAt.Sub(start).Seconds(), res.AllRunsEndedSeconds)
+	fmt.Fprintf(a.stdout, "load CPU:  %.0f µs per thread (post, claim and run, runner and server)\n", res.LoadCPUMicrosPerThread)
 	fmt.Fprintf(a.stdout, "memory:    %.0f bytes per claimed thread (RSS %s -> %s, runner and server in one process)\n", res.BytesPerThread, mib(rssBefore), mib(res.RSSAfterBytes))
 	fmt.Fprintf(a.stdout, "consumers: %d on the server while idle\n", res.Consumers)
 	fmt.Fprintf(a.stdout, "idle:      %.1f%% of one core, %.0f server msgs/s (in+out) over %.0fs\n", res.IdleCPUPercent, res.ServerMsgsPerSecond, idle)
