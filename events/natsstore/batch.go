@@ -207,22 +207,15 @@ func (s *Store) prepareBatch(items []BatchItem) (msgs []*nats.Msg, fence *uint64
 			return nil, nil, false, fmt.Errorf("%w: batch items %d and %d share msg id %q", events.ErrInvalidEvent, j, i, w.msgID)
 		}
 		ids[w.msgID] = i
-		m := &nats.Msg{Subject: w.subject, Data: w.data, Header: make(nats.Header, len(w.header)+6)}
-		for k, v := range w.header {
-			m.Header[k] = v
-		}
-		m.Header.Set(events.HeaderMsgID, w.msgID)
+		m := w.msg() // with the check's headers, as Append sends it
 		var on string // the subject the check reads
 		switch it.Check.Mode {
 		case events.CheckFence:
 			on = s.subj.Thread(thread, events.KindClaim)
-			m.Header.Set(events.HeaderExpectSeq, strconv.FormatUint(it.Check.Seq, 10))
-			m.Header.Set(events.HeaderExpectSubj, on)
 			seq := it.Check.Seq
 			fence = &seq
 		case events.CheckSubject:
 			on = w.subject
-			m.Header.Set(events.HeaderExpectSeq, strconv.FormatUint(it.Check.Seq, 10))
 			hasCAS = true
 		}
 		if on != "" {

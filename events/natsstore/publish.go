@@ -206,7 +206,7 @@ func (w write) msg() *nats.Msg {
 	for k, v := range w.header {
 		m.Header[k] = v
 	}
-	m.Header[jetstream.MsgIDHeader] = []string{w.msgID}
+	m.Header[events.HeaderMsgID] = []string{w.msgID}
 	for i := 0; i+1 < len(w.jsHeader); i += 2 {
 		m.Header[w.jsHeader[i]] = []string{w.jsHeader[i+1]}
 	}
@@ -216,13 +216,13 @@ func (w write) msg() *nats.Msg {
 // expectLast is the header of an expected last sequence on the subject
 // written to, as jetstream.WithExpectLastSequencePerSubject sets it.
 func expectLast(seq uint64) []string {
-	return []string{jetstream.ExpectedLastSubjSeqHeader, strconv.FormatUint(seq, 10)}
+	return []string{events.HeaderExpectSeq, strconv.FormatUint(seq, 10)}
 }
 
 // expectLastFor is the headers of an expected last sequence on subject, as
 // jetstream.WithExpectLastSequenceForSubject sets them.
 func expectLastFor(seq uint64, subject string) []string {
-	return []string{jetstream.ExpectedLastSubjSeqHeader, strconv.FormatUint(seq, 10), jetstream.ExpectedLastSubjSeqSubjHeader, subject}
+	return []string{events.HeaderExpectSeq, strconv.FormatUint(seq, 10), events.HeaderExpectSubj, subject}
 }
 
 // msgTTL is the header of a message TTL, as jetstream.WithMsgTTL sets it.
