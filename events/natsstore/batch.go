@@ -207,7 +207,7 @@ func (s *Store) prepareBatch(items []BatchItem) (msgs []*nats.Msg, fence *uint64
 			return nil, nil, false, fmt.Errorf("%w: batch items %d and %d share msg id %q", events.ErrInvalidEvent, j, i, w.msgID)
 		}
 		ids[w.msgID] = i
-		m := w.msg() // with the check's headers, as Append sends it
+		m := w.msg()  // with the check's headers, as Append sends it
 		var on string // the subject the check reads
 		switch it.Check.Mode {
 		case events.CheckFence:
