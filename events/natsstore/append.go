@@ -55,8 +55,6 @@ func (s *Store) Post(ctx context.Context, thread string, m *eventspb.MessagePost
 	}
 	po.SetHeaders(h)
 	subject := s.subj.Thread(thread, events.KindPosted)
-	ctx, cancel := s.bound(ctx)
-	defer cancel()
 	w := write{
 		what:    "post to " + subject,
 		stream:  s.cfg.Stream,
@@ -84,6 +82,8 @@ func (s *Store) Post(ctx context.Context, thread string, m *eventspb.MessagePost
 		return events.Ack{}, fmt.Errorf("natsstore: post to %s refused: %w", subject, o.refused)
 	}
 	if o.err == nil && o.ack.Duplicate {
+		ctx, cancel := s.bound(ctx)
+		defer cancel()
 		if err := s.checkRepost(ctx, subject, m, o.ack.Seq); err != nil {
 			return events.Ack{}, err
 		}
@@ -136,9 +136,7 @@ func (s *Store) Append(ctx context.Context, ev *eventspb.Event, chk events.Check
 	if err := s.checkOpen(); err != nil {
 		return events.Ack{}, err
 	}
-	ctx, cancel := s.bound(ctx)
-	defer cancel()
-	out := s.publish(ctx, w)
+	out := s.publish(ctx, w) // bounded by the store's Timeout
 	switch {
 	case out.refused != nil && chk.Mode == events.CheckFence:
 		return events.Ack{}, fmt.Errorf("%w: %s fenced by claim %d: a newer claim exists, nothing written: %w",

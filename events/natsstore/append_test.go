@@ -97,7 +97,7 @@ func TestStore_Append_checkHeadersStored(t *testing.T) {
 func loseAck(s *Store, send func(n int32, real func() (*jetstream.PubAck, error)) (*jetstream.PubAck, error)) {
 	var calls atomic.Int32
 	s.send = func(ctx context.Context, m *nats.Msg) (*jetstream.PubAck, error) {
-		return send(calls.Add(1), func() (*jetstream.PubAck, error) { return s.request(ctx, m) })
+		return send(calls.Add(1), func() (*jetstream.PubAck, error) { return s.requestCtx(ctx, m) })
 	}
 }
 

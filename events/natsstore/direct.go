@@ -7,7 +7,6 @@ import (
 	"fmt"
 	"slices"
 	"strconv"
-	"sync"
 	"time"
 
 	"github.com/nats-io/nats.go"
@@ -40,14 +39,15 @@ const (
 // on a single-replica stream, whose one server answers, so the read sees
 // every write acked before it (a follower of a replicated stream might not).
 func (s *Store) directLoad(ctx context.Context, filter string, from uint64) ([]events.Envelope, error) {
-	return s.directLoadUpTo(ctx, filter, from, 0)
+	return s.directLoadUpTo(ctx, s.deadline(ctx), filter, from, 0)
 }
 
-// directLoadUpTo is directLoad that stops past upTo, unless upTo is 0.
-func (s *Store) directLoadUpTo(ctx context.Context, filter string, from, upTo uint64) ([]events.Envelope, error) {
+// directLoadUpTo is directLoad that stops past upTo, unless upTo is 0, and
+// gives up at deadline.
+func (s *Store) directLoadUpTo(ctx context.Context, deadline time.Time, filter string, from, upTo uint64) ([]events.Envelope, error) {
 	var envs []events.Envelope
 	for {
-		batch, pending, next, err := s.directBatch(ctx, filter, from)
+		batch, pending, next, err := s.directBatch(ctx, deadline, filter, from)
 		if err != nil {
 			return nil, err
 		}
@@ -80,10 +80,10 @@ func (s *Store) LoadUpTo(ctx context.Context, thread string, from, upTo uint64) 
 	if upTo == 0 {
 		return s.Load(ctx, thread, from)
 	}
-	ctx, cancel := s.bound(ctx)
-	defer cancel()
 	from = max(from, 1)
 	if !s.direct {
+		ctx, cancel := s.bound(ctx)
+		defer cancel()
 		// Read up to upTo, or to the thread's last event if upTo is on
 		// another subject and the thread has none after it: either is
 		// stored on the filter (see replay).
@@ -101,9 +101,11 @@ func (s *Store) LoadUpTo(ctx context.Context, thread string, from, upTo uint64) 
 		}
 		return envs[:n], nil
 	}
+	// No context per load: the reads share one deadline (see replyMux).
+	deadline := s.deadline(ctx)
 	var all []events.Envelope
 	for _, k := range events.Kinds() {
-		envs, err := s.directLoadUpTo(ctx, s.subj.Thread(thread, k), from, upTo)
+		envs, err := s.directLoadUpTo(ctx, deadline, s.subj.Thread(thread, k), from, upTo)
 		if err != nil {
 			return nil, unavailable("load "+thread, err)
 		}
@@ -114,9 +116,9 @@ func (s *Store) LoadUpTo(ctx context.Context, thread string, from, upTo uint64) 
 }
 
 // directBatch sends one batched direct get and reads its replies up to the
-// end-of-batch marker. It returns the messages, how many more the server
+// end-of-batch marker, waiting until deadline at the latest. It returns the messages, how many more the server
 // counted past them, and the sequence to continue from.
-func (s *Store) directBatch(ctx context.Context, filter string, from uint64) ([]events.Envelope, uint64, uint64, error) {
+func (s *Store) directBatch(ctx context.Context, deadline time.Time, filter string, from uint64) ([]events.Envelope, uint64, uint64, error) {
 	req, err := json.Marshal(struct {
 		Seq      uint64 `json:"seq"`
 		NextFor  string `json:"next_by_subj"`
@@ -126,11 +128,11 @@ func (s *Store) directBatch(ctx context.Context, filter string, from uint64) ([]
 	if err != nil {
 		return nil, 0, 0, err
 	}
-	g, err := s.getter()
+	g, err := s.mux()
 	if err != nil {
 		return nil, 0, 0, err
 	}
-	msgs, err := g.request(ctx, s.api.subject("DIRECT.GET."+s.cfg.Stream), req)
+	msgs, err := g.request(ctx, &nats.Msg{Subject: s.api.subject("DIRECT.GET." + s.cfg.Stream), Data: req}, time.Until(deadline), true)
 	if err != nil {
 		return nil, 0, 0, err
 	}
@@ -164,81 +166,6 @@ func (s *Store) directBatch(ctx context.Context, filter string, from uint64) ([]
 		next = seq + 1
 	}
 	return nil, 0, 0, fmt.Errorf("direct get from %s: replies ended without an end-of-batch", s.cfg.Stream)
-}
-
-// multiGetter sends requests whose answer is several messages, ending with
-// a status message, and gathers the replies on one subscription the store
-// shares: a subscription per request would cost a 64k-slot channel each.
-type multiGetter struct {
-	nc     *nats.Conn
-	prefix string
-	sub    *nats.Subscription
-
-	mu      sync.Mutex // protects the fields below
-	next    uint64
-	pending map[string]*multiGet
-}
-
-type multiGet struct {
-	msgs []*nats.Msg
-	done chan struct{}
-}
-
-func (s *Store) getter() (*multiGetter, error) {
-	s.getterOnce.Do(func() {
-		g := &multiGetter{nc: s.nc, prefix: s.nc.NewRespInbox() + ".", pending: map[string]*multiGet{}}
-		g.sub, s.getterErr = s.nc.Subscribe(g.prefix+"*", g.deliver)
-		if s.getterErr == nil {
-			// A batch is read in one go; never drop replies as a slow
-			// consumer while the reader is between requests.
-			s.getterErr = g.sub.SetPendingLimits(-1, -1)
-		}
-		s.mgetter = g
-	})
-	return s.mgetter, s.getterErr
-}
-
-func (g *multiGetter) deliver(m *nats.Msg) {
-	token := m.Subject[len(g.prefix):]
-	g.mu.Lock()
-	defer g.mu.Unlock()
-	p := g.pending[token]
-	if p == nil {
-		return // a reply to a request that gave up
-	}
-	p.msgs = append(p.msgs, m)
-	if len(m.Data) == 0 && m.Header.Get(hdrStatus) != "" {
-		delete(g.pending, token)
-		close(p.done)
-	}
-}
-
-// request sends data to subject and returns every reply up to and with the
-// first status message.
-func (g *multiGetter) request(ctx context.Context, subject string, data []byte) ([]*nats.Msg, error) {
-	g.mu.Lock()
-	g.next++
-	token := strconv.FormatUint(g.next, 36)
-	p := &multiGet{done: make(chan struct{})}
-	g.pending[token] = p
-	g.mu.Unlock()
-	if err := g.nc.PublishRequest(subject, g.prefix+token, data); err != nil {
-		g.drop(token)
-		return nil, err
-	}
-	select {
-	case <-p.done:
-		return p.msgs, nil
-	case <-ctx.Done():
-		g.drop(token)
-		return nil, ctx.Err()
-	}
-}
-
-func (g *multiGetter) drop(token string) {
-	g.mu.Lock()
-	delete(g.pending, token)
-	g.mu.Unlock()
 }
 
 // directReads reports whether c lets Load read with direct gets.

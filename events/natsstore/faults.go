@@ -2,6 +2,7 @@ package natsstore
 
 import (
 	"context"
+	"time"
 
 	"github.com/nats-io/nats.go"
 	"github.com/nats-io/nats.go/jetstream"
@@ -22,7 +23,13 @@ type SendFunc func(ctx context.Context, m *nats.Msg) (*jetstream.PubAck, error)
 func (s *Store) WrapSend(wrap func(next SendFunc) SendFunc) {
 	next := SendFunc(s.send)
 	if next == nil {
-		next = s.request
+		next = s.requestCtx
 	}
 	s.send = wrap(next)
+}
+
+// requestCtx is request bounded by ctx's deadline, or by the store's
+// Timeout when ctx has none: a [SendFunc].
+func (s *Store) requestCtx(ctx context.Context, m *nats.Msg) (*jetstream.PubAck, error) {
+	return s.request(ctx, m, time.Until(s.deadline(ctx)))
 }

@@ -70,17 +70,21 @@ func (s *Store) publish(ctx context.Context, w write) outcome {
 	var lastErr error
 	inFlight := false // the last attempt got 10164
 	attemptTimeout := max(s.cfg.Timeout/4, minAttemptTimeout)
+	// A deadline, not a context: an append allocates none (see replyMux).
+	deadline := s.deadline(ctx)
 	attempts := 0
 	for ; attempts < maxPublishAttempts; attempts++ {
-		if attempts > 0 && !ctxsleep.Sleep(ctx, backoff(attempts)) {
-			break
+		if attempts > 0 {
+			d := backoff(attempts)
+			if time.Until(deadline) <= d || !ctxsleep.Sleep(ctx, d) {
+				break
+			}
 		}
-		if ctx.Err() != nil {
+		left := time.Until(deadline)
+		if ctx.Err() != nil || left <= 0 {
 			break // nothing sent this time
 		}
-		actx, cancel := context.WithTimeout(ctx, attemptTimeout)
-		pa, err := s.sendOnce(actx, w)
-		cancel()
+		pa, err := s.sendOnce(ctx, w, min(attemptTimeout, left))
 		if err == nil {
 			return outcome{ack: events.Ack{Seq: pa.Sequence, Duplicate: pa.Duplicate}}
 		}
@@ -108,7 +112,9 @@ func (s *Store) publish(ctx context.Context, w write) outcome {
 			if !maybeLanded {
 				return outcome{refused: err}
 			}
-			return s.settle(ctx, w, err)
+			bctx, cancel := context.WithDeadline(ctx, deadline)
+			defer cancel()
+			return s.settle(bctx, w, err)
 		case apiErr.Code == 503:
 			// JetStream is electing or catching up: not stored; retry.
 		default:
@@ -121,11 +127,17 @@ func (s *Store) publish(ctx context.Context, w write) outcome {
 	if lastErr == nil {
 		lastErr = ctx.Err()
 	}
+	if lastErr == nil {
+		lastErr = context.DeadlineExceeded
+	}
 	if maybeLanded {
 		// A last look, if time is left: the write may have landed while
 		// its acks were lost.
-		if ctx.Err() == nil {
-			if ack, found, err := s.findLanded(ctx, w); err == nil && found {
+		if ctx.Err() == nil && time.Now().Before(deadline) {
+			bctx, cancel := context.WithDeadline(ctx, deadline)
+			ack, found, err := s.findLanded(bctx, w)
+			cancel()
+			if err == nil && found {
 				return outcome{ack: ack}
 			}
 		}
@@ -191,13 +203,16 @@ func (s *Store) findLanded(ctx context.Context, w write) (events.Ack, bool, erro
 	return events.Ack{}, false, fmt.Errorf("natsstore: more than %d messages on %s since %d; gave up looking for %s", maxReadBack, w.subject, w.after, w.msgID)
 }
 
-// sendOnce publishes one attempt of w.
-func (s *Store) sendOnce(ctx context.Context, w write) (*jetstream.PubAck, error) {
+// sendOnce publishes one attempt of w and waits up to timeout for its ack.
+func (s *Store) sendOnce(ctx context.Context, w write, timeout time.Duration) (*jetstream.PubAck, error) {
 	m := w.msg()
 	if s.send != nil {
-		return s.send(ctx, m)
+		// The hook sees the attempt's bound as its context's deadline.
+		actx, cancel := context.WithTimeout(ctx, timeout)
+		defer cancel()
+		return s.send(actx, m)
 	}
-	return s.request(ctx, m)
+	return s.request(ctx, m, timeout)
 }
 
 // msg builds a fresh message for one attempt of w, with all its headers.

@@ -117,14 +117,15 @@ func (s *Store) AcquireSessionLease(ctx context.Context, thread, holder string, 
 	if err := s.checkOpen(); err != nil {
 		return events.Lease{}, err
 	}
-	ctx, cancel := s.bound(ctx)
-	defer cancel()
 	now := s.cfg.Now()
+	// publish bounds itself; the reads after a refusal need a bound.
 	l, o := s.putLease(ctx, thread, holder, ss.TTL, ss.ID, 0, now)
 	if o.refused == nil {
 		l.Expires = ss.Expires
 		return l, o.err
 	}
+	ctx, cancel := s.bound(ctx)
+	defer cancel()
 	rev, err := s.freeRevision(ctx, thread, now, ss.ID)
 	if err != nil {
 		return events.Lease{}, err

@@ -29,11 +29,11 @@ type Store struct {
 	maxEvent int    // effective event size limit
 	direct   bool   // Load reads with direct gets (see directReads)
 
-	getterOnce sync.Once
-	mgetter    *multiGetter // direct gets' replies; made on first use
-	getterErr  error
-	snaps      snapshots
-	closed     atomic.Bool
+	muxOnce sync.Once
+	rmux    *replyMux // requests' replies; made on first use
+	muxErr  error
+	snaps   snapshots
+	closed  atomic.Bool
 
 	// send publishes one attempt. Tests replace it to lose acks; it is
 	// nil outside tests.

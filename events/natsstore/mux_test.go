@@ -1,0 +1,148 @@
+package natsstore
+
+import (
+	"context"
+	"errors"
+	"testing"
+	"time"
+
+	"github.com/nats-io/nats.go"
+	"github.com/nats-io/nats.go/jetstream"
+
+	"artifactr/events/eventspb"
+	"artifactr/internal/natsembed"
+)
+
+// muxFor returns s's reply mux and a plain connection to its server.
+func muxFor(t *testing.T) (*replyMux, *nats.Conn) {
+	t.Helper()
+	srv := natsembed.RunForTest(t)
+	s := open(t, srv)
+	g, err := s.mux()
+	if err != nil {
+		t.Fatal(err)
+	}
+	nc, _ := connect(t, srv)
+	return g, nc
+}
+
+func pendingCalls(g *replyMux) int {
+	g.mu.Lock()
+	defer g.mu.Unlock()
+	return len(g.pending)
+}
+
+// TestReplyMux_outcomes checks each way a request ends: its reply, every
+// reply of a batch up to its status message, no responders, a timeout and
+// its caller's end. None leaves a call pending, and a reply that comes too
+// late is dropped.
+func TestReplyMux_outcomes(t *testing.T) {
+	g, nc := muxFor(t)
+	ctx := ctxT(t)
+	if _, err := nc.Subscribe("echo", func(m *nats.Msg) { _ = m.Respond(append([]byte("re:"), m.Data...)) }); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := nc.Subscribe("batch", func(m *nats.Msg) {
+		for _, d := range []string{"a", "b"} {
+			_ = nc.Publish(m.Reply, []byte(d))
+		}
+		_ = nc.PublishMsg(&nats.Msg{Subject: m.Reply, Header: nats.Header{hdrStatus: {"204"}}})
+		_ = nc.Publish(m.Reply, []byte("after the end"))
+	}); err != nil {
+		t.Fatal(err)
+	}
+	late := make(chan string, 1)
+	if _, err := nc.Subscribe("late", func(m *nats.Msg) { late <- m.Reply }); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := nc.Subscribe("never", func(*nats.Msg) {}); err != nil {
+		t.Fatal(err)
+	}
+	if err := nc.Flush(); err != nil {
+		t.Fatal(err)
+	}
+
+	msgs, err := g.request(ctx, &nats.Msg{Subject: "echo", Data: []byte("x")}, 5*time.Second, false)
+	if err != nil || len(msgs) != 1 || string(msgs[0].Data) != "re:x" {
+		t.Fatalf("echo: %d replies, %v", len(msgs), err)
+	}
+
+	msgs, err = g.request(ctx, &nats.Msg{Subject: "batch"}, 5*time.Second, true)
+	if err != nil || len(msgs) != 3 || string(msgs[0].Data) != "a" || string(msgs[1].Data) != "b" || !isStatus(msgs[2]) {
+		t.Fatalf("batch: %d replies, %v; want a, b and the end-of-batch status", len(msgs), err)
+	}
+
+	if _, err := g.request(ctx, &nats.Msg{Subject: "nobody.listens"}, 5*time.Second, false); !errors.Is(err, nats.ErrNoResponders) {
+		t.Fatalf("no responders: %v, want nats.ErrNoResponders", err)
+	}
+
+	if _, err := g.request(ctx, &nats.Msg{Subject: "late"}, 50*time.Millisecond, false); !errors.Is(err, context.DeadlineExceeded) {
+		t.Fatalf("timeout: %v, want context.DeadlineExceeded", err)
+	}
+	// The reply to the request that gave up is dropped, and the mux still
+	// answers the next one.
+	if err := nc.Publish(<-late, []byte("too late")); err != nil {
+		t.Fatal(err)
+	}
+	msgs, err = g.request(ctx, &nats.Msg{Subject: "echo", Data: []byte("y")}, 5*time.Second, false)
+	if err != nil || string(msgs[0].Data) != "re:y" {
+		t.Fatalf("echo after a late reply: %v", err)
+	}
+
+	cctx, cancel := context.WithCancel(ctx)
+	go func() {
+		for pendingCalls(g) == 0 {
+			time.Sleep(time.Millisecond)
+		}
+		cancel()
+	}()
+	if _, err := g.request(cctx, &nats.Msg{Subject: "never"}, time.Hour, false); !errors.Is(err, context.Canceled) {
+		t.Fatalf("canceled caller: %v, want context.Canceled", err)
+	}
+	if _, err := g.request(cctx, &nats.Msg{Subject: "echo"}, time.Hour, false); !errors.Is(err, context.Canceled) {
+		t.Fatalf("request under an ended context: %v, want context.Canceled", err)
+	}
+	if n := pendingCalls(g); n != 0 {
+		t.Fatalf("%d calls left pending", n)
+	}
+}
+
+// TestStore_deadline checks that a store operation ends by the store's
+// Timeout when its context has no deadline, and by the context's when that
+// is sooner.
+func TestStore_deadline(t *testing.T) {
+	s := &Store{cfg: Config{Timeout: time.Minute}}
+	now := time.Now()
+	if d := s.deadline(context.Background()); d.Before(now.Add(time.Minute)) || d.After(time.Now().Add(time.Minute)) {
+		t.Errorf("no context deadline: %s from now, want the Timeout", d.Sub(now))
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), time.Second)
+	defer cancel()
+	want, _ := ctx.Deadline()
+	if d := s.deadline(ctx); !d.Equal(want) {
+		t.Errorf("sooner context deadline: got %s, want %s", d, want)
+	}
+}
+
+// TestAppend_boundedWithoutContextDeadline checks that an append whose
+// context has no deadline still gives up by the store's Timeout when
+// nothing answers it.
+func TestAppend_boundedWithoutContextDeadline(t *testing.T) {
+	srv := natsembed.RunForTest(t)
+	s := open(t, srv, func(c *Config) { c.Timeout = 300 * time.Millisecond })
+	post(t, s, "T", "m1")
+	// Nothing answers any attempt.
+	s.send = func(ctx context.Context, m *nats.Msg) (*jetstream.PubAck, error) {
+		<-ctx.Done()
+		return nil, ctx.Err()
+	}
+	start := time.Now()
+	_, err := s.Post(context.Background(), "T", &eventspb.MessagePosted{MessageId: "m2", Author: "a", Text: "hi"})
+	if err == nil {
+		t.Fatal("a post nobody answered succeeded")
+	}
+	if !errors.Is(err, context.DeadlineExceeded) {
+		t.Fatalf("err %v, want it to wrap context.DeadlineExceeded", err)
+	}
+	t.Logf("gave up after %s with %v", time.Since(start).Round(time.Millisecond), err)
+}
