@@ -147,15 +147,26 @@ func (h Header) Get(key string) string {
 // Encode marshals ev for the subject of its type, returning its payload and
 // the headers that name it. It validates ev first.
 func Encode(ev *eventspb.Event) ([]byte, Header, error) {
-	if err := Validate(ev); err != nil {
-		return nil, nil, err
-	}
-	data, err := proto.MarshalOptions{Deterministic: true}.Marshal(ev)
+	data, err := Marshal(ev)
 	if err != nil {
-		return nil, nil, fmt.Errorf("%w: %v", ErrInvalidEvent, err)
+		return nil, nil, err
 	}
 	h := Header{HeaderType: {string(TypeOf(ev))}, HeaderSchema: {SchemaVersion}}
 	return data, h, nil
+}
+
+// Marshal is [Encode] without the headers, for a store that sets them
+// itself: HeaderType, the value of [TypeOf], and HeaderSchema,
+// [SchemaVersion].
+func Marshal(ev *eventspb.Event) ([]byte, error) {
+	if err := Validate(ev); err != nil {
+		return nil, err
+	}
+	data, err := proto.MarshalOptions{Deterministic: true}.Marshal(ev)
+	if err != nil {
+		return nil, fmt.Errorf("%w: %v", ErrInvalidEvent, err)
+	}
+	return data, nil
 }
 
 // Validate checks that ev has a body and a valid thread id.

@@ -152,6 +152,38 @@ type runnerActor struct {
 	leases   map[string]string
 	sessions map[string]bool
 	caughtUp bool
+
+	// props spawns every thread actor: Props per actor cost a few hundred
+	// bytes per held thread. Its producer returns spawning, which the
+	// spawn, synchronous in Receive, asks for once.
+	props    *actor.Props
+	spawning *threadActor
+}
+
+// threadProps returns the Props that spawn thread actors.
+func (ra *runnerActor) threadProps() *actor.Props {
+	if ra.props == nil {
+		ra.props = actor.PropsFromProducer(func() actor.Actor {
+			if a := ra.spawning; a != nil {
+				ra.spawning = nil
+				return a
+			}
+			// Asked for outside a spawn: a restart, which the supervisor
+			// never orders (a panicked thread actor is stopped). Stop.
+			return stopAtStart{}
+		}, actor.WithDispatcher(ra.r.disp))
+	}
+	return ra.props
+}
+
+// stopAtStart is an actor that stops as it starts.
+type stopAtStart struct{}
+
+// Receive implements actor.Actor.
+func (stopAtStart) Receive(ctx actor.Context) {
+	if _, ok := ctx.Message().(*actor.Started); ok {
+		ctx.Stop(ctx.Self())
+	}
 }
 
 func newRunnerActor(r *Runner) *runnerActor {
@@ -552,8 +584,9 @@ func (ra *runnerActor) claimed(ctx actor.Context, m claimResult) {
 		history = append(history, cl.envs...) // Core skips what it holds
 	}
 	fate := &childFate{}
-	ta := newThreadActor(r, m.claim, m.view, history, wantOf(cl) != wantClaim, fate)
-	pid, err := ctx.SpawnNamed(actor.PropsFromProducer(func() actor.Actor { return ta }, actor.WithDispatcher(r.disp)), m.thread)
+	ra.spawning = newThreadActor(r, m.claim, m.view, history, wantOf(cl) != wantClaim, fate)
+	pid, err := ctx.SpawnNamed(ra.threadProps(), m.thread)
+	ra.spawning = nil
 	if err != nil {
 		r.log.Error("spawn thread actor", "thread", m.thread, "err", err)
 		return

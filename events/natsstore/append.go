@@ -49,16 +49,21 @@ func (s *Store) Post(ctx context.Context, thread string, m *eventspb.MessagePost
 		m.MessageId = nuid.Next()
 	}
 	ev := &eventspb.Event{Thread: thread, Time: timestamppb.New(s.cfg.Now()), Body: &eventspb.Event_MessagePosted{MessagePosted: m}}
-	data, h, err := s.encode(ev)
+	data, err := s.encode(ev)
 	if err != nil {
 		return events.Ack{}, err
 	}
-	po.SetHeaders(h)
+	var h events.Header
+	if po.TraceParent != "" {
+		h = events.Header{}
+		po.SetHeaders(h)
+	}
 	subject := s.subj.Thread(thread, events.KindPosted)
 	w := write{
 		what:    "post to " + subject,
 		stream:  s.cfg.Stream,
 		subject: subject,
+		typ:     events.TypeMessagePosted,
 		header:  nats.Header(h),
 		data:    data,
 		msgID:   thread + ":" + m.GetMessageId(),
@@ -158,7 +163,7 @@ func (s *Store) prepareAppend(ev *eventspb.Event, chk events.Check, opts []event
 		ev = proto.Clone(ev).(*eventspb.Event)
 		ev.Time = timestamppb.New(s.cfg.Now())
 	}
-	data, h, err := s.encode(ev)
+	data, err := s.encode(ev)
 	if err != nil {
 		return write{}, err
 	}
@@ -166,7 +171,7 @@ func (s *Store) prepareAppend(ev *eventspb.Event, chk events.Check, opts []event
 	w := write{
 		stream:       s.cfg.Stream,
 		subject:      s.subj.Thread(thread, typ.Kind()),
-		header:       nats.Header(h),
+		typ:          typ,
 		data:         data,
 		msgID:        o.MsgID,
 		landedBefore: o.MsgID != "",
@@ -200,13 +205,13 @@ func (s *Store) prepareAppend(ev *eventspb.Event, chk events.Check, opts []event
 }
 
 // encode marshals ev and checks its size before any I/O.
-func (s *Store) encode(ev *eventspb.Event) ([]byte, events.Header, error) {
-	data, h, err := events.Encode(ev)
+func (s *Store) encode(ev *eventspb.Event) ([]byte, error) {
+	data, err := events.Marshal(ev)
 	if err != nil {
-		return nil, nil, err
+		return nil, err
 	}
 	if len(data) > s.maxEvent {
-		return nil, nil, fmt.Errorf("%w: %s event for %s is %d bytes, over the %d-byte limit", events.ErrTooLarge, events.TypeOf(ev), ev.GetThread(), len(data), s.maxEvent)
+		return nil, fmt.Errorf("%w: %s event for %s is %d bytes, over the %d-byte limit", events.ErrTooLarge, events.TypeOf(ev), ev.GetThread(), len(data), s.maxEvent)
 	}
-	return data, h, nil
+	return data, nil
 }

@@ -32,7 +32,8 @@ type write struct {
 	stream  string      // the stream the subject belongs to, for reading back
 	subject string      // the stored subject: checks and read-back are on it
 	pub     string      // the subject to publish to, if not subject (a KV write under a domain)
-	header  nats.Header // without the JetStream options below
+	typ     events.Type // an event's type, set with the schema as headers; "" for a KV write
+	header  nats.Header // further headers, without the ones above and below
 	data    []byte
 	msgID   string
 	// jsHeader is the JetStream headers besides the msg id, key and value
@@ -217,15 +218,30 @@ func (s *Store) sendOnce(ctx context.Context, w write, timeout time.Duration) (*
 
 // msg builds a fresh message for one attempt of w, with all its headers.
 func (w write) msg() *nats.Msg {
-	m := &nats.Msg{Subject: w.pubSubject(), Data: w.data, Header: make(nats.Header, len(w.header)+1+len(w.jsHeader)/2)}
+	n := len(w.header) + 1 + len(w.jsHeader)/2
+	if w.typ != "" {
+		n += 2
+	}
+	h := make(nats.Header, n)
+	// The values share one backing array: a write's headers cost two
+	// allocations, not one per header.
+	vals := make([]string, 0, n)
+	set := func(k, v string) {
+		vals = append(vals, v)
+		h[k] = vals[len(vals)-1 : len(vals) : len(vals)]
+	}
 	for k, v := range w.header {
-		m.Header[k] = v
+		h[k] = v
 	}
-	m.Header[events.HeaderMsgID] = []string{w.msgID}
+	if w.typ != "" {
+		set(events.HeaderType, string(w.typ))
+		set(events.HeaderSchema, events.SchemaVersion)
+	}
+	set(events.HeaderMsgID, w.msgID)
 	for i := 0; i+1 < len(w.jsHeader); i += 2 {
-		m.Header[w.jsHeader[i]] = []string{w.jsHeader[i+1]}
+		set(w.jsHeader[i], w.jsHeader[i+1])
 	}
-	return m
+	return &nats.Msg{Subject: w.pubSubject(), Data: w.data, Header: h}
 }
 
 // expectLast is the header of an expected last sequence on the subject
