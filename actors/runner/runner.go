@@ -227,64 +227,6 @@ func (r *Runner) draining() bool { return r.drainingFlag.Load() }
 // goDo runs fn in a goroutine that Stop and Kill wait for.
 func (r *Runner) goDo(fn func()) { r.tasks.Go(fn) }
 
-// workerIdle is how long a pool's worker waits for another task before it
-// exits.
-const workerIdle = time.Second
-
-// pool runs tasks on goroutines it keeps for workerIdle after each task.
-// Reusing goroutines keeps their grown stacks: a fresh goroutine per append
-// or per actor mailbox run grew its stack by copying each time, several
-// percent of the runner's CPU at 100,000 threads.
-type pool struct {
-	tasks chan func()     // the hand-off to an idle worker; unbuffered
-	quit  <-chan struct{} // idle workers exit when it is closed
-	wg    *sync.WaitGroup // counts the workers, if not nil
-}
-
-func newPool(quit <-chan struct{}, wg *sync.WaitGroup) *pool {
-	return &pool{tasks: make(chan func()), quit: quit, wg: wg}
-}
-
-// Go runs fn on an idle worker, or on a new one when none is idle.
-func (p *pool) Go(fn func()) {
-	select {
-	case p.tasks <- fn:
-	default:
-		if p.wg != nil {
-			p.wg.Add(1)
-		}
-		go p.work(fn)
-	}
-}
-
-func (p *pool) work(fn func()) {
-	if p.wg != nil {
-		defer p.wg.Done()
-	}
-	t := time.NewTimer(workerIdle)
-	defer t.Stop()
-	for {
-		fn()
-		fn = nil // not kept alive while idle
-		t.Reset(workerIdle)
-		select {
-		case fn = <-p.tasks:
-		case <-t.C:
-			return
-		case <-p.quit:
-			return
-		}
-	}
-}
-
-// Schedule implements protoactor's actor.Dispatcher, so mailboxes run on
-// the pool too.
-func (p *pool) Schedule(fn func()) { p.Go(fn) }
-
-// Throughput implements actor.Dispatcher: messages a mailbox takes per run,
-// protoactor's default.
-func (p *pool) Throughput() int { return 300 }
-
 // Start opens the runner's session, starts the actor system, the follow of
 // the stream, the lease watch and the work source.
 func (r *Runner) Start(ctx context.Context) error {

@@ -1,0 +1,116 @@
+package runner
+
+import (
+	"fmt"
+	"runtime"
+	"sync"
+	"sync/atomic"
+	"testing"
+	"time"
+
+	"artifactr/internal/testkit"
+)
+
+// Tasks given one after another run on one worker, which then waits idle.
+func TestPool_reusesIdleWorker(t *testing.T) {
+	quit := make(chan struct{})
+	var wg sync.WaitGroup
+	p := newPool(quit, &wg)
+	defer func() { close(quit); wg.Wait() }()
+	var workers sync.Map
+	for i := range 50 {
+		done := make(chan struct{})
+		p.Go(func() {
+			workers.Store(goid(), true)
+			close(done)
+		})
+		<-done
+		testkit.WaitFor(t, 10*time.Second, fmt.Sprintf("task %d's worker idle again", i), func() (bool, string) {
+			return p.idleWorkers() == 1, fmt.Sprintf("%d idle", p.idleWorkers())
+		})
+	}
+	n := 0
+	workers.Range(func(any, any) bool { n++; return true })
+	if n != 1 {
+		t.Fatalf("50 tasks in a row ran on %d goroutines, want 1", n)
+	}
+}
+
+// Every task given concurrently runs once, and quit ends every worker and
+// the janitor.
+func TestPool_concurrentTasksAndQuit(t *testing.T) {
+	quit := make(chan struct{})
+	var wg sync.WaitGroup
+	p := newPool(quit, &wg)
+	const givers, each = 8, 500
+	var ran [givers * each]atomic.Int32
+	var given sync.WaitGroup
+	for g := range givers {
+		given.Add(1)
+		go func() {
+			defer given.Done()
+			for i := range each {
+				p.Go(func() { ran[g*each+i].Add(1) })
+			}
+		}()
+	}
+	given.Wait()
+	testkit.WaitFor(t, 10*time.Second, "every task run", func() (bool, string) {
+		n := 0
+		for i := range ran {
+			if ran[i].Load() > 0 {
+				n++
+			}
+		}
+		return n == len(ran), fmt.Sprintf("%d of %d run", n, len(ran))
+	})
+	for i := range ran {
+		if c := ran[i].Load(); c != 1 {
+			t.Fatalf("task %d ran %d times", i, c)
+		}
+	}
+	close(quit)
+	ended := make(chan struct{})
+	go func() { wg.Wait(); close(ended) }()
+	select {
+	case <-ended:
+	case <-time.After(10 * time.Second):
+		t.Fatalf("workers or janitor still running after quit (%d idle)", p.idleWorkers())
+	}
+	// A task given after quit still runs, on a worker that then ends.
+	done := make(chan struct{})
+	p.Go(func() { close(done) })
+	<-done
+	wg.Wait()
+}
+
+// Workers idle longer than workerIdle end by themselves.
+func TestPool_idleWorkersEnd(t *testing.T) {
+	quit := make(chan struct{})
+	var wg sync.WaitGroup
+	p := newPool(quit, &wg)
+	defer func() { close(quit); wg.Wait() }()
+	var started, release sync.WaitGroup
+	release.Add(1)
+	for range 4 {
+		started.Add(1)
+		p.Go(func() { started.Done(); release.Wait() })
+	}
+	started.Wait()
+	release.Done()
+	testkit.WaitFor(t, 10*time.Second, "4 idle workers", func() (bool, string) {
+		return p.idleWorkers() == 4, fmt.Sprintf("%d idle", p.idleWorkers())
+	})
+	testkit.WaitFor(t, 10*time.Second, "the idle workers to end", func() (bool, string) {
+		return p.idleWorkers() == 0, fmt.Sprintf("%d idle", p.idleWorkers())
+	})
+}
+
+// goid identifies the calling goroutine by its stack's header line.
+func goid() string {
+	b := make([]byte, 64)
+	b = b[:runtime.Stack(b, false)]
+	var id string
+	fmt.Sscanf(string(b), "goroutine %s", &id)
+	return id
+}
