@@ -128,7 +128,14 @@ type Core struct {
 	// mine holds the appends this claim made that the view has not seen
 	// yet, by message id: only they may act (Spec: the runtime acts only on
 	// its own writes).
-	mine      map[string]*eventspb.Event
+	mine map[string]*eventspb.Event
+	// stored is this claim's last append the store acked as new, not a
+	// duplicate: the message at that sequence is the one sent, byte for
+	// byte, so reading it back needs no comparison.
+	stored struct {
+		msgID string
+		seq   uint64
+	}
 	anomalies []Anomaly
 	early     Ready // what the history after the marker asked for, for Start
 	idle      int
@@ -462,7 +469,7 @@ func (c *Core) foreign(env *events.Envelope) string {
 	}
 	ev := env.Event
 	if sent, ok := c.mine[env.MsgID]; ok && env.Err == nil && ev != nil {
-		if sameEvent(ev, sent) {
+		if (env.Seq == c.stored.seq && env.MsgID == c.stored.msgID) || sameEvent(ev, sent) {
 			return ""
 		}
 		// Someone else stored an event under this holder's message id:
@@ -569,6 +576,9 @@ func (c *Core) appendDone(in AppendDone) Ready {
 	switch {
 	case in.Err == nil:
 		c.awaitSeq = max(c.awaitSeq, in.Ack.Seq)
+		if !in.Ack.Duplicate {
+			c.stored.msgID, c.stored.seq = a.MsgID, in.Ack.Seq
+		}
 		return Ready{}
 	case errors.Is(in.Err, events.ErrThreadBusy):
 		// I4: a refused fenced write consumed nothing; the thread passes
