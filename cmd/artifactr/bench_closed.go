@@ -113,8 +113,13 @@ func (a *app) benchClosedLoop(ctx context.Context, f *benchFlags) error {
 		{"concurrent", f.threads, f.messages},
 		{"sequential", 1, 200},
 	}
+	clients, err := ts.client(ctx, quiet)
+	if err != nil {
+		return err
+	}
+	defer clients.Close()
 	for i, p := range phases {
-		if err := a.closedPhase(ctx, ts.store, p.name, fmt.Sprintf("cl%d", i), p.threads, p.messages); err != nil {
+		if err := a.closedPhase(ctx, clients, p.name, fmt.Sprintf("cl%d", i), p.threads, p.messages); err != nil {
 			return err
 		}
 	}

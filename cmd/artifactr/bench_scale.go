@@ -65,7 +65,8 @@ func (a *app) benchScaleCommand() *cobra.Command {
 		Short: "What claimed idle threads cost: memory, consumers, idle CPU and traffic",
 		Long: `Start an embedded server in a temporary directory and one runner with the
 echo agent and an idle timeout long enough that no claim is given up; post
-once to each of --threads threads, wait until every run has ended and the
+once to each of --threads threads (--posters at a time, over a connection
+of their own, as clients), wait until every run has ended and the
 runner has followed the whole log, collect the garbage the load left, then
 idle for --idle while measuring.
 
@@ -131,6 +132,11 @@ func (a *app) benchScale(ctx context.Context, f *scaleFlags) error {
 		return err
 	}
 	defer r.Kill()
+	posters, err := ts.client(ctx, quiet)
+	if err != nil {
+		return err
+	}
+	defer posters.Close()
 	rssBefore := rss()
 	res := scaleResult{Threads: f.threads, Fsync: f.sync, RSSBeforeBytes: rssBefore}
 	progress("bench scale: %d threads, embedded server (fsync %v), one runner, echo agent; RSS before %s", f.threads, f.sync, mib(rssBefore))
@@ -155,7 +161,7 @@ func (a *app) benchScale(ctx context.Context, f *scaleFlags) error {
 				return nil
 			}
 			th := fmt.Sprintf("scale-%d", i)
-			if _, err := ts.store.Post(ctx, th, &eventspb.MessagePosted{MessageId: "m0", Author: "bench", Text: "hello " + th}); err != nil {
+			if _, err := posters.Post(ctx, th, &eventspb.MessagePosted{MessageId: "m0", Author: "bench", Text: "hello " + th}); err != nil {
 				return err
 			}
 		}

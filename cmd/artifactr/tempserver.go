@@ -43,6 +43,13 @@ func (a *app) startTempServer(ctx context.Context, prefix string, noSync bool, s
 	return &tempServer{dir: dir, srv: srv, store: store}, nil
 }
 
+// client opens another store on the server, for the bench's clients: they
+// post and watch over a connection of their own, as they would from other
+// processes, rather than through the runner's. The caller closes it.
+func (t *tempServer) client(ctx context.Context, logger *slog.Logger) (*natsstore.Store, error) {
+	return natsstore.New(ctx, natsstore.Config{URL: t.srv.ClientURL(), Logger: logger})
+}
+
 // Close closes the store, stops the server and removes its directory.
 func (t *tempServer) Close() {
 	t.store.Close()
