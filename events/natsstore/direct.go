@@ -116,8 +116,9 @@ func (s *Store) LoadUpTo(ctx context.Context, thread string, from, upTo uint64) 
 }
 
 // directBatch sends one batched direct get and reads its replies up to the
-// end-of-batch marker, waiting until deadline at the latest. It returns the messages, how many more the server
-// counted past them, and the sequence to continue from.
+// end-of-batch marker, waiting until deadline at the latest. It returns the
+// messages, how many more the server counted past them, and the sequence to
+// continue from.
 func (s *Store) directBatch(ctx context.Context, deadline time.Time, filter string, from uint64) ([]events.Envelope, uint64, uint64, error) {
 	req, err := json.Marshal(struct {
 		Seq      uint64 `json:"seq"`
