@@ -25,6 +25,10 @@ type pool struct {
 	quit <-chan struct{} // once closed, workers end when their task does
 	wg   *sync.WaitGroup // counts the workers and the janitor, if not nil
 
+	// janitorOnce starts the janitor with the first task, so a pool that
+	// never ran one (a runner whose Start failed) leaves no goroutine.
+	janitorOnce sync.Once
+
 	mu     sync.Mutex // protects the fields below
 	idle   []*worker  // the longest idle first
 	closed bool       // quit was seen: idle workers are not kept
@@ -36,18 +40,19 @@ type worker struct {
 	since time.Time   // idle since; set under pool.mu
 }
 
-// newPool starts a pool whose workers end once quit is closed.
+// newPool returns a pool whose workers end once quit is closed.
 func newPool(quit <-chan struct{}, wg *sync.WaitGroup) *pool {
-	p := &pool{quit: quit, wg: wg}
-	if wg != nil {
-		wg.Add(1)
-	}
-	go p.janitor()
-	return p
+	return &pool{quit: quit, wg: wg}
 }
 
 // Go runs fn on an idle worker, or on a new one when none is idle.
 func (p *pool) Go(fn func()) {
+	p.janitorOnce.Do(func() {
+		if p.wg != nil {
+			p.wg.Add(1)
+		}
+		go p.janitor()
+	})
 	p.mu.Lock()
 	if n := len(p.idle); n > 0 {
 		w := p.idle[n-1]

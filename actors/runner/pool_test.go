@@ -84,6 +84,20 @@ func TestPool_concurrentTasksAndQuit(t *testing.T) {
 	wg.Wait()
 }
 
+// A pool that never ran a task has nothing to end: newPool starts no
+// goroutine (goleak, in TestMain, would see one).
+func TestPool_unusedStartsNothing(t *testing.T) {
+	var wg sync.WaitGroup
+	_ = newPool(make(chan struct{}), &wg)
+	ended := make(chan struct{})
+	go func() { wg.Wait(); close(ended) }()
+	select {
+	case <-ended:
+	case <-time.After(10 * time.Second):
+		t.Fatal("an unused pool, its quit never closed, still counts a goroutine")
+	}
+}
+
 // Workers idle longer than workerIdle end by themselves.
 func TestPool_idleWorkersEnd(t *testing.T) {
 	quit := make(chan struct{})
