@@ -35,6 +35,11 @@ var server struct {
 	srv  *natsembed.Server
 	dir  string
 	err  error
+	// env is shared by every test, so its seeds' stream names never
+	// repeat on the server: a stream made again under the name of one
+	// just deleted could race the server's removal of the old one's
+	// files ("error creating store for stream").
+	env *sim.NATS
 }
 
 func TestMain(m *testing.M) {
@@ -62,11 +67,14 @@ func natsEnv(t *testing.T) *sim.NATS {
 			NoSync:  true, // test data need not survive power loss
 			Logger:  slog.New(slog.DiscardHandler),
 		})
+		if server.err == nil {
+			server.env = &sim.NATS{URL: server.srv.ClientURL()}
+		}
 	})
 	if server.err != nil {
 		t.Fatalf("sim: embedded nats-server: %v", server.err)
 	}
-	return &sim.NATS{URL: server.srv.ClientURL()}
+	return server.env
 }
 
 // TestSim_nats runs a share of the seeds on natsstore against one embedded
