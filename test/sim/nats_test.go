@@ -1,6 +1,7 @@
 package sim_test
 
 import (
+	"context"
 	"flag"
 	"fmt"
 	"log/slog"
@@ -9,6 +10,9 @@ import (
 	"sync"
 	"testing"
 	"time"
+
+	"github.com/nats-io/nats.go"
+	"github.com/nats-io/nats.go/jetstream"
 
 	"artifactr/internal/natsembed"
 	"artifactr/projections/audit"
@@ -53,6 +57,28 @@ func TestMain(m *testing.M) {
 	os.Exit(code)
 }
 
+// keepStreamsDir makes a stream that lives as long as the server. When the
+// account's last stream is deleted, nats-server removes the account's
+// now empty streams directory in a goroutine of its own, which can race a
+// stream being created meanwhile ("error creating store for stream", about
+// once in a hundred runs of TestSim_natsReplays, whose seeds each delete
+// all they made). With this stream the directory is never empty.
+func keepStreamsDir(url string) error {
+	nc, err := nats.Connect(url)
+	if err != nil {
+		return err
+	}
+	defer nc.Close()
+	js, err := jetstream.New(nc)
+	if err != nil {
+		return err
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+	defer cancel()
+	_, err = js.CreateStream(ctx, jetstream.StreamConfig{Name: "SIMKEEP", Subjects: []string{"simkeep.>"}})
+	return err
+}
+
 // natsEnv returns the binary's server, starting it on first use.
 func natsEnv(t *testing.T) *sim.NATS {
 	t.Helper()
@@ -67,6 +93,9 @@ func natsEnv(t *testing.T) *sim.NATS {
 			NoSync:  true, // test data need not survive power loss
 			Logger:  slog.New(slog.DiscardHandler),
 		})
+		if server.err == nil {
+			server.err = keepStreamsDir(server.srv.ClientURL())
+		}
 		if server.err == nil {
 			server.env = &sim.NATS{URL: server.srv.ClientURL()}
 		}
