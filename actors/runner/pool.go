@@ -111,7 +111,7 @@ func (p *pool) janitor() {
 			ended := p.idle
 			p.idle = nil
 			p.mu.Unlock()
-			end(ended)
+			endWorkers(ended)
 			return
 		case now := <-t.C:
 			p.mu.Lock()
@@ -125,22 +125,15 @@ func (p *pool) janitor() {
 			clear(p.idle[rest:])
 			p.idle = p.idle[:rest]
 			p.mu.Unlock()
-			end(ended)
+			endWorkers(ended)
 		}
 	}
 }
 
-func end(ws []*worker) {
+func endWorkers(ws []*worker) {
 	for _, w := range ws {
 		close(w.tasks)
 	}
-}
-
-// idleWorkers reports how many workers wait for a task.
-func (p *pool) idleWorkers() int {
-	p.mu.Lock()
-	defer p.mu.Unlock()
-	return len(p.idle)
 }
 
 // Schedule implements protoactor's actor.Dispatcher, so mailboxes run on

@@ -11,12 +11,42 @@ import (
 	"artifactr/internal/testkit"
 )
 
-// Tasks given one after another run on one worker, which then waits idle.
-func TestPool_reusesIdleWorker(t *testing.T) {
+// testPool returns a pool counted in wg, whose quit closes and whose
+// goroutines are waited for when t ends.
+func testPool(t *testing.T) *pool {
 	quit := make(chan struct{})
 	var wg sync.WaitGroup
-	p := newPool(quit, &wg)
-	defer func() { close(quit); wg.Wait() }()
+	t.Cleanup(func() { close(quit); wg.Wait() })
+	return newPool(quit, &wg)
+}
+
+// idleWorkers reports how many workers wait for a task.
+func (p *pool) idleWorkers() int {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	return len(p.idle)
+}
+
+// waitClosed fails t unless ch is closed within 10 s.
+func waitClosed(t *testing.T, ch <-chan struct{}, what string) {
+	t.Helper()
+	select {
+	case <-ch:
+	case <-time.After(10 * time.Second):
+		t.Fatal(what)
+	}
+}
+
+// waitGroupDone returns a channel closed once wg's count is zero.
+func waitGroupDone(wg *sync.WaitGroup) <-chan struct{} {
+	done := make(chan struct{})
+	go func() { wg.Wait(); close(done) }()
+	return done
+}
+
+// Tasks given one after another run on one worker, which then waits idle.
+func TestPool_reusesIdleWorker(t *testing.T) {
+	p := testPool(t)
 	var workers sync.Map
 	for i := range 50 {
 		done := make(chan struct{})
@@ -70,13 +100,7 @@ func TestPool_concurrentTasksAndQuit(t *testing.T) {
 		}
 	}
 	close(quit)
-	ended := make(chan struct{})
-	go func() { wg.Wait(); close(ended) }()
-	select {
-	case <-ended:
-	case <-time.After(10 * time.Second):
-		t.Fatalf("workers or janitor still running after quit (%d idle)", p.idleWorkers())
-	}
+	waitClosed(t, waitGroupDone(&wg), "workers or janitor still running after quit")
 	// A task given after quit still runs, on a worker that then ends.
 	done := make(chan struct{})
 	p.Go(func() { close(done) })
@@ -89,21 +113,12 @@ func TestPool_concurrentTasksAndQuit(t *testing.T) {
 func TestPool_unusedStartsNothing(t *testing.T) {
 	var wg sync.WaitGroup
 	_ = newPool(make(chan struct{}), &wg)
-	ended := make(chan struct{})
-	go func() { wg.Wait(); close(ended) }()
-	select {
-	case <-ended:
-	case <-time.After(10 * time.Second):
-		t.Fatal("an unused pool, its quit never closed, still counts a goroutine")
-	}
+	waitClosed(t, waitGroupDone(&wg), "an unused pool, its quit never closed, still counts a goroutine")
 }
 
 // Workers idle longer than workerIdle end by themselves.
 func TestPool_idleWorkersEnd(t *testing.T) {
-	quit := make(chan struct{})
-	var wg sync.WaitGroup
-	p := newPool(quit, &wg)
-	defer func() { close(quit); wg.Wait() }()
+	p := testPool(t)
 	var started, release sync.WaitGroup
 	release.Add(1)
 	for range 4 {

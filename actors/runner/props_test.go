@@ -33,9 +33,5 @@ func TestThreadProps_sharedAndStopOutsideSpawn(t *testing.T) {
 		}
 	})
 	sys.Root.Spawn(watcher)
-	select {
-	case <-stopped:
-	case <-time.After(10 * time.Second):
-		t.Fatal("an actor produced outside a spawn did not stop")
-	}
+	waitClosed(t, stopped, "an actor produced outside a spawn did not stop")
 }

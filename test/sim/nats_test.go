@@ -39,10 +39,8 @@ var server struct {
 	srv  *natsembed.Server
 	dir  string
 	err  error
-	// env is shared by every test, so its seeds' stream names never
-	// repeat on the server: a stream made again under the name of one
-	// just deleted could race the server's removal of the old one's
-	// files ("error creating store for stream").
+	// env is shared by every test, so its seed counter, which names the
+	// seeds' streams, never starts again at SIM1 on the same server.
 	env *sim.NATS
 }
 
