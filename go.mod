@@ -1,4 +1,4 @@
-module artifactr
+module github.com/artifactr/artifactr
 
 go 1.26.8
 

@@ -11,9 +11,9 @@ import (
 	"github.com/nats-io/nats.go"
 	"github.com/nats-io/nkeys"
 
-	"artifactr/events"
-	"artifactr/events/natsstore"
-	"artifactr/internal/natsauth"
+	"github.com/artifactr/artifactr/events"
+	"github.com/artifactr/artifactr/events/natsstore"
+	"github.com/artifactr/artifactr/internal/natsauth"
 )
 
 // DefaultURL is the NATS server Dial connects to when Config.URL is empty:

@@ -8,11 +8,11 @@ import (
 	"os"
 	"time"
 
-	"artifactr/actors/agent"
-	"artifactr/actors/runner"
-	"artifactr/client"
-	"artifactr/events/natsstore"
-	"artifactr/internal/natsembed"
+	"github.com/artifactr/artifactr/actors/agent"
+	"github.com/artifactr/artifactr/actors/runner"
+	"github.com/artifactr/artifactr/client"
+	"github.com/artifactr/artifactr/events/natsstore"
+	"github.com/artifactr/artifactr/internal/natsembed"
 )
 
 // serve starts what `artifactr serve` runs, in-process: an embedded NATS

@@ -6,8 +6,8 @@ import (
 	"fmt"
 	"time"
 
-	"artifactr/events"
-	"artifactr/projections"
+	"github.com/artifactr/artifactr/events"
+	"github.com/artifactr/artifactr/projections"
 )
 
 // ErrThreadExists is returned by [Client.Fork] when the new thread already

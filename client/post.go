@@ -5,9 +5,9 @@ import (
 	"fmt"
 	"time"
 
-	"artifactr/events"
-	"artifactr/events/eventspb"
-	"artifactr/internal/doubletext"
+	"github.com/artifactr/artifactr/events"
+	"github.com/artifactr/artifactr/events/eventspb"
+	"github.com/artifactr/artifactr/internal/doubletext"
 )
 
 // PostOption sets optional behaviour of [Client.Post].

@@ -6,8 +6,8 @@ import (
 	"fmt"
 	"time"
 
-	"artifactr/events"
-	"artifactr/projections"
+	"github.com/artifactr/artifactr/events"
+	"github.com/artifactr/artifactr/projections"
 )
 
 // ErrNoEvents is returned by [Client.Thread] and [Client.Fork] for a

@@ -5,8 +5,8 @@ import (
 	"fmt"
 	"strings"
 
-	"artifactr/events"
-	"artifactr/projections"
+	"github.com/artifactr/artifactr/events"
+	"github.com/artifactr/artifactr/projections"
 )
 
 // ErrThreadBusy is events.ErrThreadBusy: [Client.Wait] returns a

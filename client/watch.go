@@ -5,7 +5,7 @@ import (
 	"fmt"
 	"iter"
 
-	"artifactr/events"
+	"github.com/artifactr/artifactr/events"
 )
 
 // Watch follows the events of thread, or of every thread when thread is

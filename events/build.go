@@ -5,7 +5,7 @@ import (
 
 	"google.golang.org/protobuf/types/known/timestamppb"
 
-	"artifactr/events/eventspb"
+	"github.com/artifactr/artifactr/events/eventspb"
 )
 
 // Builders for the events a claim holder writes. Each stamps the writer's

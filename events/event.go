@@ -8,7 +8,7 @@ import (
 
 	"google.golang.org/protobuf/proto"
 
-	"artifactr/events/eventspb"
+	"github.com/artifactr/artifactr/events/eventspb"
 )
 
 // SchemaVersion is the version of the event schema in eventspb, carried in

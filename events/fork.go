@@ -6,7 +6,7 @@ import (
 
 	"google.golang.org/protobuf/types/known/timestamppb"
 
-	"artifactr/events/eventspb"
+	"github.com/artifactr/artifactr/events/eventspb"
 )
 
 // NewThreadForked builds thread_forked, the first event of thread, copying

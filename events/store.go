@@ -5,8 +5,8 @@ import (
 	"fmt"
 	"time"
 
-	"artifactr/events/eventspb"
-	"artifactr/events/internal/unfence"
+	"github.com/artifactr/artifactr/events/eventspb"
+	"github.com/artifactr/artifactr/events/internal/unfence"
 )
 
 // DefaultMaxEventBytes is the default limit on an encoded event's size.

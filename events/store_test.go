@@ -7,7 +7,7 @@ import (
 	"testing"
 	"time"
 
-	"artifactr/events/internal/unfence"
+	"github.com/artifactr/artifactr/events/internal/unfence"
 )
 
 // TestCheckAppend_unfencedRefused: a consuming append without the fence is

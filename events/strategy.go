@@ -6,7 +6,7 @@ import (
 
 	"google.golang.org/protobuf/types/known/timestamppb"
 
-	"artifactr/events/eventspb"
+	"github.com/artifactr/artifactr/events/eventspb"
 )
 
 // Strategy says what a post does while a run is active in its thread

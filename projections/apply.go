@@ -1,8 +1,8 @@
 package projections
 
 import (
-	"artifactr/events"
-	"artifactr/events/eventspb"
+	"github.com/artifactr/artifactr/events"
+	"github.com/artifactr/artifactr/events/eventspb"
 )
 
 // Apply folds env into t with the fold rules ([Rules]). It is deterministic

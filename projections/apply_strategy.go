@@ -1,8 +1,8 @@
 package projections
 
 import (
-	"artifactr/events"
-	"artifactr/events/eventspb"
+	"github.com/artifactr/artifactr/events"
+	"github.com/artifactr/artifactr/events/eventspb"
 )
 
 // The fold of the double-texting strategies and cancel (issue 15):

@@ -5,9 +5,9 @@ import (
 	"strings"
 	"testing"
 
-	"artifactr/events"
-	"artifactr/events/eventspb"
-	"artifactr/internal/eventgen"
+	"github.com/artifactr/artifactr/events"
+	"github.com/artifactr/artifactr/events/eventspb"
+	"github.com/artifactr/artifactr/internal/eventgen"
 )
 
 // scene is the usual start of a case: two messages posted to T, then a claim.

@@ -6,8 +6,8 @@ import (
 	"testing"
 	"time"
 
-	"artifactr/events"
-	"artifactr/internal/eventgen"
+	"github.com/artifactr/artifactr/events"
+	"github.com/artifactr/artifactr/internal/eventgen"
 )
 
 func randomLog(seed uint64, cfg eventgen.Config) []events.Envelope {

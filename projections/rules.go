@@ -3,8 +3,8 @@ package projections
 import (
 	"fmt"
 
-	"artifactr/events"
-	"artifactr/events/eventspb"
+	"github.com/artifactr/artifactr/events"
+	"github.com/artifactr/artifactr/events/eventspb"
 )
 
 // This file holds the fold rules: what is malformed, what consumes a

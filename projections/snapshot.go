@@ -8,7 +8,7 @@ import (
 	"fmt"
 	"time"
 
-	"artifactr/events"
+	"github.com/artifactr/artifactr/events"
 )
 
 // snapshotVersion is the version of the snapshot encoding; a snapshot of

@@ -7,7 +7,7 @@ import (
 	"strings"
 	"testing"
 
-	"artifactr/internal/eventgen"
+	"github.com/artifactr/artifactr/internal/eventgen"
 )
 
 // Folding a snapshot at any point plus the events after it equals folding

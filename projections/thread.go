@@ -4,7 +4,7 @@ import (
 	"slices"
 	"time"
 
-	"artifactr/events"
+	"github.com/artifactr/artifactr/events"
 )
 
 // Thread is the state of one thread, folded from its events by [Thread.Apply].

@@ -12,11 +12,11 @@ import (
 
 	"pgregory.net/rapid"
 
-	"artifactr/events"
-	"artifactr/events/eventstest"
-	"artifactr/events/memstore"
-	"artifactr/events/natsstore"
-	"artifactr/internal/natsembed"
+	"github.com/artifactr/artifactr/events"
+	"github.com/artifactr/artifactr/events/eventstest"
+	"github.com/artifactr/artifactr/events/memstore"
+	"github.com/artifactr/artifactr/events/natsstore"
+	"github.com/artifactr/artifactr/internal/natsembed"
 )
 
 // property is the rapid property: a fresh thread, then random spec actions,

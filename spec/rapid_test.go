@@ -11,12 +11,12 @@ import (
 
 	"pgregory.net/rapid"
 
-	"artifactr/events"
-	"artifactr/events/eventspb"
-	"artifactr/events/eventstest"
-	"artifactr/projections"
-	"artifactr/projections/audit"
-	"artifactr/spec"
+	"github.com/artifactr/artifactr/events"
+	"github.com/artifactr/artifactr/events/eventspb"
+	"github.com/artifactr/artifactr/events/eventstest"
+	"github.com/artifactr/artifactr/projections"
+	"github.com/artifactr/artifactr/projections/audit"
+	"github.com/artifactr/artifactr/spec"
 )
 
 // The rapid test links ThreadClaimLapse.tla to the code: it drives the real

@@ -5,8 +5,8 @@ import (
 	"slices"
 	"strings"
 
-	"artifactr/events"
-	"artifactr/events/eventspb"
+	"github.com/artifactr/artifactr/events"
+	"github.com/artifactr/artifactr/events/eventspb"
 )
 
 // Trace validation: real logs checked against the Go model, as etcd raft

@@ -4,7 +4,7 @@ import (
 	"strings"
 	"testing"
 
-	"artifactr/events/eventspb"
+	"github.com/artifactr/artifactr/events/eventspb"
 )
 
 func (l *tlog) fork(source string, at uint64, msgs ...uint64) uint64 {

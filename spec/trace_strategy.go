@@ -1,8 +1,8 @@
 package spec
 
 import (
-	"artifactr/events"
-	"artifactr/events/eventspb"
+	"github.com/artifactr/artifactr/events"
+	"github.com/artifactr/artifactr/events/eventspb"
 )
 
 // Trace validation of the double-texting strategies and cancel (issue 15).

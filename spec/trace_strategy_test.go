@@ -3,8 +3,8 @@ package spec
 import (
 	"testing"
 
-	"artifactr/events"
-	"artifactr/events/eventspb"
+	"github.com/artifactr/artifactr/events"
+	"github.com/artifactr/artifactr/events/eventspb"
 )
 
 func (l *tlog) postWith(st events.Strategy) uint64 {

@@ -7,8 +7,8 @@ import (
 	"testing"
 	"time"
 
-	"artifactr/actors/agent"
-	"artifactr/actors/agent/agenttest"
+	"github.com/artifactr/artifactr/actors/agent"
+	"github.com/artifactr/artifactr/actors/agent/agenttest"
 )
 
 func TestEcho_Run_plain(t *testing.T) {

@@ -11,13 +11,13 @@ import (
 	"github.com/nats-io/nats.go"
 	"github.com/nats-io/nats.go/jetstream"
 
-	"artifactr/actors/agent"
-	"artifactr/actors/runner"
-	"artifactr/events"
-	"artifactr/events/natsstore"
-	"artifactr/internal/natsembed"
-	"artifactr/internal/testkit"
-	"artifactr/projections"
+	"github.com/artifactr/artifactr/actors/agent"
+	"github.com/artifactr/artifactr/actors/runner"
+	"github.com/artifactr/artifactr/events"
+	"github.com/artifactr/artifactr/events/natsstore"
+	"github.com/artifactr/artifactr/internal/natsembed"
+	"github.com/artifactr/artifactr/internal/testkit"
+	"github.com/artifactr/artifactr/projections"
 )
 
 // Issue 10, item 5: a run_completed published straight to threads.T.run,

@@ -7,16 +7,16 @@ import (
 	"testing"
 	"time"
 
-	"artifactr/actors/agent"
-	"artifactr/actors/agent/agenttest"
-	agentexec "artifactr/actors/agent/exec"
-	"artifactr/actors/runner"
-	"artifactr/events"
-	"artifactr/events/memstore"
-	"artifactr/events/natsstore"
-	"artifactr/internal/natsembed"
-	"artifactr/internal/testkit"
-	"artifactr/projections"
+	"github.com/artifactr/artifactr/actors/agent"
+	"github.com/artifactr/artifactr/actors/agent/agenttest"
+	agentexec "github.com/artifactr/artifactr/actors/agent/exec"
+	"github.com/artifactr/artifactr/actors/runner"
+	"github.com/artifactr/artifactr/events"
+	"github.com/artifactr/artifactr/events/memstore"
+	"github.com/artifactr/artifactr/events/natsstore"
+	"github.com/artifactr/artifactr/internal/natsembed"
+	"github.com/artifactr/artifactr/internal/testkit"
+	"github.com/artifactr/artifactr/projections"
 )
 
 // bigAgent is an exec agent whose done line, for a prompt starting with

@@ -7,9 +7,9 @@ import (
 	"testing"
 	"time"
 
-	"artifactr/actors/runner"
-	"artifactr/events/eventspb"
-	"artifactr/events/memstore"
+	"github.com/artifactr/artifactr/actors/runner"
+	"github.com/artifactr/artifactr/events/eventspb"
+	"github.com/artifactr/artifactr/events/memstore"
 )
 
 // BenchmarkRunner_idleThreadHeap reports the Go heap per claimed idle

@@ -6,10 +6,10 @@ import (
 	"testing"
 	"time"
 
-	"artifactr/actors/runner"
-	"artifactr/actors/thread"
-	"artifactr/events/memstore"
-	"artifactr/internal/testkit"
+	"github.com/artifactr/artifactr/actors/runner"
+	"github.com/artifactr/artifactr/actors/thread"
+	"github.com/artifactr/artifactr/events/memstore"
+	"github.com/artifactr/artifactr/internal/testkit"
 )
 
 // A thread actor that panics is stopped, not restarted on its stale state,

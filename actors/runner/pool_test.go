@@ -8,7 +8,7 @@ import (
 	"testing"
 	"time"
 
-	"artifactr/internal/testkit"
+	"github.com/artifactr/artifactr/internal/testkit"
 )
 
 // testPool returns a pool counted in wg, whose quit closes and whose

@@ -13,10 +13,10 @@ import (
 
 	"github.com/asynkron/protoactor-go/actor"
 
-	"artifactr/actors/thread"
-	"artifactr/events"
-	"artifactr/internal/ctxsleep"
-	"artifactr/projections"
+	"github.com/artifactr/artifactr/actors/thread"
+	"github.com/artifactr/artifactr/events"
+	"github.com/artifactr/artifactr/internal/ctxsleep"
+	"github.com/artifactr/artifactr/projections"
 )
 
 // Messages to the runner actor.

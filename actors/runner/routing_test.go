@@ -8,10 +8,10 @@ import (
 	"testing"
 	"time"
 
-	"artifactr/actors/runner"
-	"artifactr/events"
-	"artifactr/events/memstore"
-	"artifactr/internal/testkit"
+	"github.com/artifactr/artifactr/actors/runner"
+	"github.com/artifactr/artifactr/events"
+	"github.com/artifactr/artifactr/events/memstore"
+	"github.com/artifactr/artifactr/internal/testkit"
 )
 
 // waitPeers waits until every runner's lease watch knows of all of them, so

@@ -13,11 +13,11 @@ import (
 
 	"github.com/asynkron/protoactor-go/actor"
 
-	"artifactr/actors/agent"
-	"artifactr/events"
-	"artifactr/events/eventspb"
-	"artifactr/internal/ctxsleep"
-	"artifactr/internal/procid"
+	"github.com/artifactr/artifactr/actors/agent"
+	"github.com/artifactr/artifactr/events"
+	"github.com/artifactr/artifactr/events/eventspb"
+	"github.com/artifactr/artifactr/internal/ctxsleep"
+	"github.com/artifactr/artifactr/internal/procid"
 )
 
 // WorkSource yields threads that may have work: new posts, each to one of

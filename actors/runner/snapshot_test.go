@@ -6,10 +6,10 @@ import (
 	"testing"
 	"time"
 
-	"artifactr/actors/runner"
-	"artifactr/events/natsstore"
-	"artifactr/internal/natsembed"
-	"artifactr/internal/testkit"
+	"github.com/artifactr/artifactr/actors/runner"
+	"github.com/artifactr/artifactr/events/natsstore"
+	"github.com/artifactr/artifactr/internal/natsembed"
+	"github.com/artifactr/artifactr/internal/testkit"
 )
 
 // A released thread leaves a snapshot of its fold; the next claim starts

@@ -12,12 +12,12 @@ import (
 	"google.golang.org/protobuf/proto"
 	"google.golang.org/protobuf/types/known/timestamppb"
 
-	"artifactr/actors/agent"
-	"artifactr/actors/thread"
-	"artifactr/events"
-	"artifactr/events/eventspb"
-	"artifactr/internal/ctxsleep"
-	"artifactr/projections"
+	"github.com/artifactr/artifactr/actors/agent"
+	"github.com/artifactr/artifactr/actors/thread"
+	"github.com/artifactr/artifactr/events"
+	"github.com/artifactr/artifactr/events/eventspb"
+	"github.com/artifactr/artifactr/internal/ctxsleep"
+	"github.com/artifactr/artifactr/projections"
 )
 
 // Messages the thread actor gets from the runner actor, its goroutines and

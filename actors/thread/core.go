@@ -9,10 +9,10 @@ import (
 
 	"google.golang.org/protobuf/proto"
 
-	"artifactr/actors/agent"
-	"artifactr/events"
-	"artifactr/events/eventspb"
-	"artifactr/projections"
+	"github.com/artifactr/artifactr/actors/agent"
+	"github.com/artifactr/artifactr/events"
+	"github.com/artifactr/artifactr/events/eventspb"
+	"github.com/artifactr/artifactr/projections"
 )
 
 // Config configures a [Core].

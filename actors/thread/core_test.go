@@ -7,12 +7,12 @@ import (
 	"testing"
 	"time"
 
-	"artifactr/actors/thread"
-	"artifactr/events"
-	"artifactr/events/eventspb"
-	"artifactr/events/eventstest"
-	"artifactr/events/memstore"
-	"artifactr/internal/testkit"
+	"github.com/artifactr/artifactr/actors/thread"
+	"github.com/artifactr/artifactr/events"
+	"github.com/artifactr/artifactr/events/eventspb"
+	"github.com/artifactr/artifactr/events/eventstest"
+	"github.com/artifactr/artifactr/events/memstore"
+	"github.com/artifactr/artifactr/internal/testkit"
 )
 
 // driver carries out a core's Readys against a memstore in one goroutine,
@@ -342,5 +342,5 @@ func TestCore_Decide_rejectsForeignRun(t *testing.T) {
 // The core is pure: it imports neither nats.go nor protoactor, nor os/exec
 // (agents that run programs live in actors/agent/exec).
 func TestCore_deps_pure(t *testing.T) {
-	testkit.NoDeps(t, "artifactr/actors/thread", "github.com/nats-io/", "github.com/asynkron/protoactor-go/", "os/exec")
+	testkit.NoDeps(t, "github.com/artifactr/artifactr/actors/thread", "github.com/nats-io/", "github.com/asynkron/protoactor-go/", "os/exec")
 }

@@ -1,8 +1,8 @@
 package thread
 
 import (
-	"artifactr/actors/agent"
-	"artifactr/events"
+	"github.com/artifactr/artifactr/actors/agent"
+	"github.com/artifactr/artifactr/events"
 )
 
 // Input is something that happened to a thread's holder. The shell turns

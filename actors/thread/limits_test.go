@@ -9,11 +9,11 @@ import (
 	"time"
 	"unicode/utf8"
 
-	"artifactr/actors/thread"
-	"artifactr/events"
-	"artifactr/events/eventspb"
-	"artifactr/events/memstore"
-	"artifactr/projections"
+	"github.com/artifactr/artifactr/actors/thread"
+	"github.com/artifactr/artifactr/events"
+	"github.com/artifactr/artifactr/events/eventspb"
+	"github.com/artifactr/artifactr/events/memstore"
+	"github.com/artifactr/artifactr/projections"
 )
 
 // limit is the store's event size limit in these tests: small, so that

@@ -6,7 +6,7 @@ import (
 	"google.golang.org/protobuf/proto"
 	"google.golang.org/protobuf/reflect/protoreflect"
 
-	"artifactr/events/eventspb"
+	"github.com/artifactr/artifactr/events/eventspb"
 )
 
 // bodyOneof is the oneof that holds an event's body.

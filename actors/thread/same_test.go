@@ -6,8 +6,8 @@ import (
 
 	"google.golang.org/protobuf/proto"
 
-	"artifactr/events/eventspb"
-	"artifactr/internal/eventgen"
+	"github.com/artifactr/artifactr/events/eventspb"
+	"github.com/artifactr/artifactr/internal/eventgen"
 )
 
 // TestSameEvent_agreesWithProtoEqual checks sameEvent against proto.Equal

@@ -3,8 +3,8 @@ package thread
 import (
 	"errors"
 
-	"artifactr/events"
-	"artifactr/projections"
+	"github.com/artifactr/artifactr/events"
+	"github.com/artifactr/artifactr/projections"
 )
 
 // Cancel and the interrupting strategies (issue 15). A cancel_requested or

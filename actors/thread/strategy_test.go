@@ -7,10 +7,10 @@ import (
 	"testing"
 	"time"
 
-	"artifactr/actors/thread"
-	"artifactr/events"
-	"artifactr/events/eventspb"
-	"artifactr/events/memstore"
+	"github.com/artifactr/artifactr/actors/thread"
+	"github.com/artifactr/artifactr/events"
+	"github.com/artifactr/artifactr/events/eventspb"
+	"github.com/artifactr/artifactr/events/memstore"
 )
 
 func (d *driver) postWith(text string, st events.Strategy) uint64 {

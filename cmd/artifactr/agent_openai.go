@@ -8,8 +8,8 @@ import (
 
 	"github.com/spf13/cobra"
 
-	"artifactr/actors/agent"
-	"artifactr/actors/agent/openai"
+	"github.com/artifactr/artifactr/actors/agent"
+	"github.com/artifactr/artifactr/actors/agent/openai"
 )
 
 // envOpenAIKey holds the API key of --agent openai. It is read from the

@@ -11,10 +11,10 @@ import (
 
 	"github.com/spf13/cobra"
 
-	"artifactr/events"
-	"artifactr/events/natsstore"
-	"artifactr/projections/audit"
-	"artifactr/spec"
+	"github.com/artifactr/artifactr/events"
+	"github.com/artifactr/artifactr/events/natsstore"
+	"github.com/artifactr/artifactr/projections/audit"
+	"github.com/artifactr/artifactr/spec"
 )
 
 func (a *app) auditCommand() *cobra.Command {

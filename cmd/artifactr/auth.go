@@ -13,11 +13,11 @@ import (
 	"github.com/nats-io/nkeys"
 	"github.com/spf13/cobra"
 
-	agentexec "artifactr/actors/agent/exec"
-	"artifactr/events/natsstore"
-	"artifactr/internal/natsauth"
-	"artifactr/internal/natsembed"
-	"artifactr/projections/summaries"
+	agentexec "github.com/artifactr/artifactr/actors/agent/exec"
+	"github.com/artifactr/artifactr/events/natsstore"
+	"github.com/artifactr/artifactr/internal/natsauth"
+	"github.com/artifactr/artifactr/internal/natsembed"
+	"github.com/artifactr/artifactr/projections/summaries"
 )
 
 // Environment variables of the credential flags.

@@ -17,13 +17,13 @@ import (
 	"github.com/nats-io/nats.go/jetstream"
 	"google.golang.org/protobuf/types/known/timestamppb"
 
-	"artifactr/events"
-	"artifactr/events/eventspb"
-	"artifactr/events/natsstore"
-	"artifactr/internal/natsauth"
-	"artifactr/internal/natsauth/authtest"
-	"artifactr/internal/natsembed"
-	"artifactr/internal/testkit"
+	"github.com/artifactr/artifactr/events"
+	"github.com/artifactr/artifactr/events/eventspb"
+	"github.com/artifactr/artifactr/events/natsstore"
+	"github.com/artifactr/artifactr/internal/natsauth"
+	"github.com/artifactr/artifactr/internal/natsauth/authtest"
+	"github.com/artifactr/artifactr/internal/natsembed"
+	"github.com/artifactr/artifactr/internal/testkit"
 )
 
 // seedOf reads a seed file serve --auth wrote.

@@ -15,10 +15,10 @@ import (
 	"github.com/nats-io/nats.go/jetstream"
 	"github.com/spf13/cobra"
 
-	"artifactr/events"
-	"artifactr/events/natsstore"
-	"artifactr/internal/eventgen"
-	"artifactr/projections/audit"
+	"github.com/artifactr/artifactr/events"
+	"github.com/artifactr/artifactr/events/natsstore"
+	"github.com/artifactr/artifactr/internal/eventgen"
+	"github.com/artifactr/artifactr/projections/audit"
 )
 
 // benchAuditFlags are `bench audit` options.

@@ -8,7 +8,7 @@ import (
 	"github.com/nats-io/nats.go"
 	"github.com/nats-io/nats.go/jetstream"
 
-	"artifactr/internal/natsembed"
+	"github.com/artifactr/artifactr/internal/natsembed"
 )
 
 // A small `bench audit` keeps the benchmark working: its generated log

@@ -7,11 +7,11 @@ import (
 	"sync"
 	"time"
 
-	"artifactr/actors/agent"
-	"artifactr/actors/runner"
-	"artifactr/events"
-	"artifactr/events/eventspb"
-	"artifactr/events/natsstore"
+	"github.com/artifactr/artifactr/actors/agent"
+	"github.com/artifactr/artifactr/actors/runner"
+	"github.com/artifactr/artifactr/events"
+	"github.com/artifactr/artifactr/events/eventspb"
+	"github.com/artifactr/artifactr/events/natsstore"
 )
 
 // closedLoop is the chat shape: each thread posts its next message only

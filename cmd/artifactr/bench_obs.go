@@ -7,7 +7,7 @@ import (
 
 	"github.com/prometheus/client_golang/prometheus"
 
-	"artifactr/internal/obs"
+	"github.com/artifactr/artifactr/internal/obs"
 )
 
 // benchObserver is the runner observer bench turns measures with, as serve

@@ -17,10 +17,10 @@ import (
 	"github.com/nats-io/nats.go/jetstream"
 	"github.com/spf13/cobra"
 
-	"artifactr/actors/agent"
-	"artifactr/actors/runner"
-	"artifactr/events/eventspb"
-	"artifactr/internal/ctxsleep"
+	"github.com/artifactr/artifactr/actors/agent"
+	"github.com/artifactr/artifactr/actors/runner"
+	"github.com/artifactr/artifactr/events/eventspb"
+	"github.com/artifactr/artifactr/internal/ctxsleep"
 )
 
 // scaleFlags are `bench scale` options.

@@ -5,7 +5,7 @@ import (
 
 	"github.com/spf13/cobra"
 
-	"artifactr/events"
+	"github.com/artifactr/artifactr/events"
 )
 
 // strategyUsage documents --strategy, for post and configure.

@@ -3,7 +3,7 @@ package main
 import (
 	"context"
 
-	"artifactr/client"
+	"github.com/artifactr/artifactr/client"
 )
 
 // dial connects a client (package client) for the commands that use it.

@@ -11,7 +11,7 @@ import (
 	"github.com/nats-io/nats-server/v2/server"
 	"github.com/nats-io/nkeys"
 
-	"artifactr/internal/natsauth"
+	"github.com/artifactr/artifactr/internal/natsauth"
 )
 
 // operatorServer starts a nats-server in operator (JWT) mode with one

@@ -9,12 +9,12 @@ import (
 
 	"github.com/spf13/cobra"
 
-	"artifactr/actors/agent"
-	"artifactr/actors/runner"
-	"artifactr/events"
-	"artifactr/events/eventspb"
-	"artifactr/events/natsstore"
-	"artifactr/projections"
+	"github.com/artifactr/artifactr/actors/agent"
+	"github.com/artifactr/artifactr/actors/runner"
+	"github.com/artifactr/artifactr/events"
+	"github.com/artifactr/artifactr/events/eventspb"
+	"github.com/artifactr/artifactr/events/natsstore"
+	"github.com/artifactr/artifactr/projections"
 )
 
 // demoBudget bounds the whole demo, so that a fault makes it fail rather

@@ -3,12 +3,12 @@ package main
 import (
 	"testing"
 
-	"artifactr/internal/testkit"
+	"github.com/artifactr/artifactr/internal/testkit"
 )
 
 // TestBinary_deps_noTesting: nothing test-only reaches the artifactr binary.
 // Package testing would mean a test switch (the unfenced store mode once
 // hid behind testing.Testing) or a test helper got linked in.
 func TestBinary_deps_noTesting(t *testing.T) {
-	testkit.NoDeps(t, "artifactr/cmd/artifactr", "testing", "artifactr/events/eventstest")
+	testkit.NoDeps(t, "github.com/artifactr/artifactr/cmd/artifactr", "testing", "github.com/artifactr/artifactr/events/eventstest")
 }

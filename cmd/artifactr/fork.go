@@ -7,7 +7,7 @@ import (
 
 	"github.com/spf13/cobra"
 
-	"artifactr/client"
+	"github.com/artifactr/artifactr/client"
 )
 
 func (a *app) forkCommand() *cobra.Command {

@@ -8,8 +8,8 @@ import (
 	"testing"
 	"time"
 
-	"artifactr/events"
-	"artifactr/events/eventspb"
+	"github.com/artifactr/artifactr/events"
+	"github.com/artifactr/artifactr/events/eventspb"
 )
 
 // TestRun_fork: fork a served thread after its first run, then show and

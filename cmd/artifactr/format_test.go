@@ -7,9 +7,9 @@ import (
 	"testing"
 	"time"
 
-	"artifactr/events"
-	"artifactr/events/eventspb"
-	"artifactr/projections"
+	"github.com/artifactr/artifactr/events"
+	"github.com/artifactr/artifactr/events/eventspb"
+	"github.com/artifactr/artifactr/projections"
 )
 
 func TestFormatEvent_types(t *testing.T) {

@@ -5,7 +5,7 @@ import (
 
 	"github.com/spf13/cobra"
 
-	"artifactr/projections/summaries"
+	"github.com/artifactr/artifactr/projections/summaries"
 )
 
 // initCommand creates the stream and the buckets, for a NATS server where

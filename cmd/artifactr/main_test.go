@@ -11,8 +11,8 @@ import (
 	"github.com/nats-io/nats.go"
 	"github.com/nats-io/nats.go/jetstream"
 
-	"artifactr/internal/natsembed"
-	"artifactr/internal/testkit"
+	"github.com/artifactr/artifactr/internal/natsembed"
+	"github.com/artifactr/artifactr/internal/testkit"
 )
 
 // runCLI runs the CLI in-process and returns its exit code and outputs.

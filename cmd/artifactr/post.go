@@ -12,9 +12,9 @@ import (
 
 	"github.com/spf13/cobra"
 
-	"artifactr/client"
-	"artifactr/events"
-	"artifactr/projections"
+	"github.com/artifactr/artifactr/client"
+	"github.com/artifactr/artifactr/events"
+	"github.com/artifactr/artifactr/projections"
 )
 
 func (a *app) postCommand() *cobra.Command {

@@ -8,8 +8,8 @@ import (
 	"go.opentelemetry.io/otel/codes"
 	"go.opentelemetry.io/otel/trace"
 
-	"artifactr/client"
-	"artifactr/internal/obs"
+	"github.com/artifactr/artifactr/client"
+	"github.com/artifactr/artifactr/internal/obs"
 )
 
 // postTraced posts text with a W3C trace context in its headers, so the run

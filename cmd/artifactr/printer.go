@@ -6,8 +6,8 @@ import (
 	"io"
 	"sync"
 
-	"artifactr/events"
-	"artifactr/projections"
+	"github.com/artifactr/artifactr/events"
+	"github.com/artifactr/artifactr/projections"
 )
 
 // livePrinter prints a tail's events as they arrive, interleaved with

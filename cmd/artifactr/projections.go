@@ -11,7 +11,7 @@ import (
 
 	"github.com/spf13/cobra"
 
-	"artifactr/projections/summaries"
+	"github.com/artifactr/artifactr/projections/summaries"
 )
 
 // projFlags are the options shared by the projections commands.

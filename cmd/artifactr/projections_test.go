@@ -11,8 +11,8 @@ import (
 	"github.com/nats-io/nats.go"
 	"github.com/nats-io/nats.go/jetstream"
 
-	"artifactr/internal/testkit"
-	"artifactr/projections/summaries"
+	"github.com/artifactr/artifactr/internal/testkit"
+	"github.com/artifactr/artifactr/projections/summaries"
 )
 
 // TestRun_projections: serve keeps the read model; threads reads it;

@@ -12,8 +12,8 @@ import (
 
 	"github.com/spf13/cobra"
 
-	"artifactr/events"
-	"artifactr/events/natsstore"
+	"github.com/artifactr/artifactr/events"
+	"github.com/artifactr/artifactr/events/natsstore"
 )
 
 // Exit codes.

@@ -14,12 +14,12 @@ import (
 
 	"github.com/spf13/cobra"
 
-	"artifactr/actors/agent"
-	agentexec "artifactr/actors/agent/exec"
-	"artifactr/actors/runner"
-	"artifactr/events/natsstore"
-	"artifactr/internal/natsembed"
-	"artifactr/projections/summaries"
+	"github.com/artifactr/artifactr/actors/agent"
+	agentexec "github.com/artifactr/artifactr/actors/agent/exec"
+	"github.com/artifactr/artifactr/actors/runner"
+	"github.com/artifactr/artifactr/events/natsstore"
+	"github.com/artifactr/artifactr/internal/natsembed"
+	"github.com/artifactr/artifactr/projections/summaries"
 )
 
 // serveFlags are serve's options.

@@ -9,10 +9,10 @@ import (
 	"github.com/prometheus/client_golang/prometheus"
 	"github.com/prometheus/client_golang/prometheus/collectors"
 
-	"artifactr/actors/runner"
-	"artifactr/events/natsstore"
-	"artifactr/internal/obs"
-	"artifactr/projections/summaries"
+	"github.com/artifactr/artifactr/actors/runner"
+	"github.com/artifactr/artifactr/events/natsstore"
+	"github.com/artifactr/artifactr/internal/obs"
+	"github.com/artifactr/artifactr/projections/summaries"
 )
 
 // serveObs is serve's observability: turn spans when the OTEL_* variables

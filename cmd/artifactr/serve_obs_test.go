@@ -11,8 +11,8 @@ import (
 	"testing"
 	"time"
 
-	"artifactr/events/natsstore"
-	"artifactr/internal/testkit"
+	"github.com/artifactr/artifactr/events/natsstore"
+	"github.com/artifactr/artifactr/internal/testkit"
 )
 
 var metricsRE = regexp.MustCompile(`metrics on (http://[^\s]+)/metrics`)

@@ -12,7 +12,7 @@ import (
 	"testing"
 	"time"
 
-	"artifactr/internal/testkit"
+	"github.com/artifactr/artifactr/internal/testkit"
 )
 
 var listenRE = regexp.MustCompile(`NATS listening on (nats://[^,\s]+)`)

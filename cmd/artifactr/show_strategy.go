@@ -4,7 +4,7 @@ import (
 	"fmt"
 	"strings"
 
-	"artifactr/projections"
+	"github.com/artifactr/artifactr/projections"
 )
 
 // showStrategy adds the double-texting strategies and cancels to v.

@@ -10,10 +10,10 @@ import (
 	"testing"
 	"time"
 
-	"artifactr/events"
-	"artifactr/events/natsstore"
-	"artifactr/internal/testkit"
-	"artifactr/projections"
+	"github.com/artifactr/artifactr/events"
+	"github.com/artifactr/artifactr/events/natsstore"
+	"github.com/artifactr/artifactr/internal/testkit"
+	"github.com/artifactr/artifactr/projections"
 )
 
 // TestRun_strategiesAndCancel drives configure, post --strategy and cancel

@@ -5,8 +5,8 @@ import (
 	"log/slog"
 	"os"
 
-	"artifactr/events/natsstore"
-	"artifactr/internal/natsembed"
+	"github.com/artifactr/artifactr/events/natsstore"
+	"github.com/artifactr/artifactr/internal/natsembed"
 )
 
 // tempServer is an embedded server in a throw-away directory, with a store

@@ -14,10 +14,10 @@ import (
 
 	"github.com/spf13/cobra"
 
-	"artifactr/events"
-	"artifactr/events/natsstore"
-	"artifactr/projections"
-	"artifactr/projections/summaries"
+	"github.com/artifactr/artifactr/events"
+	"github.com/artifactr/artifactr/events/natsstore"
+	"github.com/artifactr/artifactr/projections"
+	"github.com/artifactr/artifactr/projections/summaries"
 )
 
 // Thread statuses, as `threads` shows them.

@@ -7,7 +7,7 @@ import (
 
 	"github.com/spf13/cobra"
 
-	"artifactr/events"
+	"github.com/artifactr/artifactr/events"
 )
 
 // version is set at link time: -ldflags "-X main.version=v1.2.3".

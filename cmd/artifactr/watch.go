@@ -14,7 +14,7 @@ import (
 
 	"github.com/spf13/cobra"
 
-	"artifactr/events"
+	"github.com/artifactr/artifactr/events"
 )
 
 func (a *app) watchCommand() *cobra.Command {

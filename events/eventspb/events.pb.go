@@ -1655,7 +1655,7 @@ const file_events_proto_rawDesc = "" +
 	"\x06holder\x18\x01 \x01(\tR\x06holder\x12*\n" +
 	"\x11expires_unix_nano\x18\x02 \x01(\x03R\x0fexpiresUnixNano\x12\x15\n" +
 	"\x06ttl_ms\x18\x03 \x01(\x03R\x05ttlMs\x12\x18\n" +
-	"\asession\x18\x04 \x01(\tR\asessionB\x1bZ\x19artifactr/events/eventspbb\x06proto3"
+	"\asession\x18\x04 \x01(\tR\asessionB0Z.github.com/artifactr/artifactr/events/eventspbb\x06proto3"
 
 var (
 	file_events_proto_rawDescOnce sync.Once

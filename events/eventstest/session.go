@@ -6,7 +6,7 @@ import (
 	"testing"
 	"time"
 
-	"artifactr/events"
+	"github.com/artifactr/artifactr/events"
 )
 
 // sessionTests are the contract scenarios of runner sessions.

@@ -4,8 +4,8 @@ import (
 	"testing"
 	"time"
 
-	"artifactr/events"
-	"artifactr/events/eventspb"
+	"github.com/artifactr/artifactr/events"
+	"github.com/artifactr/artifactr/events/eventspb"
 )
 
 // RunStrategies runs the contract of the double-texting strategies and

@@ -3,9 +3,9 @@ package eventstest
 import (
 	"context"
 
-	"artifactr/events"
-	"artifactr/events/eventspb"
-	"artifactr/events/internal/unfence"
+	"github.com/artifactr/artifactr/events"
+	"github.com/artifactr/artifactr/events/eventspb"
+	"github.com/artifactr/artifactr/events/internal/unfence"
 )
 
 // Unfenced wraps s so that consuming appends carry no fence. It exists only to

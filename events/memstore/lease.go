@@ -7,8 +7,8 @@ import (
 	"sync"
 	"time"
 
-	"artifactr/events"
-	"artifactr/events/eventspb"
+	"github.com/artifactr/artifactr/events"
+	"github.com/artifactr/artifactr/events/eventspb"
 )
 
 // sessionPrefix starts a session's key, as in natsstore: no thread id has a

@@ -5,9 +5,9 @@ import (
 	"testing"
 	"time"
 
-	"artifactr/events"
-	"artifactr/events/eventstest"
-	"artifactr/events/memstore"
+	"github.com/artifactr/artifactr/events"
+	"github.com/artifactr/artifactr/events/eventstest"
+	"github.com/artifactr/artifactr/events/memstore"
 )
 
 // The contract holds in both modes: deduplication before the check (R3)

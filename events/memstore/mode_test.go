@@ -3,7 +3,7 @@ package memstore
 import (
 	"testing"
 
-	"artifactr/events"
+	"github.com/artifactr/artifactr/events"
 )
 
 // The order of deduplication and check, as the store's own retries cannot

@@ -5,8 +5,8 @@ import (
 	"errors"
 	"testing"
 
-	"artifactr/events"
-	"artifactr/events/eventspb"
+	"github.com/artifactr/artifactr/events"
+	"github.com/artifactr/artifactr/events/eventspb"
 )
 
 // TestStore_Post_repostConflict: as in natsstore, reposting an id with the

@@ -9,10 +9,10 @@ import (
 	"github.com/nats-io/nats.go"
 	"github.com/nats-io/nkeys"
 
-	"artifactr/events"
-	"artifactr/events/eventspb"
-	"artifactr/internal/natsauth"
-	"artifactr/internal/natsembed"
+	"github.com/artifactr/artifactr/events"
+	"github.com/artifactr/artifactr/events/eventspb"
+	"github.com/artifactr/artifactr/internal/natsauth"
+	"github.com/artifactr/artifactr/internal/natsembed"
 )
 
 // authServer starts a server with artifactr's roles and returns it with

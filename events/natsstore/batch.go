@@ -11,9 +11,9 @@ import (
 	"github.com/nats-io/nats.go/jetstream"
 	"github.com/nats-io/nuid"
 
-	"artifactr/events"
-	"artifactr/events/eventspb"
-	"artifactr/internal/ctxsleep"
+	"github.com/artifactr/artifactr/events"
+	"github.com/artifactr/artifactr/events/eventspb"
+	"github.com/artifactr/artifactr/internal/ctxsleep"
 )
 
 // MaxBatch is the most events one [Store.AppendBatch] sends: nats-server's

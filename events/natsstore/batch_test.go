@@ -9,9 +9,9 @@ import (
 
 	"github.com/nats-io/nats.go/jetstream"
 
-	"artifactr/events"
-	"artifactr/events/eventspb"
-	"artifactr/internal/natsembed"
+	"github.com/artifactr/artifactr/events"
+	"github.com/artifactr/artifactr/events/eventspb"
+	"github.com/artifactr/artifactr/internal/natsembed"
 )
 
 // fencedItems builds k fenced steering_given items under c, with msg ids

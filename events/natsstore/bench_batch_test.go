@@ -6,7 +6,7 @@ import (
 	"testing"
 	"time"
 
-	"artifactr/events"
+	"github.com/artifactr/artifactr/events"
 )
 
 // BenchmarkAppendBatch_ratio measures, in the same run and interleaved in

@@ -10,10 +10,10 @@ import (
 
 	"github.com/nats-io/nats.go/jetstream"
 
-	"artifactr/events"
-	"artifactr/events/eventspb"
-	"artifactr/events/internal/unfence"
-	"artifactr/internal/natsembed"
+	"github.com/artifactr/artifactr/events"
+	"github.com/artifactr/artifactr/events/eventspb"
+	"github.com/artifactr/artifactr/events/internal/unfence"
+	"github.com/artifactr/artifactr/internal/natsembed"
 )
 
 // Benchmarks print figures; none is asserted. Run with

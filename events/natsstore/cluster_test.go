@@ -7,9 +7,9 @@ import (
 
 	"github.com/nats-io/nats.go"
 
-	"artifactr/events"
-	"artifactr/internal/natsembed"
-	"artifactr/internal/testkit"
+	"github.com/artifactr/artifactr/events"
+	"github.com/artifactr/artifactr/internal/natsembed"
+	"github.com/artifactr/artifactr/internal/testkit"
 )
 
 // TestStore_R3stepDown appends a chain of compare-and-set events to an R3

@@ -8,7 +8,7 @@ import (
 
 	"github.com/nats-io/nats.go"
 
-	"artifactr/events"
+	"github.com/artifactr/artifactr/events"
 )
 
 // Defaults for [Config].

@@ -6,9 +6,9 @@ import (
 
 	"github.com/nats-io/nats.go"
 
-	"artifactr/events"
-	"artifactr/events/eventstest"
-	"artifactr/internal/natsembed"
+	"github.com/artifactr/artifactr/events"
+	"github.com/artifactr/artifactr/events/eventstest"
+	"github.com/artifactr/artifactr/internal/natsembed"
 )
 
 // TestStore_contract runs the shared Store contract against JetStream: every

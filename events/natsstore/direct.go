@@ -12,7 +12,7 @@ import (
 	"github.com/nats-io/nats.go"
 	"github.com/nats-io/nats.go/jetstream"
 
-	"artifactr/events"
+	"github.com/artifactr/artifactr/events"
 )
 
 // Bounds of one batched direct get.

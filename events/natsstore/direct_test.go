@@ -4,7 +4,7 @@ import (
 	"fmt"
 	"testing"
 
-	"artifactr/internal/natsembed"
+	"github.com/artifactr/artifactr/internal/natsembed"
 )
 
 // Load reads with direct gets: every event, across batches, from any

@@ -6,8 +6,8 @@ import (
 	"testing"
 	"time"
 
-	"artifactr/events"
-	"artifactr/internal/natsembed"
+	"github.com/artifactr/artifactr/events"
+	"github.com/artifactr/artifactr/internal/natsembed"
 )
 
 // A durable delivers in order from the first event, keeps its position

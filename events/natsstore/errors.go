@@ -6,7 +6,7 @@ import (
 
 	"github.com/nats-io/nats.go/jetstream"
 
-	"artifactr/events"
+	"github.com/artifactr/artifactr/events"
 )
 
 // The errors natsstore returns beyond the events sentinels, and how it

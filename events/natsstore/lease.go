@@ -11,8 +11,8 @@ import (
 	"github.com/nats-io/nuid"
 	"google.golang.org/protobuf/proto"
 
-	"artifactr/events"
-	"artifactr/events/eventspb"
+	"github.com/artifactr/artifactr/events"
+	"github.com/artifactr/artifactr/events/eventspb"
 )
 
 // Headers the bucket's stream uses for deletes and for expiry markers.

@@ -9,8 +9,8 @@ import (
 	"github.com/nats-io/nats.go"
 	"github.com/nats-io/nats.go/jetstream"
 
-	"artifactr/events/eventspb"
-	"artifactr/internal/natsembed"
+	"github.com/artifactr/artifactr/events/eventspb"
+	"github.com/artifactr/artifactr/internal/natsembed"
 )
 
 // muxFor returns s's reply mux and a plain connection to its server.

@@ -9,7 +9,7 @@ import (
 	"github.com/nats-io/nats.go"
 	"github.com/nats-io/nats.go/jetstream"
 
-	"artifactr/internal/natsembed"
+	"github.com/artifactr/artifactr/internal/natsembed"
 )
 
 // TestParsePubAck checks the fast ack reader against encoding/json on the

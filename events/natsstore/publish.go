@@ -11,8 +11,8 @@ import (
 	"github.com/nats-io/nats.go"
 	"github.com/nats-io/nats.go/jetstream"
 
-	"artifactr/events"
-	"artifactr/internal/ctxsleep"
+	"github.com/artifactr/artifactr/events"
+	"github.com/artifactr/artifactr/internal/ctxsleep"
 )
 
 // Bounds of the publish retry loop.

@@ -6,7 +6,7 @@ import (
 
 	"github.com/nats-io/nats.go"
 
-	"artifactr/events"
+	"github.com/artifactr/artifactr/events"
 )
 
 // A write's message carries the event's type and schema, the further

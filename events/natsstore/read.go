@@ -10,7 +10,7 @@ import (
 	"github.com/nats-io/nats.go"
 	"github.com/nats-io/nats.go/jetstream"
 
-	"artifactr/events"
+	"github.com/artifactr/artifactr/events"
 )
 
 // loadBatch is how many messages Load asks for per pull; the client keeps

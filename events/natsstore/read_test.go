@@ -9,10 +9,10 @@ import (
 	"testing"
 	"time"
 
-	"artifactr/events"
-	"artifactr/events/eventspb"
-	"artifactr/internal/natsembed"
-	"artifactr/internal/testkit"
+	"github.com/artifactr/artifactr/events"
+	"github.com/artifactr/artifactr/events/eventspb"
+	"github.com/artifactr/artifactr/internal/natsembed"
+	"github.com/artifactr/artifactr/internal/testkit"
 )
 
 // Raw garbage on the run subject: Load still works, marks it, and loads

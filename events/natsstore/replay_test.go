@@ -5,8 +5,8 @@ import (
 	"fmt"
 	"testing"
 
-	"artifactr/events"
-	"artifactr/internal/natsembed"
+	"github.com/artifactr/artifactr/events"
+	"github.com/artifactr/artifactr/internal/natsembed"
 )
 
 // Replay reads the whole stream in order up to its last sequence at the

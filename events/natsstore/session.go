@@ -11,8 +11,8 @@ import (
 	"github.com/nats-io/nuid"
 	"google.golang.org/protobuf/proto"
 
-	"artifactr/events"
-	"artifactr/events/eventspb"
+	"github.com/artifactr/artifactr/events"
+	"github.com/artifactr/artifactr/events/eventspb"
 )
 
 // sessionPrefix starts the key of a runner session in the lease bucket. A

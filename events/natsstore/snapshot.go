@@ -8,7 +8,7 @@ import (
 
 	"github.com/nats-io/nats.go/jetstream"
 
-	"artifactr/events"
+	"github.com/artifactr/artifactr/events"
 )
 
 // DefaultSnapshotBucket is the KV bucket of thread snapshots.

@@ -4,9 +4,9 @@ import (
 	"testing"
 	"time"
 
-	"artifactr/events"
-	"artifactr/events/eventstest"
-	"artifactr/internal/natsembed"
+	"github.com/artifactr/artifactr/events"
+	"github.com/artifactr/artifactr/events/eventstest"
+	"github.com/artifactr/artifactr/internal/natsembed"
 )
 
 func TestStore_strategies(t *testing.T) {

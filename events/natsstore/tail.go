@@ -9,7 +9,7 @@ import (
 
 	"github.com/nats-io/nats.go/jetstream"
 
-	"artifactr/events"
+	"github.com/artifactr/artifactr/events"
 )
 
 // tailBatch is how many messages a tail keeps buffered.

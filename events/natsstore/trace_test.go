@@ -4,9 +4,9 @@ import (
 	"errors"
 	"testing"
 
-	"artifactr/events"
-	"artifactr/events/eventspb"
-	"artifactr/internal/natsembed"
+	"github.com/artifactr/artifactr/events"
+	"github.com/artifactr/artifactr/events/eventspb"
+	"github.com/artifactr/artifactr/internal/natsembed"
 )
 
 // A post's W3C trace context is stored as its traceparent and tracestate

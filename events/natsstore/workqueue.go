@@ -10,8 +10,8 @@ import (
 	"github.com/nats-io/nats.go"
 	"github.com/nats-io/nats.go/jetstream"
 
-	"artifactr/events"
-	"artifactr/internal/ctxsleep"
+	"github.com/artifactr/artifactr/events"
+	"github.com/artifactr/artifactr/internal/ctxsleep"
 )
 
 // DefaultWorkQueue is the durable name runners share by default.

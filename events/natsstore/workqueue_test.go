@@ -8,8 +8,8 @@ import (
 	"testing"
 	"time"
 
-	"artifactr/events"
-	"artifactr/internal/natsembed"
+	"github.com/artifactr/artifactr/events"
+	"github.com/artifactr/artifactr/internal/natsembed"
 )
 
 // Two runners share one work queue: every post wakes exactly one of them.

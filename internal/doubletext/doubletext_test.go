@@ -6,10 +6,10 @@ import (
 	"testing"
 	"time"
 
-	"artifactr/events"
-	"artifactr/events/eventspb"
-	"artifactr/events/memstore"
-	"artifactr/internal/doubletext"
+	"github.com/artifactr/artifactr/events"
+	"github.com/artifactr/artifactr/events/eventspb"
+	"github.com/artifactr/artifactr/events/memstore"
+	"github.com/artifactr/artifactr/internal/doubletext"
 )
 
 func posts(t *testing.T, s events.Store, th string) []*eventspb.MessagePosted {

@@ -5,8 +5,8 @@ import (
 	"math/rand/v2"
 	"strings"
 
-	"artifactr/events"
-	"artifactr/events/eventspb"
+	"github.com/artifactr/artifactr/events"
+	"github.com/artifactr/artifactr/events/eventspb"
 )
 
 // Realistic makes a clean, realistic log, as `artifactr bench audit` publishes it: well-behaved

@@ -5,8 +5,8 @@ import (
 	"hash/fnv"
 	"math/rand/v2"
 
-	"artifactr/events"
-	"artifactr/events/eventspb"
+	"github.com/artifactr/artifactr/events"
+	"github.com/artifactr/artifactr/events/eventspb"
 )
 
 // Fault is a kind of bad write the simulation plants.

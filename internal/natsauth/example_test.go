@@ -8,8 +8,8 @@ import (
 
 	"github.com/nats-io/nats-server/v2/server"
 
-	"artifactr/internal/natsauth"
-	"artifactr/internal/natsauth/authtest"
+	"github.com/artifactr/artifactr/internal/natsauth"
+	"github.com/artifactr/artifactr/internal/natsauth/authtest"
 )
 
 var rewrite = flag.Bool("rewrite", false, "rewrite examples/nats/roles.conf from natsauth.PermissionsConf")

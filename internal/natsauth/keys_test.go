@@ -6,7 +6,7 @@ import (
 	"strings"
 	"testing"
 
-	"artifactr/internal/natsauth"
+	"github.com/artifactr/artifactr/internal/natsauth"
 )
 
 // Seeds are created once with mode 0600 in a 0700 directory and reused.

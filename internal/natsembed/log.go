@@ -7,7 +7,7 @@ import (
 	"strings"
 	"sync"
 
-	"artifactr/internal/testkit"
+	"github.com/artifactr/artifactr/internal/testkit"
 )
 
 // logAdapter turns the server's printf logging into slog records. It also

@@ -17,7 +17,7 @@ import (
 	"github.com/nats-io/nats.go"
 	"github.com/nats-io/nats.go/jetstream"
 
-	"artifactr/internal/testkit"
+	"github.com/artifactr/artifactr/internal/testkit"
 )
 
 func TestRunForTest_jetStream_bigPayload(t *testing.T) {

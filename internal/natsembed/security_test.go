@@ -10,9 +10,9 @@ import (
 	"github.com/nats-io/nats.go"
 	"github.com/nats-io/nats.go/jetstream"
 
-	"artifactr/internal/natsauth"
-	"artifactr/internal/natsauth/authtest"
-	"artifactr/internal/natsembed"
+	"github.com/artifactr/artifactr/internal/natsauth"
+	"github.com/artifactr/artifactr/internal/natsauth/authtest"
+	"github.com/artifactr/artifactr/internal/natsembed"
 )
 
 func startWith(t *testing.T, cfg natsembed.Config) *natsembed.Server {

@@ -12,7 +12,7 @@ import (
 
 	"github.com/nats-io/nats.go"
 
-	"artifactr/internal/testkit"
+	"github.com/artifactr/artifactr/internal/testkit"
 )
 
 // RunForTest starts a server for t on a free loopback port, with JetStream

@@ -9,7 +9,7 @@ import (
 
 	"github.com/prometheus/client_golang/prometheus"
 
-	"artifactr/internal/obs"
+	"github.com/artifactr/artifactr/internal/obs"
 )
 
 // Every metric is documented in the README's table and charted by the

@@ -17,12 +17,12 @@ import (
 	"github.com/prometheus/common/expfmt"
 	"go.uber.org/goleak"
 
-	"artifactr/actors/runner"
-	"artifactr/events"
-	"artifactr/events/eventspb"
-	"artifactr/internal/obs"
-	"artifactr/internal/testkit"
-	"artifactr/projections"
+	"github.com/artifactr/artifactr/actors/runner"
+	"github.com/artifactr/artifactr/events"
+	"github.com/artifactr/artifactr/events/eventspb"
+	"github.com/artifactr/artifactr/internal/obs"
+	"github.com/artifactr/artifactr/internal/testkit"
+	"github.com/artifactr/artifactr/projections"
 )
 
 func TestMain(m *testing.M) { goleak.VerifyTestMain(m) }

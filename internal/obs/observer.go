@@ -17,11 +17,11 @@ import (
 	"go.opentelemetry.io/otel/propagation"
 	"go.opentelemetry.io/otel/trace"
 
-	"artifactr/actors/agent"
-	"artifactr/actors/runner"
-	"artifactr/events"
-	"artifactr/events/eventspb"
-	"artifactr/projections"
+	"github.com/artifactr/artifactr/actors/agent"
+	"github.com/artifactr/artifactr/actors/runner"
+	"github.com/artifactr/artifactr/events"
+	"github.com/artifactr/artifactr/events/eventspb"
+	"github.com/artifactr/artifactr/projections"
 )
 
 // Span attributes of a turn span.
@@ -34,7 +34,7 @@ const (
 )
 
 // TracerName names the tracer of turn spans.
-const TracerName = "artifactr/runner"
+const TracerName = "github.com/artifactr/artifactr/runner"
 
 // maxReasonBytes bounds a failure reason in a log line or span status.
 const maxReasonBytes = 512

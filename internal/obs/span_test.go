@@ -11,12 +11,12 @@ import (
 	sdktrace "go.opentelemetry.io/otel/sdk/trace"
 	"go.opentelemetry.io/otel/sdk/trace/tracetest"
 
-	"artifactr/actors/agent"
-	agentexec "artifactr/actors/agent/exec"
-	"artifactr/actors/runner"
-	"artifactr/events"
-	"artifactr/events/memstore"
-	"artifactr/internal/obs"
+	"github.com/artifactr/artifactr/actors/agent"
+	agentexec "github.com/artifactr/artifactr/actors/agent/exec"
+	"github.com/artifactr/artifactr/actors/runner"
+	"github.com/artifactr/artifactr/events"
+	"github.com/artifactr/artifactr/events/memstore"
+	"github.com/artifactr/artifactr/internal/obs"
 )
 
 // spansNamed returns the ended spans called name.

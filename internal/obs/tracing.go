@@ -123,6 +123,6 @@ func StartPost(ctx context.Context, tp trace.TracerProvider, thread string) (con
 	if tp == nil {
 		return ctx, trace.SpanFromContext(context.Background()) // a no-op span: ending it ends nothing of ctx's
 	}
-	return tp.Tracer("artifactr/post").Start(ctx, "post",
+	return tp.Tracer("github.com/artifactr/artifactr/post").Start(ctx, "post",
 		trace.WithSpanKind(trace.SpanKindProducer), trace.WithAttributes(AttrThread.String(thread)))
 }

@@ -13,12 +13,12 @@ import (
 
 	"github.com/prometheus/client_golang/prometheus"
 
-	agentexec "artifactr/actors/agent/exec"
-	"artifactr/actors/runner"
-	"artifactr/events"
-	"artifactr/events/memstore"
-	"artifactr/internal/obs"
-	"artifactr/internal/testkit"
+	agentexec "github.com/artifactr/artifactr/actors/agent/exec"
+	"github.com/artifactr/artifactr/actors/runner"
+	"github.com/artifactr/artifactr/events"
+	"github.com/artifactr/artifactr/events/memstore"
+	"github.com/artifactr/artifactr/internal/obs"
+	"github.com/artifactr/artifactr/internal/testkit"
 )
 
 // /healthz answers while the process lives; /readyz only while ready says

@@ -47,12 +47,12 @@ func TestWaitFor_failsWithState(t *testing.T) {
 
 func TestNoDeps(t *testing.T) {
 	f := &fakeTB{T: t}
-	NoDeps(f, "artifactr/internal/testkit", "os/exec")
+	NoDeps(f, "github.com/artifactr/artifactr/internal/testkit", "os/exec")
 	if !strings.Contains(f.failed, "depends on os/exec") {
 		t.Fatalf("NoDeps on testkit (which imports os/exec) = %q, want a failure", f.failed)
 	}
 	f.failed = ""
-	NoDeps(f, "artifactr/internal/testkit", "testing", "github.com/nats-io/")
+	NoDeps(f, "github.com/artifactr/artifactr/internal/testkit", "testing", "github.com/nats-io/")
 	if f.failed != "" {
 		t.Fatalf("testkit must not depend on testing or nats: %s", f.failed)
 	}

@@ -7,9 +7,9 @@ import (
 	"slices"
 	"strings"
 
-	"artifactr/events"
-	"artifactr/events/eventspb"
-	"artifactr/projections"
+	"github.com/artifactr/artifactr/events"
+	"github.com/artifactr/artifactr/events/eventspb"
+	"github.com/artifactr/artifactr/projections"
 )
 
 // DefaultMaxFindings is the default of Options.MaxFindings.

@@ -5,9 +5,9 @@ import (
 	"strings"
 	"testing"
 
-	"artifactr/events"
-	"artifactr/internal/eventgen"
-	"artifactr/projections"
+	"github.com/artifactr/artifactr/events"
+	"github.com/artifactr/artifactr/internal/eventgen"
+	"github.com/artifactr/artifactr/projections"
 )
 
 // run audits envs and returns the report.

@@ -4,8 +4,8 @@ import (
 	"sync"
 	"testing"
 
-	"artifactr/events"
-	"artifactr/internal/eventgen"
+	"github.com/artifactr/artifactr/events"
+	"github.com/artifactr/artifactr/internal/eventgen"
 )
 
 // benchLog is a clean synthetic log of 200k events across 2000 threads,

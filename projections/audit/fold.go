@@ -3,9 +3,9 @@ package audit
 import (
 	"fmt"
 
-	"artifactr/events"
-	"artifactr/events/eventspb"
-	"artifactr/projections"
+	"github.com/artifactr/artifactr/events"
+	"github.com/artifactr/artifactr/events/eventspb"
+	"github.com/artifactr/artifactr/projections"
 )
 
 // auditFold is the Auditor as the [projections.State] of its current thread

@@ -5,8 +5,8 @@ import (
 	"testing"
 	"time"
 
-	"artifactr/events"
-	"artifactr/events/eventspb"
+	"github.com/artifactr/artifactr/events"
+	"github.com/artifactr/artifactr/events/eventspb"
 )
 
 func forkEnv(seq uint64, thread, source string, at uint64, msgs ...uint64) events.Envelope {

@@ -9,9 +9,9 @@ import (
 	"strings"
 	"testing"
 
-	"artifactr/events"
-	"artifactr/internal/eventgen"
-	"artifactr/projections"
+	"github.com/artifactr/artifactr/events"
+	"github.com/artifactr/artifactr/internal/eventgen"
+	"github.com/artifactr/artifactr/projections"
 )
 
 func randomLog(seed uint64, cfg eventgen.Config) (*eventgen.Log, eventgen.Stats) {

@@ -7,7 +7,7 @@ import (
 	"strconv"
 	"strings"
 
-	"artifactr/events"
+	"github.com/artifactr/artifactr/events"
 )
 
 // The checks, named as the spec's invariants (spec/ThreadClaimLapse.tla) and

@@ -3,8 +3,8 @@ package audit
 import (
 	"fmt"
 
-	"artifactr/events"
-	"artifactr/events/eventspb"
+	"github.com/artifactr/artifactr/events"
+	"github.com/artifactr/artifactr/events/eventspb"
 )
 
 // The double-texting strategies and cancel: what the audit keeps of them

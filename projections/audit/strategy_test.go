@@ -3,9 +3,9 @@ package audit
 import (
 	"testing"
 
-	"artifactr/events"
-	"artifactr/internal/eventgen"
-	"artifactr/projections"
+	"github.com/artifactr/artifactr/events"
+	"github.com/artifactr/artifactr/internal/eventgen"
+	"github.com/artifactr/artifactr/projections"
 )
 
 func postWith(l *eventgen.Log, id string, st events.Strategy, chk events.Check) uint64 {

@@ -7,7 +7,7 @@ import (
 	"fmt"
 	"time"
 
-	"artifactr/events"
+	"github.com/artifactr/artifactr/events"
 )
 
 // CheckpointKey is the bucket key of the [Checkpoint]. Thread ids cannot

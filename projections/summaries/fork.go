@@ -1,9 +1,9 @@
 package summaries
 
 import (
-	"artifactr/events"
-	"artifactr/events/eventspb"
-	"artifactr/projections"
+	"github.com/artifactr/artifactr/events"
+	"github.com/artifactr/artifactr/events/eventspb"
+	"github.com/artifactr/artifactr/projections"
 )
 
 // Fresh implements [projections.State]: nothing was folded before.

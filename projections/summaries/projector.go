@@ -9,8 +9,8 @@ import (
 	"sync/atomic"
 	"time"
 
-	"artifactr/events"
-	"artifactr/internal/procid"
+	"github.com/artifactr/artifactr/events"
+	"github.com/artifactr/artifactr/internal/procid"
 )
 
 // Defaults of [Config].

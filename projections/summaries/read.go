@@ -8,7 +8,7 @@ import (
 	"strings"
 	"time"
 
-	"artifactr/events"
+	"github.com/artifactr/artifactr/events"
 )
 
 // Lag is how far the read model is behind the stream, from what is stored:

@@ -1,8 +1,8 @@
 package summaries
 
 import (
-	"artifactr/events"
-	"artifactr/events/eventspb"
+	"github.com/artifactr/artifactr/events"
+	"github.com/artifactr/artifactr/events/eventspb"
 )
 
 // The double-texting strategies and cancel, as a summary keeps them: the

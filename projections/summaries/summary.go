@@ -5,9 +5,9 @@ import (
 	"slices"
 	"time"
 
-	"artifactr/events"
-	"artifactr/events/eventspb"
-	"artifactr/projections"
+	"github.com/artifactr/artifactr/events"
+	"github.com/artifactr/artifactr/events/eventspb"
+	"github.com/artifactr/artifactr/projections"
 )
 
 // Status is what a thread is doing.

@@ -8,9 +8,9 @@ import (
 
 	"go.uber.org/goleak"
 
-	"artifactr/events/natsstore"
-	"artifactr/internal/natsembed"
-	"artifactr/projections/audit"
+	"github.com/artifactr/artifactr/events/natsstore"
+	"github.com/artifactr/artifactr/internal/natsembed"
+	"github.com/artifactr/artifactr/projections/audit"
 )
 
 // TestChaos_soak: four runners on one embedded server (fsync off: test data

@@ -11,12 +11,12 @@ import (
 	"github.com/nats-io/nats.go/jetstream"
 	"google.golang.org/protobuf/proto"
 
-	"artifactr/events"
-	"artifactr/events/eventspb"
-	"artifactr/events/natsstore"
-	"artifactr/internal/ctxsleep"
-	"artifactr/projections"
-	"artifactr/projections/audit"
+	"github.com/artifactr/artifactr/events"
+	"github.com/artifactr/artifactr/events/eventspb"
+	"github.com/artifactr/artifactr/events/natsstore"
+	"github.com/artifactr/artifactr/internal/ctxsleep"
+	"github.com/artifactr/artifactr/projections"
+	"github.com/artifactr/artifactr/projections/audit"
 )
 
 // readLog reads the whole stream in order, up to its last sequence when

@@ -4,11 +4,11 @@ import (
 	"context"
 	"time"
 
-	"artifactr/events"
-	"artifactr/events/eventspb"
-	"artifactr/events/natsstore"
-	"artifactr/internal/ctxsleep"
-	"artifactr/internal/natsembed"
+	"github.com/artifactr/artifactr/events"
+	"github.com/artifactr/artifactr/events/eventspb"
+	"github.com/artifactr/artifactr/events/natsstore"
+	"github.com/artifactr/artifactr/internal/ctxsleep"
+	"github.com/artifactr/artifactr/internal/natsembed"
 )
 
 // stallHook is a runner's BeforeAppend: while faults are on, it stalls some

@@ -11,12 +11,12 @@ import (
 
 	"github.com/nats-io/nats.go"
 
-	"artifactr/actors/agent"
-	"artifactr/actors/runner"
-	"artifactr/events"
-	"artifactr/events/eventstest"
-	"artifactr/events/natsstore"
-	"artifactr/internal/natsembed"
+	"github.com/artifactr/artifactr/actors/agent"
+	"github.com/artifactr/artifactr/actors/runner"
+	"github.com/artifactr/artifactr/events"
+	"github.com/artifactr/artifactr/events/eventstest"
+	"github.com/artifactr/artifactr/events/natsstore"
+	"github.com/artifactr/artifactr/internal/natsembed"
 )
 
 // harness is one chaos run: the server(s), the runner slots, the posters

@@ -7,9 +7,9 @@ import (
 	"sync/atomic"
 	"time"
 
-	"artifactr/events"
-	"artifactr/events/eventspb"
-	"artifactr/internal/ctxsleep"
+	"github.com/artifactr/artifactr/events"
+	"github.com/artifactr/artifactr/events/eventspb"
+	"github.com/artifactr/artifactr/internal/ctxsleep"
 )
 
 // postLog records every acknowledged post: the checks require each one in

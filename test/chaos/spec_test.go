@@ -3,8 +3,8 @@ package chaos
 import (
 	"testing"
 
-	"artifactr/events"
-	"artifactr/spec"
+	"github.com/artifactr/artifactr/events"
+	"github.com/artifactr/artifactr/spec"
 )
 
 // specTrace validates the whole log against the spec's model

@@ -10,8 +10,8 @@ import (
 	"strings"
 	"sync"
 
-	"artifactr/events"
-	"artifactr/events/eventspb"
+	"github.com/artifactr/artifactr/events"
+	"github.com/artifactr/artifactr/events/eventspb"
 )
 
 // counters counts by name; safe for concurrent use.

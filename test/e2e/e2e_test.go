@@ -8,9 +8,9 @@ import (
 	"testing"
 	"time"
 
-	"artifactr/internal/natsembed"
-	"artifactr/internal/testkit"
-	"artifactr/projections"
+	"github.com/artifactr/artifactr/internal/natsembed"
+	"github.com/artifactr/artifactr/internal/testkit"
+	"github.com/artifactr/artifactr/projections"
 )
 
 // TestServe_embedded: serve embeds NATS; post --wait returns the echo

@@ -6,10 +6,10 @@ import (
 	"fmt"
 	"time"
 
-	"artifactr/actors/thread"
-	"artifactr/events"
-	"artifactr/events/eventspb"
-	"artifactr/events/memstore"
+	"github.com/artifactr/artifactr/actors/thread"
+	"github.com/artifactr/artifactr/events"
+	"github.com/artifactr/artifactr/events/eventspb"
+	"github.com/artifactr/artifactr/events/memstore"
 )
 
 // The actions one step may take. Each draws what it needs from w.rng, in a

@@ -5,7 +5,7 @@ import (
 	"strings"
 	"time"
 
-	"artifactr/projections/audit"
+	"github.com/artifactr/artifactr/projections/audit"
 )
 
 // check brings the checker's copy of the log up to date, auditing and

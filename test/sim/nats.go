@@ -11,11 +11,11 @@ import (
 	"github.com/nats-io/nats.go"
 	"github.com/nats-io/nats.go/jetstream"
 
-	"artifactr/events"
-	"artifactr/events/eventspb"
-	"artifactr/events/memstore"
-	"artifactr/events/natsstore"
-	"artifactr/projections/audit"
+	"github.com/artifactr/artifactr/events"
+	"github.com/artifactr/artifactr/events/eventspb"
+	"github.com/artifactr/artifactr/events/memstore"
+	"github.com/artifactr/artifactr/events/natsstore"
+	"github.com/artifactr/artifactr/projections/audit"
 )
 
 // The simulation on natsstore (issue 14, item 6). A seed run with

@@ -14,9 +14,9 @@ import (
 	"github.com/nats-io/nats.go"
 	"github.com/nats-io/nats.go/jetstream"
 
-	"artifactr/internal/natsembed"
-	"artifactr/projections/audit"
-	"artifactr/test/sim"
+	"github.com/artifactr/artifactr/internal/natsembed"
+	"github.com/artifactr/artifactr/projections/audit"
+	"github.com/artifactr/artifactr/test/sim"
 )
 
 // flagNATS is how many seeds TestSim_nats runs on natsstore.

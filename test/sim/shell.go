@@ -4,8 +4,8 @@ import (
 	"errors"
 	"fmt"
 
-	"artifactr/actors/thread"
-	"artifactr/projections"
+	"github.com/artifactr/artifactr/actors/thread"
+	"github.com/artifactr/artifactr/projections"
 )
 
 // decide feeds in to p's core and carries out the Ready, as the actor shell

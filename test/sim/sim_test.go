@@ -11,9 +11,9 @@ import (
 	"testing"
 	"time"
 
-	"artifactr/events/memstore"
-	"artifactr/projections/audit"
-	"artifactr/test/sim"
+	"github.com/artifactr/artifactr/events/memstore"
+	"github.com/artifactr/artifactr/projections/audit"
+	"github.com/artifactr/artifactr/test/sim"
 )
 
 // Flags, each with an environment variable for CI (the flag wins).

@@ -5,7 +5,7 @@ import (
 
 	"testing"
 
-	"artifactr/spec"
+	"github.com/artifactr/artifactr/spec"
 )
 
 // The simulation's logs checked against the spec (spec.TraceValidator):

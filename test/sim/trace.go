@@ -6,9 +6,9 @@ import (
 	"fmt"
 	"strings"
 
-	"artifactr/actors/thread"
-	"artifactr/events"
-	"artifactr/events/eventspb"
+	"github.com/artifactr/artifactr/actors/thread"
+	"github.com/artifactr/artifactr/events"
+	"github.com/artifactr/artifactr/events/eventspb"
 )
 
 // How actions read in a trace: holders and log sequences, never times or

@@ -7,12 +7,12 @@ import (
 	"strings"
 	"time"
 
-	"artifactr/actors/thread"
-	"artifactr/events"
-	"artifactr/events/eventstest"
-	"artifactr/events/memstore"
-	"artifactr/projections"
-	"artifactr/projections/audit"
+	"github.com/artifactr/artifactr/actors/thread"
+	"github.com/artifactr/artifactr/events"
+	"github.com/artifactr/artifactr/events/eventstest"
+	"github.com/artifactr/artifactr/events/memstore"
+	"github.com/artifactr/artifactr/projections"
+	"github.com/artifactr/artifactr/projections/audit"
 )
 
 // TTL is the lease TTL every claim asks for.

@@ -9,12 +9,12 @@ import (
 	"testing"
 	"time"
 
-	"artifactr/actors/agent"
-	agentexec "artifactr/actors/agent/exec"
-	"artifactr/events"
-	"artifactr/internal/doubletext"
-	"artifactr/internal/testkit"
-	"artifactr/projections"
+	"github.com/artifactr/artifactr/actors/agent"
+	agentexec "github.com/artifactr/artifactr/actors/agent/exec"
+	"github.com/artifactr/artifactr/events"
+	"github.com/artifactr/artifactr/internal/doubletext"
+	"github.com/artifactr/artifactr/internal/testkit"
+	"github.com/artifactr/artifactr/projections"
 )
 
 // longEcho keeps each run active until it is cancelled.

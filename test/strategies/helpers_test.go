@@ -11,18 +11,18 @@ import (
 
 	"go.uber.org/goleak"
 
-	"artifactr/actors/agent"
-	"artifactr/actors/runner"
-	"artifactr/events"
-	"artifactr/events/eventspb"
-	"artifactr/events/memstore"
-	"artifactr/events/natsstore"
-	"artifactr/internal/doubletext"
-	"artifactr/internal/natsembed"
-	"artifactr/internal/testkit"
-	"artifactr/projections"
-	"artifactr/projections/audit"
-	"artifactr/spec"
+	"github.com/artifactr/artifactr/actors/agent"
+	"github.com/artifactr/artifactr/actors/runner"
+	"github.com/artifactr/artifactr/events"
+	"github.com/artifactr/artifactr/events/eventspb"
+	"github.com/artifactr/artifactr/events/memstore"
+	"github.com/artifactr/artifactr/events/natsstore"
+	"github.com/artifactr/artifactr/internal/doubletext"
+	"github.com/artifactr/artifactr/internal/natsembed"
+	"github.com/artifactr/artifactr/internal/testkit"
+	"github.com/artifactr/artifactr/projections"
+	"github.com/artifactr/artifactr/projections/audit"
+	"github.com/artifactr/artifactr/spec"
 )
 
 func TestMain(m *testing.M) { goleak.VerifyTestMain(m) }

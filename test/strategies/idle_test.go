@@ -7,11 +7,11 @@ import (
 	"testing"
 	"time"
 
-	"artifactr/actors/agent"
-	"artifactr/actors/runner"
-	"artifactr/events"
-	"artifactr/internal/doubletext"
-	"artifactr/internal/testkit"
+	"github.com/artifactr/artifactr/actors/agent"
+	"github.com/artifactr/artifactr/actors/runner"
+	"github.com/artifactr/artifactr/events"
+	"github.com/artifactr/artifactr/internal/doubletext"
+	"github.com/artifactr/artifactr/internal/testkit"
 )
 
 // A cancel request or thread_configured that is the last event on the

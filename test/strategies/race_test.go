@@ -13,10 +13,10 @@ import (
 	"testing"
 	"time"
 
-	"artifactr/actors/agent"
-	"artifactr/events"
-	"artifactr/internal/doubletext"
-	"artifactr/projections"
+	"github.com/artifactr/artifactr/actors/agent"
+	"github.com/artifactr/artifactr/events"
+	"github.com/artifactr/artifactr/internal/doubletext"
+	"github.com/artifactr/artifactr/projections"
 )
 
 // jitterAgent is the echo agent with a delay drawn from its prompt and the

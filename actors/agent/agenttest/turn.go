@@ -17,7 +17,7 @@ import (
 	"fmt"
 	"sync"
 
-	"artifactr/actors/agent"
+	"github.com/artifactr/artifactr/actors/agent"
 )
 
 // steeringCap is how many steering messages Steer may queue before it

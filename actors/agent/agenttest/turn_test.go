@@ -7,8 +7,8 @@ import (
 
 	"go.uber.org/goleak"
 
-	"artifactr/actors/agent"
-	"artifactr/actors/agent/agenttest"
+	"github.com/artifactr/artifactr/actors/agent"
+	"github.com/artifactr/artifactr/actors/agent/agenttest"
 )
 
 func TestMain(m *testing.M) { goleak.VerifyTestMain(m) }

@@ -4,8 +4,8 @@ import (
 	"strings"
 	"testing"
 
-	"artifactr/actors/agent/agenttest"
-	agentexec "artifactr/actors/agent/exec"
+	"github.com/artifactr/artifactr/actors/agent/agenttest"
+	agentexec "github.com/artifactr/artifactr/actors/agent/exec"
 )
 
 // An exec agent that prints its environment shows no NATS URL or

@@ -14,7 +14,7 @@ import (
 	"strings"
 	"time"
 
-	"artifactr/actors/agent"
+	"github.com/artifactr/artifactr/actors/agent"
 )
 
 // DefaultTimeout bounds a turn of an [Agent] whose Timeout is zero.

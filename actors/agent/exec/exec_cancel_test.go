@@ -9,8 +9,8 @@ import (
 	"testing"
 	"time"
 
-	"artifactr/actors/agent/agenttest"
-	agentexec "artifactr/actors/agent/exec"
+	"github.com/artifactr/artifactr/actors/agent/agenttest"
+	agentexec "github.com/artifactr/artifactr/actors/agent/exec"
 )
 
 // cancelRun starts e on a fresh turn, waits for its first output (the

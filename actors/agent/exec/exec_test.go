@@ -14,9 +14,9 @@ import (
 	"testing"
 	"time"
 
-	"artifactr/actors/agent"
-	"artifactr/actors/agent/agenttest"
-	agentexec "artifactr/actors/agent/exec"
+	"github.com/artifactr/artifactr/actors/agent"
+	"github.com/artifactr/artifactr/actors/agent/agenttest"
+	agentexec "github.com/artifactr/artifactr/actors/agent/exec"
 )
 
 // sh is an Exec agent running script with /bin/sh.

@@ -9,8 +9,8 @@ import (
 
 	"go.opentelemetry.io/otel/trace"
 
-	"artifactr/actors/agent"
-	"artifactr/actors/agent/agenttest"
+	"github.com/artifactr/artifactr/actors/agent"
+	"github.com/artifactr/artifactr/actors/agent/agenttest"
 )
 
 // The turn line carries the W3C trace context of the run's span, so the

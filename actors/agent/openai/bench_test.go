@@ -7,8 +7,8 @@ import (
 	"strings"
 	"testing"
 
-	"artifactr/actors/agent/agenttest"
-	"artifactr/actors/agent/openai"
+	"github.com/artifactr/artifactr/actors/agent/agenttest"
+	"github.com/artifactr/artifactr/actors/agent/openai"
 )
 
 // BenchmarkAgent_Run_stream: one turn streaming 10,000 four-byte tokens as

@@ -6,7 +6,7 @@ import (
 	"strings"
 	"time"
 
-	"artifactr/actors/agent"
+	"github.com/artifactr/artifactr/actors/agent"
 )
 
 // emitter coalesces streamed text into Turn.Emit calls: text is emitted

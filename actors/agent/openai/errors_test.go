@@ -11,10 +11,10 @@ import (
 	"testing"
 	"time"
 
-	"artifactr/actors/agent"
-	"artifactr/actors/agent/agenttest"
-	"artifactr/actors/agent/openai"
-	"artifactr/internal/testkit"
+	"github.com/artifactr/artifactr/actors/agent"
+	"github.com/artifactr/artifactr/actors/agent/agenttest"
+	"github.com/artifactr/artifactr/actors/agent/openai"
+	"github.com/artifactr/artifactr/internal/testkit"
 )
 
 const rateLimited = `{"error":{"message":"Rate limit reached for requests","type":"requests","code":"rate_limit_exceeded"}}`

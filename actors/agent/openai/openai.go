@@ -9,8 +9,8 @@ import (
 	"sync"
 	"time"
 
-	"artifactr/actors/agent"
-	"artifactr/internal/ctxsleep"
+	"github.com/artifactr/artifactr/actors/agent"
+	"github.com/artifactr/artifactr/internal/ctxsleep"
 )
 
 // Agent is an [agent.Agent] backed by an OpenAI-compatible chat-completions

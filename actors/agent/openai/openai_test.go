@@ -11,9 +11,9 @@ import (
 
 	"go.opentelemetry.io/otel/trace"
 
-	"artifactr/actors/agent"
-	"artifactr/actors/agent/agenttest"
-	"artifactr/actors/agent/openai"
+	"github.com/artifactr/artifactr/actors/agent"
+	"github.com/artifactr/artifactr/actors/agent/agenttest"
+	"github.com/artifactr/artifactr/actors/agent/openai"
 )
 
 // testTimeout bounds a wait in a test that fails otherwise; no test

@@ -11,15 +11,15 @@ import (
 	"testing"
 	"time"
 
-	"artifactr/actors/agent/openai"
-	"artifactr/actors/runner"
-	"artifactr/events"
-	"artifactr/events/eventspb"
-	"artifactr/events/natsstore"
-	"artifactr/internal/natsembed"
-	"artifactr/internal/testkit"
-	"artifactr/projections"
-	"artifactr/projections/audit"
+	"github.com/artifactr/artifactr/actors/agent/openai"
+	"github.com/artifactr/artifactr/actors/runner"
+	"github.com/artifactr/artifactr/events"
+	"github.com/artifactr/artifactr/events/eventspb"
+	"github.com/artifactr/artifactr/events/natsstore"
+	"github.com/artifactr/artifactr/internal/natsembed"
+	"github.com/artifactr/artifactr/internal/testkit"
+	"github.com/artifactr/artifactr/projections"
+	"github.com/artifactr/artifactr/projections/audit"
 )
 
 // Through the real runner on the embedded NATS server: a streamed reply

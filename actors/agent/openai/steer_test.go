@@ -7,9 +7,9 @@ import (
 	"strings"
 	"testing"
 
-	"artifactr/actors/agent"
-	"artifactr/actors/agent/agenttest"
-	"artifactr/actors/agent/openai"
+	"github.com/artifactr/artifactr/actors/agent"
+	"github.com/artifactr/artifactr/actors/agent/agenttest"
+	"github.com/artifactr/artifactr/actors/agent/openai"
 )
 
 // roles renders a request's messages as "role:content".

@@ -12,7 +12,7 @@ import (
 
 	"github.com/nats-io/nats.go"
 
-	"artifactr/internal/natsauth"
+	"github.com/artifactr/artifactr/internal/natsauth"
 )
 
 // Case is one publish and the roles allowed to make it.
