@@ -33,6 +33,7 @@ CONSTANTS
     MaxClaims,  \* Claim appends markers up to this sequence: keeps the model finite
     MaxOpen,    \* requests a run may have open at once
     FENCE,      \* TRUE: consuming writes need the newest claim marker (ADR-0069)
+    LEASEFENCE, \* TRUE: the fence checks the writer's lease instead, read before the write
     NoProc      \* a model value: the lease's holder when it has none
 
 ASSUME /\ Procs # {}
@@ -41,6 +42,7 @@ ASSUME /\ Procs # {}
        /\ MaxClaims \in Nat \ {0}
        /\ MaxOpen \in Nat \ {0}
        /\ FENCE \in BOOLEAN
+       /\ LEASEFENCE \in BOOLEAN
 
 Msgs == 1..NumMsgs
 
@@ -59,17 +61,26 @@ VARIABLES
     posted,     \* messages 1..posted have been posted
     taken,      \* the taken cursor: the newest message consumed
     consumed,   \* consumed[m]: how many writes consumed message m
+    rejectPosts, \* the pending messages posted under the reject strategy (PostIdle)
     runs,       \* runs[r]: the state of run r
     runClaim,   \* runClaim[r]: the claim sequence run r started under
     reqs,       \* reqs[r]: run r's requests not yet answered
+    asked,      \* asked[r]: requests run r opened (a ghost: request_opened events)
+    answered,   \* answered[r]: answers given to run r (a ghost: answer_given events)
     pc,         \* pc[p]: where claimant p is in its turn
     mySeq,      \* mySeq[p]: the marker p appended, its fencing token (0: none)
     readSeq,    \* readSeq[p]: the claim subject's last sequence as p read it
     seen,       \* seen[p]: taken as p loaded it, moved by its own writes
-    myRun       \* myRun[p]: the run p started and has not ended (0: none)
+    myRun,      \* myRun[p]: the run p started and has not ended (0: none)
+    leaseOK     \* leaseOK[p]: with LEASEFENCE, p's last read of its lease: its and live
 
-vars == <<lease, leaseLive, claimSeq, posted, taken, consumed, runs, runClaim,
-          reqs, pc, mySeq, readSeq, seen, myRun>>
+vars == <<lease, leaseLive, claimSeq, posted, taken, consumed, rejectPosts, runs,
+          runClaim, reqs, asked, answered, pc, mySeq, readSeq, seen, myRun, leaseOK>>
+
+leaseVars == <<lease, leaseLive>>
+msgVars == <<posted, taken, consumed, rejectPosts>>
+runVars == <<runs, runClaim, reqs, asked, answered>>
+procVars == <<pc, mySeq, readSeq, seen, myRun, leaseOK>>
 
 -----------------------------------------------------------------------------
 
@@ -81,7 +92,13 @@ NRuns == Cardinality({r \in RunIds : runs[r] # "none"})
 Newest(p) == claimSeq = mySeq[p]
 
 \* Without FENCE a consuming write checks nothing (the bug ADR-0069 fixes).
-Fenced(p) == FENCE => Newest(p)
+\* With LEASEFENCE it checks what p last read of its lease (CheckLease): a
+\* KV read cannot be atomic with a stream append, so that view may be
+\* stale when the write lands.
+Fenced(p) == IF LEASEFENCE THEN leaseOK[p] ELSE FENCE => Newest(p)
+
+\* The fence refuses p's write.
+Refused(p) == IF LEASEFENCE THEN ~leaseOK[p] ELSE FENCE /\ ~Newest(p)
 
 \* A message p knows to be untaken has been posted.
 Pending(p) == seen[p] < posted
@@ -93,12 +110,15 @@ Drop(p) ==
     /\ readSeq' = [readSeq EXCEPT ![p] = 0]
     /\ seen' = [seen EXCEPT ![p] = 0]
     /\ myRun' = [myRun EXCEPT ![p] = 0]
+    /\ leaseOK' = [leaseOK EXCEPT ![p] = FALSE]
 
-\* Consume message m and move the taken cursor to it.
+\* Consume message m and move the taken cursor to it.  How m was posted is
+\* forgotten: RejectOnlyIdle looks at the post alone.
 Consume(p, m) ==
     /\ taken' = m
     /\ consumed' = [consumed EXCEPT ![m] = @ + 1]
     /\ seen' = [seen EXCEPT ![p] = m]
+    /\ rejectPosts' = rejectPosts \ {m}
 
 -----------------------------------------------------------------------------
 
@@ -109,28 +129,38 @@ Init ==
     /\ posted = 0
     /\ taken = 0
     /\ consumed = [m \in Msgs |-> 0]
+    /\ rejectPosts = {}
     /\ runs = [r \in RunIds |-> "none"]
     /\ runClaim = [r \in RunIds |-> 0]
     /\ reqs = [r \in RunIds |-> 0]
+    /\ asked = [r \in RunIds |-> 0]
+    /\ answered = [r \in RunIds |-> 0]
     /\ pc = [p \in Procs |-> "idle"]
     /\ mySeq = [p \in Procs |-> 0]
     /\ readSeq = [p \in Procs |-> 0]
     /\ seen = [p \in Procs |-> 0]
     /\ myRun = [p \in Procs |-> 0]
+    /\ leaseOK = [p \in Procs |-> FALSE]
 
 \* message_posted: a client posts the next message, at any time.
 Post ==
     /\ posted < NumMsgs
     /\ posted' = posted + 1
-    /\ UNCHANGED <<lease, leaseLive, claimSeq, taken, consumed, runs, runClaim,
-                   reqs, pc, mySeq, readSeq, seen, myRun>>
+    /\ UNCHANGED <<lease, leaseLive, claimSeq, taken, consumed, rejectPosts, runs,
+                   runClaim, reqs, asked, answered, pc, mySeq, readSeq, seen, myRun,
+                   leaseOK>>
 
 \* message_posted under the reject strategy (issue 15): the post carries a
 \* check on the thread's run subject, read when the poster saw no run active,
-\* so it lands only while no run is active. Otherwise it is Post.
+\* so it lands only while no run is active.  The message is recorded as
+\* posted under reject, which RejectOnlyIdle checks.
 PostIdle ==
     /\ ActiveRuns = {}
-    /\ Post
+    /\ posted < NumMsgs
+    /\ posted' = posted + 1
+    /\ rejectPosts' = rejectPosts \cup {posted + 1}
+    /\ UNCHANGED <<lease, leaseLive, claimSeq, taken, consumed, runs, runClaim,
+                   reqs, asked, answered, pc, mySeq, readSeq, seen, myRun, leaseOK>>
 
 \* The other events of the strategies and cancel change nothing the spec
 \* models: thread_configured and cancel_requested (clients, on the posted
@@ -139,23 +169,24 @@ PostIdle ==
 \* RunEnd (run_failed "cancelled" or "interrupted"), and the run that follows
 \* starts by RunStart.
 
-\* Claim, step 1: acquire the lease when it is free or lapsed.
+\* Claim, step 1: acquire the lease when it is free, lapsed, or already
+\* p's own session's (a session lease is acquired again by its session).
+\* One conjunct, not "lease = NoProc \/ ~leaseLive \/ lease = p": a free
+\* lease is never live, and TLC counts each true disjunct's successor.
 Acquire(p) ==
     /\ pc[p] = "idle"
-    /\ lease = NoProc \/ ~leaseLive
+    /\ ~(leaseLive /\ lease # p)
     /\ lease' = p
     /\ leaseLive' = TRUE
     /\ pc' = [pc EXCEPT ![p] = "leased"]
-    /\ UNCHANGED <<claimSeq, posted, taken, consumed, runs, runClaim, reqs,
-                   mySeq, readSeq, seen, myRun>>
+    /\ UNCHANGED <<claimSeq, msgVars, runVars, mySeq, readSeq, seen, myRun, leaseOK>>
 
 \* Claim, step 2: read the claim subject's last sequence.
 ReadClaim(p) ==
     /\ pc[p] = "leased"
     /\ readSeq' = [readSeq EXCEPT ![p] = claimSeq]
     /\ pc' = [pc EXCEPT ![p] = "marking"]
-    /\ UNCHANGED <<lease, leaseLive, claimSeq, posted, taken, consumed, runs,
-                   runClaim, reqs, mySeq, seen, myRun>>
+    /\ UNCHANGED <<leaseVars, claimSeq, msgVars, runVars, mySeq, seen, myRun, leaseOK>>
 
 \* Claim, step 3: append thread_claimed expecting what p read (compare-
 \* and-set on the claim subject).  On a conflict, read again while the
@@ -167,13 +198,13 @@ Claim(p) ==
          THEN /\ claimSeq' = claimSeq + 1
               /\ mySeq' = [mySeq EXCEPT ![p] = claimSeq + 1]
               /\ pc' = [pc EXCEPT ![p] = "loading"]
-              /\ UNCHANGED <<readSeq, seen, myRun>>
+              /\ UNCHANGED <<readSeq, seen, myRun, leaseOK>>
          ELSE /\ UNCHANGED claimSeq
               /\ IF lease = p
                    THEN /\ pc' = [pc EXCEPT ![p] = "leased"]
-                        /\ UNCHANGED <<mySeq, readSeq, seen, myRun>>
+                        /\ UNCHANGED <<mySeq, readSeq, seen, myRun, leaseOK>>
                    ELSE Drop(p)
-    /\ UNCHANGED <<lease, leaseLive, posted, taken, consumed, runs, runClaim, reqs>>
+    /\ UNCHANGED <<leaseVars, msgVars, runVars>>
 
 \* Claim, step 4: load the thread up to at least p's marker, so every
 \* consuming write that landed before it is known, and plan: abandon an
@@ -182,8 +213,7 @@ Load(p) ==
     /\ pc[p] = "loading"
     /\ seen' = [seen EXCEPT ![p] = taken]
     /\ pc' = [pc EXCEPT ![p] = IF ActiveRuns # {} THEN "abandon" ELSE "holding"]
-    /\ UNCHANGED <<lease, leaseLive, claimSeq, posted, taken, consumed, runs,
-                   runClaim, reqs, mySeq, readSeq, myRun>>
+    /\ UNCHANGED <<leaseVars, claimSeq, msgVars, runVars, mySeq, readSeq, myRun, leaseOK>>
 
 \* The holder's session lapses while its holder lives: a write in flight
 \* past the TTL, or a clock that runs ahead of the holder's.  Every lease
@@ -193,18 +223,19 @@ Lapse ==
     /\ lease # NoProc
     /\ leaseLive
     /\ leaseLive' = FALSE
-    /\ UNCHANGED <<lease, claimSeq, posted, taken, consumed, runs, runClaim,
-                   reqs, pc, mySeq, readSeq, seen, myRun>>
+    /\ UNCHANGED <<lease, claimSeq, msgVars, runVars, procVars>>
 
 \* The holder renews its session (compare-and-set on the session key's
-\* revision).  It succeeds while no one else took the lease, even a lapsed
-\* one: safety must not rest on the TTL.
+\* revision).  It succeeds while no one else took the lease and the
+\* session has not lapsed: the renewal of an expired session key fails.
+\* The model has no TTL, so a renewal changes nothing it sees; a renewal
+\* that revived a lapsed session would (a liveness bug: the mutation table).
 Renew(p) ==
     /\ pc[p] # "idle"
     /\ lease = p
+    /\ leaseLive
     /\ leaseLive' = TRUE
-    /\ UNCHANGED <<lease, claimSeq, posted, taken, consumed, runs, runClaim,
-                   reqs, pc, mySeq, readSeq, seen, myRun>>
+    /\ UNCHANGED <<lease, claimSeq, msgVars, runVars, procVars>>
 
 \* thread_released, compare-and-set on p's own marker, then the lease is
 \* deleted if it is still p's.  If a newer marker exists the release is
@@ -217,7 +248,7 @@ Release(p) ==
               /\ leaseLive' = IF lease = p THEN FALSE ELSE leaseLive
          ELSE UNCHANGED <<claimSeq, lease, leaseLive>>
     /\ Drop(p)
-    /\ UNCHANGED <<posted, taken, consumed, runs, runClaim, reqs>>
+    /\ UNCHANGED <<msgVars, runVars>>
 
 \* run_abandoned, fenced: the active run an older claim started.
 Abandon(p) ==
@@ -225,8 +256,8 @@ Abandon(p) ==
     /\ Fenced(p)
     /\ runs' = [r \in RunIds |-> IF runs[r] = "active" THEN "abandoned" ELSE runs[r]]
     /\ pc' = [pc EXCEPT ![p] = "holding"]
-    /\ UNCHANGED <<lease, leaseLive, claimSeq, posted, taken, consumed, runClaim,
-                   reqs, mySeq, readSeq, seen, myRun>>
+    /\ UNCHANGED <<leaseVars, claimSeq, msgVars, runClaim, reqs, asked, answered,
+                   mySeq, readSeq, seen, myRun, leaseOK>>
 
 \* run_started, fenced: consumes the oldest message p knows untaken and
 \* opens run NRuns + 1.  NRuns < NumMsgs bounds the model; with the fence
@@ -241,18 +272,17 @@ RunStart(p) ==
     /\ runClaim' = [runClaim EXCEPT ![NRuns + 1] = mySeq[p]]
     /\ myRun' = [myRun EXCEPT ![p] = NRuns + 1]
     /\ pc' = [pc EXCEPT ![p] = "running"]
-    /\ UNCHANGED <<lease, leaseLive, claimSeq, posted, reqs, mySeq, readSeq>>
+    /\ UNCHANGED <<leaseVars, claimSeq, posted, reqs, asked, answered, mySeq,
+                   readSeq, leaseOK>>
 
 \* The fence refuses run_abandoned or run_started: nothing is written, the
 \* start consumes nothing, and p hands over (I4).
 StartFenced(p) ==
-    /\ FENCE
-    /\ ~Newest(p)
+    /\ Refused(p)
     /\ \/ pc[p] = "abandon"
        \/ pc[p] = "holding" /\ Pending(p)
     /\ Drop(p)
-    /\ UNCHANGED <<lease, leaseLive, claimSeq, posted, taken, consumed, runs,
-                   runClaim, reqs>>
+    /\ UNCHANGED <<leaseVars, claimSeq, msgVars, runVars>>
 
 \* request_opened: compare-and-set on the run subject, so refused once the
 \* run was abandoned (p learns it at RunEnd).
@@ -261,10 +291,11 @@ Ask(p) ==
     /\ runs[myRun[p]] = "active"
     /\ reqs[myRun[p]] < MaxOpen
     /\ reqs' = [reqs EXCEPT ![myRun[p]] = @ + 1]
-    /\ UNCHANGED <<lease, leaseLive, claimSeq, posted, taken, consumed, runs,
-                   runClaim, pc, mySeq, readSeq, seen, myRun>>
+    /\ asked' = [asked EXCEPT ![myRun[p]] = @ + 1]
+    /\ UNCHANGED <<leaseVars, claimSeq, msgVars, runs, runClaim, answered, procVars>>
 
-\* answer_given, fenced: the next message answers an open request.
+\* answer_given, fenced: the next message answers an open request, which
+\* it closes.
 Reply(p) ==
     /\ pc[p] = "running"
     /\ reqs[myRun[p]] > 0
@@ -272,8 +303,9 @@ Reply(p) ==
     /\ Fenced(p)
     /\ Consume(p, seen[p] + 1)
     /\ reqs' = [reqs EXCEPT ![myRun[p]] = @ - 1]
-    /\ UNCHANGED <<lease, leaseLive, claimSeq, posted, runs, runClaim, pc,
-                   mySeq, readSeq, myRun>>
+    /\ answered' = [answered EXCEPT ![myRun[p]] = @ + 1]
+    /\ UNCHANGED <<leaseVars, claimSeq, posted, runs, runClaim, asked, pc, mySeq,
+                   readSeq, myRun, leaseOK>>
 
 \* steering_given, fenced: the next message is handed to the running run.
 \* The core answers an open request first; allowing either only adds
@@ -283,19 +315,17 @@ Steer(p) ==
     /\ Pending(p)
     /\ Fenced(p)
     /\ Consume(p, seen[p] + 1)
-    /\ UNCHANGED <<lease, leaseLive, claimSeq, posted, runs, runClaim, reqs, pc,
-                   mySeq, readSeq, myRun>>
+    /\ UNCHANGED <<leaseVars, claimSeq, posted, runVars, pc, mySeq, readSeq, myRun,
+                   leaseOK>>
 
 \* The fence refuses answer_given or steering_given: nothing is consumed,
 \* and p hands over.
 ReplyFenced(p) ==
-    /\ FENCE
     /\ pc[p] = "running"
     /\ Pending(p)
-    /\ ~Newest(p)
+    /\ Refused(p)
     /\ Drop(p)
-    /\ UNCHANGED <<lease, leaseLive, claimSeq, posted, taken, consumed, runs,
-                   runClaim, reqs>>
+    /\ UNCHANGED <<leaseVars, claimSeq, msgVars, runVars>>
 
 \* run_completed or run_failed: compare-and-set on the run subject, not
 \* fenced.  Refused once the run was abandoned; then p learns it lost the
@@ -306,10 +336,21 @@ RunEnd(p) ==
          THEN /\ runs' = [runs EXCEPT ![myRun[p]] = "ended"]
               /\ myRun' = [myRun EXCEPT ![p] = 0]
               /\ pc' = [pc EXCEPT ![p] = "holding"]
-              /\ UNCHANGED <<mySeq, readSeq, seen>>
+              /\ UNCHANGED <<mySeq, readSeq, seen, leaseOK>>
          ELSE /\ UNCHANGED runs
               /\ Drop(p)
-    /\ UNCHANGED <<lease, leaseLive, claimSeq, posted, taken, consumed, runClaim, reqs>>
+    /\ UNCHANGED <<leaseVars, claimSeq, msgVars, runClaim, reqs, asked, answered>>
+
+\* With LEASEFENCE, p reads its lease before a fenced write (a KV get):
+\* whether it is still p's and live.  The write lands later, whatever
+\* happened to the lease in between.  Without LEASEFENCE the fence is the
+\* append's own check on the claim subject, and nothing is read apart.
+CheckLease(p) ==
+    /\ LEASEFENCE
+    /\ pc[p] \in {"abandon", "holding", "running"}
+    /\ leaseOK' = [leaseOK EXCEPT ![p] = (lease = p /\ leaseLive)]
+    /\ UNCHANGED <<leaseVars, claimSeq, msgVars, runVars, pc, mySeq, readSeq,
+                   seen, myRun>>
 
 Next ==
     \/ Post
@@ -329,6 +370,7 @@ Next ==
     \/ \E p \in Procs : Steer(p)
     \/ \E p \in Procs : ReplyFenced(p)
     \/ \E p \in Procs : RunEnd(p)
+    \/ \E p \in Procs : CheckLease(p)
 
 Spec == Init /\ [][Next]_vars
 
@@ -341,14 +383,18 @@ TypeOK ==
     /\ posted \in 0..NumMsgs
     /\ taken \in 0..posted
     /\ consumed \in [Msgs -> 0..MaxClaims]
+    /\ rejectPosts \subseteq Msgs
     /\ runs \in [RunIds -> RunStates]
     /\ runClaim \in [RunIds -> 0..MaxClaims]
     /\ reqs \in [RunIds -> 0..MaxOpen]
+    /\ asked \in [RunIds -> 0..(NumMsgs + MaxOpen)]
+    /\ answered \in [RunIds -> 0..NumMsgs]
     /\ pc \in [Procs -> PCs]
     /\ mySeq \in [Procs -> 0..MaxClaims]
     /\ readSeq \in [Procs -> 0..(MaxClaims + 1)]
     /\ seen \in [Procs -> 0..NumMsgs]
     /\ myRun \in [Procs -> 0..NumMsgs]
+    /\ leaseOK \in [Procs -> BOOLEAN]
 
 \* I1: each message is consumed at most once, as a prompt, an answer or
 \* steering.
@@ -356,6 +402,14 @@ I1_ConsumedAtMostOnce == \A m \in Msgs : consumed[m] <= 1
 
 \* I3: at most one run is active in the thread.
 I3_OneActiveRun == Cardinality(ActiveRuns) <= 1
+
+\* Messages are consumed in order and none is passed over: every message
+\* up to the taken cursor was consumed exactly once, and none after it.
+NoneSkipped == \A m \in Msgs : consumed[m] = IF m <= taken THEN 1 ELSE 0
+
+\* Each request a run opened is open or was answered, once: none is
+\* answered twice, nor answered without being open.
+AnswerOnce == \A r \in RunIds : answered[r] + reqs[r] = asked[r]
 
 -----------------------------------------------------------------------------
 \* Action properties: the audit's rules on real logs (projections/audit),
@@ -376,15 +430,61 @@ ClaimChain ==
 \* No run ends after it was abandoned, nor takes a request or an answer.
 NoEndAfterAbandon ==
     [][\A r \in RunIds :
-         runs[r] = "abandoned" => runs'[r] = "abandoned" /\ reqs'[r] = reqs[r]]_vars
+         runs[r] = "abandoned" =>
+             runs'[r] = "abandoned" /\ asked'[r] = asked[r] /\ answered'[r] = answered[r]]_vars
 
 \* Only runs of claims older than the newest are abandoned.
 AbandonOnlyOlder ==
     [][\A r \in RunIds :
          (runs[r] # "abandoned" /\ runs'[r] = "abandoned") => runClaim[r] < claimSeq]_vars
 
-\* No request is answered twice: every answer answers an open request.
-AnswerOnce ==
-    [][\A p \in Procs : Reply(p) => reqs[myRun[p]] > 0]_vars
+\* A message posted under reject is posted while no run is active.
+RejectOnlyIdle ==
+    [][(rejectPosts' \ rejectPosts # {}) => ActiveRuns = {}]_vars
+
+-----------------------------------------------------------------------------
+\* Liveness: every posted message is eventually consumed.  The Go checker
+\* (threadclaimlapse_live.go) checks it on the .cfg's constants with the
+\* claim sequences renumbered after every step (0 stays 0, the newest
+\* becomes 2, the older ones 1), which is a bisimulation and lifts
+\* MaxClaims' bound; with the bound, TLC would find every behaviour that
+\* runs out of markers with a message pending.
+
+\* The runners' steps, each weakly fair: a runner that can take a step of
+\* its turn takes it.  Not Post and Ask (clients and runs need not post or
+\* ask), nor Renew and Release (a holder may stop renewing, and keep an
+\* idle thread), nor Lapse, the environment's.
+RunnerFair(p) ==
+    /\ WF_vars(Acquire(p)) /\ WF_vars(ReadClaim(p)) /\ WF_vars(Claim(p))
+    /\ WF_vars(Load(p)) /\ WF_vars(Abandon(p)) /\ WF_vars(RunStart(p))
+    /\ WF_vars(StartFenced(p)) /\ WF_vars(Reply(p)) /\ WF_vars(Steer(p))
+    /\ WF_vars(ReplyFenced(p)) /\ WF_vars(RunEnd(p)) /\ WF_vars(CheckLease(p))
+
+Consumed == \A m \in Msgs : (posted >= m) ~> (taken >= m)
+
+\* A holder that releases the thread with a message pending (one it had not
+\* seen yet) notices it and claims again; it does not do so forever.
+ReleasePending == \E p \in Procs : Release(p) /\ Pending(p)
+
+\* Every runner is fair, and sessions lapse finitely often: a takeover
+\* after every lapse, forever, is starvation no fence can stop.
+Fairness == \A p \in Procs : RunnerFair(p)
+EventuallyConsumed ==
+    (Spec /\ Fairness /\ <>[][~Lapse /\ ~ReleasePending]_vars) => Consumed
+
+\* One holder stalls for good (it takes finitely many steps of its turn)
+\* while its renewals go on; the others are fair, and so is Lapse: the
+\* stalled holder's session lapses, and the others notice.
+StallFairness(stalled) ==
+    /\ \A p \in Procs \ {stalled} : RunnerFair(p)
+    /\ WF_vars(Lapse)
+StalledStep(p) ==
+    \/ Acquire(p) \/ ReadClaim(p) \/ Claim(p) \/ Load(p) \/ Abandon(p)
+    \/ RunStart(p) \/ StartFenced(p) \/ Reply(p) \/ Steer(p) \/ ReplyFenced(p)
+    \/ RunEnd(p) \/ CheckLease(p)
+EventuallyConsumedStalled ==
+    \A s \in Procs :
+        (Spec /\ StallFairness(s) /\ <>[][~StalledStep(s) /\ ~ReleasePending]_vars)
+            => Consumed
 
 =============================================================================

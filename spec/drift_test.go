@@ -132,14 +132,19 @@ func cfgConfig(t *testing.T, cfg string) Config {
 			t.Errorf("cfg Procs[%d] = %q, want %q as the Go model names it", i, got, want)
 		}
 	}
-	fence, ok := map[string]bool{"TRUE": true, "FALSE": false}[consts["FENCE"]]
-	if !ok {
-		t.Fatalf("cfg FENCE = %q, want TRUE or FALSE", consts["FENCE"])
+	boolean := func(name string) bool {
+		t.Helper()
+		v, ok := map[string]bool{"TRUE": true, "FALSE": false}[consts[name]]
+		if !ok {
+			t.Fatalf("cfg %s = %q, want TRUE or FALSE", name, consts[name])
+		}
+		return v
 	}
+	fence, leaseFence := boolean("FENCE"), boolean("LEASEFENCE")
 	if consts["NoProc"] != "NoProc" {
 		t.Errorf("cfg NoProc = %q, want the model value NoProc", consts["NoProc"])
 	}
-	return Config{Procs: len(procs), NumMsgs: num("NumMsgs"), MaxClaims: num("MaxClaims"), MaxOpen: num("MaxOpen"), Fence: fence}
+	return Config{Procs: len(procs), NumMsgs: num("NumMsgs"), MaxClaims: num("MaxClaims"), MaxOpen: num("MaxOpen"), Fence: fence, LeaseFence: leaseFence}
 }
 
 func TestDrift_tla_actionsAreNextDisjuncts(t *testing.T) {
@@ -179,6 +184,7 @@ var cfgFiles = []struct {
 	{"ThreadClaimLapse.cfg", DefaultConfig, true},
 	{"ThreadClaimLapse_large.cfg", LargeConfig, true},
 	{"ThreadClaimLapse_nofence.cfg", func() Config { c := DefaultConfig(); c.Fence = false; return c }, false},
+	{"ThreadClaimLapse_leasefence.cfg", LeaseFenceConfig, false},
 }
 
 func TestDrift_cfg_invariantsMatch(t *testing.T) {

@@ -26,4 +26,12 @@ const (
 	mutEndCAS                             // RunEnd: the compare-and-set on the run subject (run active)
 	mutPosted                             // RunStart: a message p knows untaken exists
 	mutRefuseNewest                       // StartFenced, ReplyFenced: ~Newest(p)
+	mutRejectIdle                         // PostIdle: no run active
+	mutOldest                             // RunStart: the oldest pending message (cut: the newest)
+	mutReplyClose                         // Reply: closes the request it answers
+	mutRevive                             // Renew: only a session that has not lapsed
+	mutKeepHolding                        // RunEnd: refused, let go (cut: hold on)
+
+	// mutLast is the last guard: the table must cover every guard up to it.
+	mutLast = mutKeepHolding
 )

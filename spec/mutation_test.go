@@ -10,38 +10,54 @@ import (
 // somewhere in the state space of ThreadClaimLapse.cfg. A guard whose
 // removal breaks nothing says why in because.
 var mutants = []struct {
-	name    string
-	cut     mutation
-	fails   []string
-	because string // why nothing fails, when fails is empty
+	name  string
+	cut   mutation
+	fails []string
+	// starves lists the liveness checks (EventuallyConsumed under each
+	// fairness) that must fail. They are run only for mutants no safety
+	// check catches: a safety failure already says the guard matters.
+	starves []LiveFairness
+	because string // why nothing fails, when fails and starves are empty
 }{
-	{"RunStart: no fence", mutFenceRunStart, []string{"I1_ConsumedAtMostOnce", "I3_OneActiveRun", "FenceNewestClaim"}, ""},
-	{"Reply: no fence", mutFenceReply, []string{"I1_ConsumedAtMostOnce", "FenceNewestClaim", "NoEndAfterAbandon"}, ""},
-	{"Steer: no fence", mutFenceSteer, []string{"I1_ConsumedAtMostOnce", "FenceNewestClaim"}, ""},
-	{"Abandon: no fence", mutFenceAbandon, []string{"FenceNewestClaim", "NoEndAfterAbandon", "AbandonOnlyOlder"}, ""},
+	{"RunStart: no fence", mutFenceRunStart, []string{"I1_ConsumedAtMostOnce", "I3_OneActiveRun", "NoneSkipped", "FenceNewestClaim"}, nil, ""},
+	{"Reply: no fence", mutFenceReply, []string{"I1_ConsumedAtMostOnce", "NoneSkipped", "FenceNewestClaim", "NoEndAfterAbandon"}, nil, ""},
+	{"Steer: no fence", mutFenceSteer, []string{"I1_ConsumedAtMostOnce", "NoneSkipped", "FenceNewestClaim"}, nil, ""},
+	{"Abandon: no fence", mutFenceAbandon, []string{"FenceNewestClaim", "NoEndAfterAbandon", "AbandonOnlyOlder"}, nil, ""},
 	// TypeOK fails too: releases no longer one per marker push claimSeq
 	// past MaxClaims + 1.
-	{"Release: no check of its own marker", mutReleaseOwn, []string{"TypeOK", "ClaimChain"}, ""},
-	{"Load: no replay (Claim's replay)", mutReplay, []string{"I1_ConsumedAtMostOnce", "I3_OneActiveRun"}, ""},
-	{"Load: no abandon planned", mutLoadAbandon, []string{"I3_OneActiveRun"}, ""},
+	{"Release: no check of its own marker", mutReleaseOwn, []string{"TypeOK", "ClaimChain"}, nil, ""},
+	{"Load: no replay (Claim's replay)", mutReplay, []string{"I1_ConsumedAtMostOnce", "I3_OneActiveRun", "NoneSkipped"}, nil, ""},
+	{"Load: no abandon planned", mutLoadAbandon, []string{"I3_OneActiveRun"}, nil, ""},
 	// Markers are totally ordered by the stream whatever the claimant read,
 	// so the fence still holds; only the audit's claim chain sees it.
-	{"Claim: no compare-and-set on what ReadClaim read", mutClaimCAS, []string{"ClaimChain"}, ""},
-	{"Claim: retries without the lease", mutRetryLease, nil,
-		"liveness only: a claimant that lost the lease and still appends its marker holds the newest marker, so the fence " +
-			"is its; the lease holder's writes are refused until it claims again (ADR-0069: the marker decides safety)"},
-	{"Acquire: takes a live lease", mutLeaseLive, nil,
-		"Lapse may fire in any state with a live lease, so taking a live lease reaches the states of Lapse then Acquire: " +
-			"the same 19008 states. Safety never rests on the lease (DESIGN 3), which is what Lapse says"},
-	{"Renew: renews another's lease", mutRenewOther, nil,
-		"liveness only: a live lease only delays Acquire, and a lease is never what lets a write land"},
-	{"Ask: no compare-and-set on the run subject", mutAskCAS, []string{"NoEndAfterAbandon"}, ""},
-	{"Reply: no open request needed", mutAnswerOpen, []string{"AnswerOnce"}, ""},
-	{"RunEnd: no compare-and-set on the run subject", mutEndCAS, []string{"NoEndAfterAbandon"}, ""},
+	{"Claim: no compare-and-set on what ReadClaim read", mutClaimCAS, []string{"ClaimChain"}, nil, ""},
+	{"Claim: retries without the lease", mutRetryLease, nil, nil,
+		"a claimant that lost the lease and still appends its marker holds the newest marker, so the fence " +
+			"is its; the lease holder's writes are refused until it claims again (ADR-0069: the marker decides safety), " +
+			"and the one that retries makes progress"},
+	// Two runners take the thread from each other forever, each refusing
+	// the other's writes: no lapse needed.
+	{"Acquire: takes a live lease", mutLeaseLive, nil, []LiveFairness{RunnersFair}, ""},
+	{"Renew: renews another's lease", mutRenewOther, nil, nil,
+		"a live lease only delays Acquire, and a lease is never what lets a write land; the renewal of a " +
+			"lease that is live already changes nothing"},
+	{"Ask: no compare-and-set on the run subject", mutAskCAS, []string{"NoEndAfterAbandon"}, nil, ""},
+	{"Reply: no open request needed", mutAnswerOpen, []string{"AnswerOnce"}, nil, ""},
+	{"RunEnd: no compare-and-set on the run subject", mutEndCAS, []string{"NoEndAfterAbandon"}, nil, ""},
 	// TypeOK's taken \in 0..posted: a message consumed before it was posted.
-	{"RunStart: no posted message needed", mutPosted, []string{"TypeOK"}, ""},
-	{"StartFenced, ReplyFenced: refuse the newest too", mutRefuseNewest, nil,
-		"liveness only: a refusal writes nothing and hands the thread over (I4); refusing more often loses progress, never safety"},
+	{"RunStart: no posted message needed", mutPosted, []string{"TypeOK"}, nil, ""},
+	// A refusal writes nothing and hands over (I4): refusing more often
+	// never breaks safety, but refusing the newest refuses everyone.
+	{"StartFenced, ReplyFenced: refuse the newest too", mutRefuseNewest, nil, []LiveFairness{RunnersFair, HolderStalls}, ""},
+	{"PostIdle: no check that no run is active", mutRejectIdle, []string{"RejectOnlyIdle"}, nil, ""},
+	{"RunStart: takes the newest pending message", mutOldest, []string{"NoneSkipped"}, nil, ""},
+	{"Reply: does not close the request it answers", mutReplyClose, []string{"AnswerOnce"}, nil, ""},
+	// The stalled holder's renewals revive its session each time it
+	// lapses, so the others' Acquire is never enabled for good.
+	{"Renew: revives a lapsed session", mutRevive, nil, []LiveFairness{HolderStalls}, ""},
+	{"RunEnd: refused, holds on", mutKeepHolding, nil, nil,
+		"its marker is not the newest, so its next start is refused (StartFenced) and it hands over then; " +
+			"holding on without a message pending only delays that, and blocks no one else's Acquire"},
 }
 
 func TestMutation_eachGuardMatters(t *testing.T) {
@@ -67,7 +83,24 @@ func TestMutation_eachGuardMatters(t *testing.T) {
 			if !slices.Equal(got, mu.fails) {
 				t.Errorf("fails %v, want %v", got, mu.fails)
 			}
-			if len(got) == 0 && mu.because == "" {
+			if len(mu.fails) > 0 {
+				return
+			}
+			var starves []LiveFairness
+			for _, f := range []LiveFairness{RunnersFair, HolderStalls} {
+				lr, err := EventuallyConsumed(c, f)
+				if err != nil {
+					t.Fatal(err)
+				}
+				if lr.Violated {
+					starves = append(starves, f)
+					t.Logf("%v starves: %v, then forever %v", f, actions(t, lr.Prefix), lr.Cycle)
+				}
+			}
+			if !slices.Equal(starves, mu.starves) {
+				t.Errorf("starves under %v, want %v", starves, mu.starves)
+			}
+			if len(starves) == 0 && mu.because == "" {
 				t.Errorf("nothing fails and no reason is given")
 			}
 		})
@@ -83,7 +116,7 @@ func TestMutation_tableCoversEveryGuard(t *testing.T) {
 		}
 		all |= mu.cut
 	}
-	if want := mutRefuseNewest<<1 - 1; all != want {
+	if want := mutLast<<1 - 1; all != want {
 		t.Errorf("guards in the table %b, want every guard %b", all, want)
 	}
 }

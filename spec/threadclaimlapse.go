@@ -25,6 +25,9 @@ type Config struct {
 	MaxClaims int  // Claim appends markers up to this sequence
 	MaxOpen   int  // requests a run may have open at once
 	Fence     bool // FENCE: consuming writes need the newest claim marker
+	// LeaseFence is LEASEFENCE: the fence checks the writer's lease, read
+	// in a step of its own before the write, instead of the marker.
+	LeaseFence bool
 
 	// removed names guards taken out of the actions, for the mutation
 	// tests only: unexported, so no caller outside the package can weaken
@@ -42,6 +45,15 @@ func DefaultConfig() Config {
 // (go test ./spec/ -run Large -spec.large); its figures are in README.md.
 func LargeConfig() Config {
 	return Config{Procs: 3, NumMsgs: 3, MaxClaims: 4, MaxOpen: 1, Fence: true}
+}
+
+// LeaseFenceConfig is the model of ThreadClaimLapse_leasefence.cfg: the
+// fence on the writer's lease, read before the write, instead of the
+// marker. It breaks I1 and I3.
+func LeaseFenceConfig() Config {
+	c := DefaultConfig()
+	c.LeaseFence = true
+	return c
 }
 
 // Validate reports constants outside the capacities of [ThreadState] or
@@ -101,14 +113,20 @@ type ThreadState struct {
 	posted    uint8
 	taken     uint8
 	consumed  [maxMsgs + 1]uint8
-	runs      [maxMsgs + 1]runState
-	runClaim  [maxMsgs + 1]uint8
-	reqs      [maxMsgs + 1]uint8
-	pc        [maxProcs]pcState
-	mySeq     [maxProcs]uint8
-	readSeq   [maxProcs]uint8
-	seen      [maxProcs]uint8
-	myRun     [maxProcs]uint8
+	// rejectPosts has bit m set when message m, pending, was posted under
+	// reject.
+	rejectPosts uint8
+	runs        [maxMsgs + 1]runState
+	runClaim    [maxMsgs + 1]uint8
+	reqs        [maxMsgs + 1]uint8
+	asked       [maxMsgs + 1]uint8
+	answered    [maxMsgs + 1]uint8
+	pc          [maxProcs]pcState
+	mySeq       [maxProcs]uint8
+	readSeq     [maxProcs]uint8
+	seen        [maxProcs]uint8
+	myRun       [maxProcs]uint8
+	leaseOK     [maxProcs]bool
 }
 
 // tcl binds the actions to their constants.
@@ -145,18 +163,21 @@ func ThreadClaimLapse(c Config) (Model[ThreadState, ThreadState], error) {
 			perProc("Steer", m.Steer),
 			perProc("ReplyFenced", m.ReplyFenced),
 			perProc("RunEnd", m.RunEnd),
+			perProc("CheckLease", m.CheckLease),
 		},
 		Invariants: []Invariant[ThreadState]{
 			{Name: "TypeOK", Holds: m.TypeOK},
 			{Name: "I1_ConsumedAtMostOnce", Holds: m.I1_ConsumedAtMostOnce},
 			{Name: "I3_OneActiveRun", Holds: m.I3_OneActiveRun},
+			{Name: "NoneSkipped", Holds: m.NoneSkipped},
+			{Name: "AnswerOnce", Holds: m.AnswerOnce},
 		},
 		Properties: []Property[ThreadState]{
 			{Name: "FenceNewestClaim", Holds: m.FenceNewestClaim},
 			{Name: "ClaimChain", Holds: m.ClaimChain},
 			{Name: "NoEndAfterAbandon", Holds: m.NoEndAfterAbandon},
 			{Name: "AbandonOnlyOlder", Holds: m.AbandonOnlyOlder},
-			{Name: "AnswerOnce", Holds: m.AnswerOnce},
+			{Name: "RejectOnlyIdle", Holds: m.RejectOnlyIdle},
 		},
 		Key:  func(s ThreadState) ThreadState { return s },
 		Show: m.show,
@@ -237,7 +258,21 @@ func (m tcl) newest(s ThreadState, p int) bool { return s.claimSeq == s.mySeq[p]
 
 // fenced is Fenced(p); off removes the guard for a mutation test.
 func (m tcl) fenced(s ThreadState, p int, off mutation) bool {
-	return !m.c.Fence || m.c.removed&off != 0 || m.newest(s, p)
+	if m.c.removed&off != 0 {
+		return true
+	}
+	if m.c.LeaseFence {
+		return s.leaseOK[p]
+	}
+	return !m.c.Fence || m.newest(s, p)
+}
+
+// refused is Refused(p): the fence refuses p's write.
+func (m tcl) refused(s ThreadState, p int) bool {
+	if m.c.LeaseFence {
+		return !s.leaseOK[p] || m.cut(mutRefuseNewest)
+	}
+	return m.c.Fence && (!m.newest(s, p) || m.cut(mutRefuseNewest))
 }
 
 func (m tcl) cut(g mutation) bool { return m.c.removed&g != 0 }
@@ -247,7 +282,7 @@ func (m tcl) pending(s ThreadState, p int) bool { return s.seen[p] < s.posted }
 
 // drop is Drop(p): I4, the claimant hands the thread over.
 func drop(s *ThreadState, p int) {
-	s.pc[p], s.mySeq[p], s.readSeq[p], s.seen[p], s.myRun[p] = idle, 0, 0, 0, 0
+	s.pc[p], s.mySeq[p], s.readSeq[p], s.seen[p], s.myRun[p], s.leaseOK[p] = idle, 0, 0, 0, 0, false
 }
 
 // consume is Consume(p, m).
@@ -255,6 +290,7 @@ func consume(s *ThreadState, p int, msg uint8) {
 	s.taken = msg
 	s.consumed[msg]++
 	s.seen[p] = msg
+	s.rejectPosts &^= 1 << msg
 }
 
 // Post is Post: a client posts the next message (message_posted).
@@ -267,20 +303,25 @@ func (m tcl) Post(s ThreadState) (ThreadState, bool) {
 }
 
 // PostIdle is PostIdle: a post under the reject strategy, which lands only
-// while no run is active (its check on the run subject).
+// while no run is active (its check on the run subject), and is recorded
+// as such in rejectPosts.
 func (m tcl) PostIdle(s ThreadState) (ThreadState, bool) {
-	for r := 1; r <= m.c.NumMsgs; r++ {
-		if s.runs[r] == active {
-			return s, false
-		}
+	if m.activeRuns(s) > 0 && !m.cut(mutRejectIdle) {
+		return s, false
 	}
-	return m.Post(s)
+	t, ok := m.Post(s)
+	if !ok {
+		return s, false
+	}
+	t.rejectPosts |= 1 << t.posted
+	return t, true
 }
 
-// Acquire is Acquire(p): step 1 of a claim, the lease taken when free or
-// lapsed.
+// Acquire is Acquire(p): step 1 of a claim, the lease taken when free,
+// lapsed, or its own session's already (a lapsed lease is not live, and a
+// free one never is).
 func (m tcl) Acquire(s ThreadState, p int) (ThreadState, bool) {
-	if s.pc[p] != idle || (s.lease != noProc && s.leaseLive && !m.cut(mutLeaseLive)) {
+	if s.pc[p] != idle || (s.lease != int8(p) && s.leaseLive && !m.cut(mutLeaseLive)) {
 		return s, false
 	}
 	s.lease, s.leaseLive = int8(p), true
@@ -346,9 +387,9 @@ func (m tcl) Lapse(s ThreadState) (ThreadState, bool) {
 	return s, true
 }
 
-// Renew is Renew(p): p renews its session.
+// Renew is Renew(p): p renews its session, which must not have lapsed.
 func (m tcl) Renew(s ThreadState, p int) (ThreadState, bool) {
-	if s.pc[p] == idle || (s.lease != int8(p) && !m.cut(mutRenewOther)) {
+	if s.pc[p] == idle || (s.lease != int8(p) && !m.cut(mutRenewOther)) || (!s.leaseLive && !m.cut(mutRevive)) {
 		return s, false
 	}
 	s.leaseLive = true
@@ -394,7 +435,11 @@ func (m tcl) RunStart(s ThreadState, p int) (ThreadState, bool) {
 		!m.fenced(s, p, mutFenceRunStart) || m.nRuns(s) >= m.c.NumMsgs || int(s.seen[p]) >= m.c.NumMsgs {
 		return s, false
 	}
-	consume(&s, p, s.seen[p]+1)
+	msg := s.seen[p] + 1
+	if m.cut(mutOldest) {
+		msg = s.posted // the newest pending message
+	}
+	consume(&s, p, msg)
 	r := uint8(m.nRuns(s) + 1)
 	s.runs[r], s.runClaim[r] = active, s.mySeq[p]
 	s.myRun[p] = r
@@ -405,8 +450,7 @@ func (m tcl) RunStart(s ThreadState, p int) (ThreadState, bool) {
 // StartFenced is StartFenced(p): the fence refuses run_abandoned or
 // run_started.
 func (m tcl) StartFenced(s ThreadState, p int) (ThreadState, bool) {
-	if !m.c.Fence || (m.newest(s, p) && !m.cut(mutRefuseNewest)) ||
-		!(s.pc[p] == abandon || s.pc[p] == holding && m.pending(s, p)) {
+	if !m.refused(s, p) || !(s.pc[p] == abandon || s.pc[p] == holding && m.pending(s, p)) {
 		return s, false
 	}
 	drop(&s, p)
@@ -420,6 +464,7 @@ func (m tcl) Ask(s ThreadState, p int) (ThreadState, bool) {
 		return s, false
 	}
 	s.reqs[r]++
+	s.asked[r]++
 	return s, true
 }
 
@@ -432,9 +477,10 @@ func (m tcl) Reply(s ThreadState, p int) (ThreadState, bool) {
 		return s, false
 	}
 	consume(&s, p, s.seen[p]+1)
-	if s.reqs[r] > 0 {
+	if s.reqs[r] > 0 && !m.cut(mutReplyClose) {
 		s.reqs[r]--
 	}
+	s.answered[r]++
 	return s, true
 }
 
@@ -450,7 +496,7 @@ func (m tcl) Steer(s ThreadState, p int) (ThreadState, bool) {
 // ReplyFenced is ReplyFenced(p): the fence refuses answer_given or
 // steering_given.
 func (m tcl) ReplyFenced(s ThreadState, p int) (ThreadState, bool) {
-	if !m.c.Fence || s.pc[p] != running || !m.pending(s, p) || (m.newest(s, p) && !m.cut(mutRefuseNewest)) {
+	if s.pc[p] != running || !m.pending(s, p) || !m.refused(s, p) {
 		return s, false
 	}
 	drop(&s, p)
@@ -463,13 +509,28 @@ func (m tcl) RunEnd(s ThreadState, p int) (ThreadState, bool) {
 	if s.pc[p] != running {
 		return s, false
 	}
-	if r := s.myRun[p]; s.runs[r] == active || m.cut(mutEndCAS) {
+	switch r := s.myRun[p]; {
+	case s.runs[r] == active || m.cut(mutEndCAS):
 		s.runs[r] = ended
 		s.myRun[p] = 0
 		s.pc[p] = holding
-	} else {
+	case m.cut(mutKeepHolding):
+		// Refused, and holds on as if it had ended.
+		s.myRun[p] = 0
+		s.pc[p] = holding
+	default:
 		drop(&s, p)
 	}
+	return s, true
+}
+
+// CheckLease is CheckLease(p): with LEASEFENCE, p reads whether the lease
+// is still its own and live, before a fenced write; the write lands later.
+func (m tcl) CheckLease(s ThreadState, p int) (ThreadState, bool) {
+	if !m.c.LeaseFence || s.pc[p] != abandon && s.pc[p] != holding && s.pc[p] != running {
+		return s, false
+	}
+	s.leaseOK[p] = s.lease == int8(p) && s.leaseLive
 	return s, true
 }
 
@@ -484,14 +545,17 @@ func (m tcl) TypeOK(s ThreadState) bool {
 		in := i >= 1 && i <= c.NumMsgs
 		ok = ok && (in && int(s.consumed[i]) <= c.MaxClaims || !in && s.consumed[i] == 0)
 		ok = ok && int(s.runs[i]) < len(runNames) && (in || s.runs[i] == none && s.runClaim[i] == 0 && s.reqs[i] == 0)
-		ok = ok && int(s.runClaim[i]) <= c.MaxClaims && int(s.reqs[i]) <= c.MaxOpen
+		ok = ok && int(s.runClaim[i]) <= c.MaxClaims && int(s.reqs[i]) <= c.MaxOpen &&
+			int(s.asked[i]) <= c.NumMsgs+c.MaxOpen && int(s.answered[i]) <= c.NumMsgs &&
+			(in || s.asked[i] == 0 && s.answered[i] == 0)
 	}
+	ok = ok && s.rejectPosts&^(1<<(c.NumMsgs+1)-2) == 0
 	for p := range maxProcs {
 		in := p < c.Procs
 		ok = ok && int(s.pc[p]) < len(pcNames) &&
 			(in && int(s.mySeq[p]) <= c.MaxClaims && int(s.readSeq[p]) <= c.MaxClaims+1 &&
 				int(s.seen[p]) <= c.NumMsgs && int(s.myRun[p]) <= c.NumMsgs ||
-				!in && s.pc[p] == idle && s.mySeq[p] == 0 && s.readSeq[p] == 0 && s.seen[p] == 0 && s.myRun[p] == 0)
+				!in && s.pc[p] == idle && s.mySeq[p] == 0 && s.readSeq[p] == 0 && s.seen[p] == 0 && s.myRun[p] == 0 && !s.leaseOK[p])
 	}
 	return ok
 }
@@ -509,6 +573,33 @@ func (m tcl) I1_ConsumedAtMostOnce(s ThreadState) bool {
 
 // I3_OneActiveRun is I3_OneActiveRun: at most one run is active.
 func (m tcl) I3_OneActiveRun(s ThreadState) bool { return m.activeRuns(s) <= 1 }
+
+// NoneSkipped is NoneSkipped: every message up to the taken cursor was
+// consumed exactly once, and none after it, so messages are consumed in
+// order and none is passed over.
+func (m tcl) NoneSkipped(s ThreadState) bool {
+	for msg := 1; msg <= m.c.NumMsgs; msg++ {
+		want := uint8(0)
+		if msg <= int(s.taken) {
+			want = 1
+		}
+		if s.consumed[msg] != want {
+			return false
+		}
+	}
+	return true
+}
+
+// AnswerOnce is AnswerOnce: each of a run's requests is open or answered
+// once: no request is answered twice, nor answered without being open.
+func (m tcl) AnswerOnce(s ThreadState) bool {
+	for r := 1; r <= m.c.NumMsgs; r++ {
+		if int(s.answered[r])+int(s.reqs[r]) != int(s.asked[r]) {
+			return false
+		}
+	}
+	return true
+}
 
 // FenceNewestClaim is FenceNewestClaim: every fenced write (Abandon,
 // RunStart, Reply, Steer) is made under the newest claim marker.
@@ -541,7 +632,8 @@ func (m tcl) ClaimChain(s ThreadState, to Step[ThreadState]) bool {
 // and takes no more events (no end, no request, no answer).
 func (m tcl) NoEndAfterAbandon(s ThreadState, to Step[ThreadState]) bool {
 	for r := 1; r <= m.c.NumMsgs; r++ {
-		if s.runs[r] == abandoned && (to.State.runs[r] != abandoned || to.State.reqs[r] != s.reqs[r]) {
+		if s.runs[r] == abandoned && (to.State.runs[r] != abandoned ||
+			to.State.asked[r] != s.asked[r] || to.State.answered[r] != s.answered[r]) {
 			return false
 		}
 	}
@@ -559,13 +651,10 @@ func (m tcl) AbandonOnlyOlder(s ThreadState, to Step[ThreadState]) bool {
 	return true
 }
 
-// AnswerOnce is AnswerOnce: every answer_given answers an open request, so
-// no request is answered twice.
-func (m tcl) AnswerOnce(s ThreadState, to Step[ThreadState]) bool {
-	if to.Action != "Reply" {
-		return true
-	}
-	return s.reqs[s.myRun[procIndex(to.Arg)]] > 0
+// RejectOnlyIdle is RejectOnlyIdle: a message posted under reject is
+// posted while no run is active.
+func (m tcl) RejectOnlyIdle(s ThreadState, to Step[ThreadState]) bool {
+	return to.State.rejectPosts&^s.rejectPosts == 0 || m.activeRuns(s) == 0
 }
 
 // show renders s as TLC prints a state, one conjunct per variable.
@@ -596,13 +685,23 @@ func (m tcl) show(s ThreadState) string {
 	fmt.Fprintf(&b, "/\\ posted = %d\n", s.posted)
 	fmt.Fprintf(&b, "/\\ taken = %d\n", s.taken)
 	fmt.Fprintf(&b, "/\\ consumed = %s\n", fn(msgs, func(i int) string { return fmt.Sprint(s.consumed[i]) }))
+	var rej []string
+	for i := 1; i <= msgs; i++ {
+		if s.rejectPosts&(1<<i) != 0 {
+			rej = append(rej, fmt.Sprint(i))
+		}
+	}
+	fmt.Fprintf(&b, "/\\ rejectPosts = {%s}\n", strings.Join(rej, ", "))
 	fmt.Fprintf(&b, "/\\ runs = %s\n", fn(msgs, func(i int) string { return fmt.Sprintf("%q", s.runs[i]) }))
 	fmt.Fprintf(&b, "/\\ runClaim = %s\n", fn(msgs, func(i int) string { return fmt.Sprint(s.runClaim[i]) }))
 	fmt.Fprintf(&b, "/\\ reqs = %s\n", fn(msgs, func(i int) string { return fmt.Sprint(s.reqs[i]) }))
+	fmt.Fprintf(&b, "/\\ asked = %s\n", fn(msgs, func(i int) string { return fmt.Sprint(s.asked[i]) }))
+	fmt.Fprintf(&b, "/\\ answered = %s\n", fn(msgs, func(i int) string { return fmt.Sprint(s.answered[i]) }))
 	fmt.Fprintf(&b, "/\\ pc = %s\n", perProc(func(p int) string { return fmt.Sprintf("%q", s.pc[p]) }))
 	fmt.Fprintf(&b, "/\\ mySeq = %s\n", perProc(func(p int) string { return fmt.Sprint(s.mySeq[p]) }))
 	fmt.Fprintf(&b, "/\\ readSeq = %s\n", perProc(func(p int) string { return fmt.Sprint(s.readSeq[p]) }))
 	fmt.Fprintf(&b, "/\\ seen = %s\n", perProc(func(p int) string { return fmt.Sprint(s.seen[p]) }))
-	fmt.Fprintf(&b, "/\\ myRun = %s", perProc(func(p int) string { return fmt.Sprint(s.myRun[p]) }))
+	fmt.Fprintf(&b, "/\\ myRun = %s\n", perProc(func(p int) string { return fmt.Sprint(s.myRun[p]) }))
+	fmt.Fprintf(&b, "/\\ leaseOK = %s", perProc(func(p int) string { return strings.ToUpper(fmt.Sprint(s.leaseOK[p])) }))
 	return b.String()
 }

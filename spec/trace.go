@@ -580,6 +580,7 @@ func (v *TraceValidator) normalize(th *threadTrace) {
 			n := remap[r]
 			t.runs[n], t.runClaim[n], t.reqs[n] = s.runs[r], claim(s.runClaim[r]), s.reqs[r]
 		}
+		forgetAnswered(&t)
 		for p := range maxProcs {
 			t.seen[p] = 0 // every message up to taken is consumed
 			t.mySeq[p], t.readSeq[p] = claim(s.mySeq[p]), claim(s.readSeq[p])
