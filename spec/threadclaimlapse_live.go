@@ -99,7 +99,7 @@ func EventuallyConsumed(c Config, f LiveFairness) (LiveResult[ThreadState], erro
 		return LiveResult[ThreadState]{}, err
 	}
 	l := Liveness[ThreadState]{
-		Fair:   func(action, _ string) bool { return liveFair[action] },
+		Fair: func(action, _ string) bool { return liveFair[action] },
 		// A release in a Bad state has a message pending: ReleasePending.
 		Finite: func(action, _ string) bool { return action == "Lapse" || action == "Release" },
 		Bad:    func(s ThreadState) bool { return s.taken < s.posted },
