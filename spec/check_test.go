@@ -183,3 +183,69 @@ func TestCheckAll_recordsEveryFailure(t *testing.T) {
 		t.Errorf("Violated = %q, want the first found, NotThree", res.Violated)
 	}
 }
+
+// flipper is a toy for CheckLiveness: Flip toggles x between 0 and 1,
+// Done leaves for 2 (from 0 only, unless both), and Env goes 1 -> 0.
+func flipper(doneFromBoth bool) Model[int, int] {
+	act := func(name string, next func(int) (int, bool)) Action[int] {
+		return Action[int]{Name: name, Next: func(x int) []Succ[int] {
+			if y, ok := next(x); ok {
+				return []Succ[int]{{State: y}}
+			}
+			return nil
+		}}
+	}
+	return Model[int, int]{
+		Init: []int{0},
+		Actions: []Action[int]{
+			act("Flip", func(x int) (int, bool) { return 1 - x, x < 2 }),
+			act("Done", func(x int) (int, bool) { return 2, x == 0 || doneFromBoth && x == 1 }),
+			act("Env", func(x int) (int, bool) { return 0, x == 1 }),
+		},
+		Key: func(x int) int { return x },
+	}
+}
+
+func TestCheckLiveness_weakFairness(t *testing.T) {
+	bad := func(x int) bool { return x < 2 }
+	never := func(string, string) bool { return false }
+	fair := func(a, _ string) bool { return a == "Done" }
+	for _, tc := range []struct {
+		name     string
+		both     bool
+		fair     func(string, string) bool
+		finite   func(string, string) bool
+		violated bool
+	}{
+		// Done is disabled at 1, so a cycle through 1 is fair under WF.
+		{"WF, disabled at times", false, fair, never, true},
+		// Done enabled throughout the cycle and never taken in it: unfair.
+		{"WF, always enabled", true, fair, never, false},
+		{"no fairness", true, never, never, true},
+		// Flip and Env finitely often: the behaviour stutters at 0 or 1,
+		// where Done is enabled.
+		{"finite cycle actions", true, fair, func(a, _ string) bool { return a != "Done" }, false},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			res := CheckLiveness(flipper(tc.both), Liveness[int]{Fair: tc.fair, Finite: tc.finite, Bad: bad})
+			if res.Violated != tc.violated || res.Distinct != 3 {
+				t.Errorf("Violated = %v (cycle %v), Distinct = %d; want %v, 3", res.Violated, res.Cycle, res.Distinct, tc.violated)
+			}
+		})
+	}
+}
+
+// A state with no successor is a fair stutter: Bad there is a violation,
+// and the prefix leads to it.
+func TestCheckLiveness_deadlockIsAViolation(t *testing.T) {
+	m := counter(3, false)
+	m.Actions = m.Actions[:1] // Inc only: 3 is a dead end
+	res := CheckLiveness(m, Liveness[int]{
+		Fair:   func(string, string) bool { return true },
+		Finite: func(string, string) bool { return false },
+		Bad:    func(x int) bool { return x == 3 },
+	})
+	if got := actions(t, res.Prefix); !res.Violated || res.CycleStates != 1 || len(got) != 4 {
+		t.Errorf("Violated = %v, %d states, prefix %v; want the dead end after three Incs", res.Violated, res.CycleStates, got)
+	}
+}

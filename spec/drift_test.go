@@ -240,3 +240,35 @@ func TestDrift_tla_renameIsSeen(t *testing.T) {
 		t.Errorf("actions after a rename = %v", got)
 	}
 }
+
+// RunnerFair in the .tla names the actions the Go liveness check takes
+// with weak fairness, and StalledStep the same ones.
+func TestDrift_tla_fairnessIsLiveFair(t *testing.T) {
+	tla := readSpec(t, "ThreadClaimLapse.tla")
+	body := func(name string) string {
+		t.Helper()
+		loc := regexp.MustCompile(`(?ms)^` + name + `\(p\)\s*==(.*?)\n\n`).FindStringSubmatch(tla)
+		if loc == nil {
+			t.Fatalf("no %s(p) == in the .tla", name)
+		}
+		return loc[1]
+	}
+	var want []string
+	for a := range liveFair {
+		want = append(want, a)
+	}
+	slices.Sort(want)
+	for name, re := range map[string]*regexp.Regexp{
+		"RunnerFair":  regexp.MustCompile(`WF_vars\((\w+)\(p\)\)`),
+		"StalledStep": regexp.MustCompile(`(\w+)\(p\)`),
+	} {
+		var got []string
+		for _, m := range re.FindAllStringSubmatch(body(name), -1) {
+			got = append(got, m[1])
+		}
+		slices.Sort(got)
+		if !slices.Equal(got, want) {
+			t.Errorf("%s's actions in the .tla = %v\nGo liveFair = %v", name, got, want)
+		}
+	}
+}
