@@ -172,6 +172,7 @@ func (a *Auditor) add(env *events.Envelope) {
 // it. prevClaimSubj and prevRunSubj are the claim and run subjects' last
 // sequences before env.
 func (a *Auditor) check(th *thread, env *events.Envelope, typ events.Type, prevClaimSubj, prevRunSubj uint64) {
+	a.countNoneSkipped(env) // skip.go
 	// A type switch on the body is cheaper than comparing type names; a
 	// type it does not name is checked by its kind and fence below.
 	switch env.Event.GetBody().(type) {

@@ -64,7 +64,7 @@ func TestAuditor_Add_cleanLog(t *testing.T) {
 	if r.Events != len(l.Envs) || r.Threads != 2 || r.FirstSeq != 1 || r.LastSeq != l.Seq() {
 		t.Errorf("Events %d, Threads %d, seqs %d..%d; want %d, 2, 1..%d", r.Events, r.Threads, r.FirstSeq, r.LastSeq, len(l.Envs), l.Seq())
 	}
-	want := map[string]int{CheckI1: 5, CheckI3: 3, CheckFence: 6, CheckClaimChain: 5, CheckNoEndAfterAbandon: 5, CheckAnswerOnce: 1, CheckRunChain: 5, CheckRejectOnlyIdle: 6}
+	want := map[string]int{CheckI1: 5, CheckI3: 3, CheckFence: 6, CheckClaimChain: 5, CheckNoEndAfterAbandon: 5, CheckAnswerOnce: 1, CheckRunChain: 5, CheckRejectOnlyIdle: 6, CheckNoneSkipped: 5}
 	if !reflect.DeepEqual(r.Checks, want) {
 		t.Errorf("Checks = %v, want %v", r.Checks, want)
 	}
@@ -114,6 +114,26 @@ func TestAuditor_Add_violations(t *testing.T) {
 			l.Fenced(a.Started("r2", m2))           // 5
 		},
 		want: []wantViolation{{CheckI3, []uint64{4, 5}}},
+	}, {
+		name: "NoneSkipped_promptPassesAnOlderMessage",
+		build: func(l *eventgen.Log) {
+			l.Post(poster.Post("a", "x"))           // 1
+			m2 := l.Post(poster.Post("b", "y")).Seq // 2
+			a := claim(l, "A")                      // 3
+			l.Fenced(a.Started("r1", m2))           // 4: 1 is pending
+		},
+		want: []wantViolation{{CheckNoneSkipped, []uint64{1, 4}}},
+	}, {
+		name: "NoneSkipped_steeringPassesAnOlderMessage",
+		build: func(l *eventgen.Log) {
+			m1 := l.Post(poster.Post("a", "x")).Seq // 1
+			a := claim(l, "A")                      // 2
+			l.Fenced(a.Started("r1", m1))           // 3
+			l.Post(poster.Post("b", "y"))           // 4
+			m3 := l.Post(poster.Post("c", "z")).Seq // 5
+			l.Fenced(a.Steer("r1", m3))             // 6: 4 is pending
+		},
+		want: []wantViolation{{CheckNoneSkipped, []uint64{4, 6}}},
 	}, {
 		// ADR-0069's trace without the fence: A's claim lapses before its
 		// run_started lands; B claims, sees no run, and starts the same
@@ -362,8 +382,8 @@ func TestAuditor_Add_anomalies(t *testing.T) {
 	m1 := l.Post(poster.Post("a", "x")).Seq // 1
 	m2 := l.Post(poster.Post("b", "y")).Seq // 2
 	a := claim(l, "A")                      // 3
-	l.Fenced(a.Started("r1", m2))           // 4: m1 is older
-	l.Fenced(a.Answer("r1", "q9", m1))      // 5: no such request
+	l.Fenced(a.Started("r1", m1))           // 4
+	l.Fenced(a.Answer("r1", "q9", m2))      // 5: no such request
 	l.CAS(a.Completed("r7"))                // 6: not the active run
 	l.Fenced(a.Steer("r1", 99))             // 7: no such message
 	l.CAS(a.Opened("r1", "q1"))             // 8
@@ -376,9 +396,7 @@ func TestAuditor_Add_anomalies(t *testing.T) {
 		seq uint64
 		msg string
 	}{
-		{4, "message 2 is not the oldest pending message"},
 		{5, `answer to unknown request "q9"`},
-		{5, "message 1 is not the oldest pending message"}, // skipped by the prompt
 		{6, `run "r7" is not the active run "r1"`},
 		{7, "names message 99, which was not posted"},
 		{9, `request "q1" was already opened at 8`},

@@ -23,6 +23,9 @@
 //   - NoEndAfterAbandon: no run_output, request_opened, run_completed or
 //     run_failed of a run after it was abandoned.
 //   - AnswerOnce: no request is answered twice.
+//   - NoneSkipped: each run_started, answer_given and steering_given
+//     consumes the oldest pending message of its thread: messages are
+//     consumed in order and none is passed over (skip.go).
 //   - RunChain: each run_output, request_opened, run_completed and
 //     run_failed was appended with a compare-and-set on its thread's run
 //     subject (Nats-Expected-Last-Subject-Sequence = the run subject's
@@ -40,7 +43,7 @@
 // undecodable or unknown event, a repeated or out-of-order sequence, or an
 // event that contradicts the state, such as an answer to an unknown request,
 // the end of a run that is not active, or a consumed message that was never
-// posted or was not the oldest pending one. Anomalies do not fail an audit;
+// posted. Anomalies do not fail an audit;
 // a malformed event never hides the violations of the events after it. The
 // audit folds with projections.Thread's rules (projections.Rules) on a
 // compact state of its own, and reports each of their findings as the
@@ -94,5 +97,7 @@
 // release,) event], or [event] when no claim precedes it; ClaimChain
 // [previous claim-subject sequence, event]; NoEndAfterAbandon [abandon,
 // event]; AnswerOnce [request_opened, first answer, second answer];
-// RunChain [previous run-subject sequence, event].
+// RunChain [previous run-subject sequence, event]; NoneSkipped [the oldest
+// pending message, event], or [the passed-over message, event] when the
+// event consumes one behind the taken cursor.
 package audit

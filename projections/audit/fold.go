@@ -156,6 +156,9 @@ func (f *auditFold) Anomaly(env *events.Envelope, fd projections.Finding) {
 				"message %d was consumed again by %s at %d; it was first consumed at %d", fd.Msg, env.Type, env.Seq, by))
 			return
 		}
+	case projections.CodeNotOldest:
+		a.noneSkipped(th, env, fd.Msg) // skip.go
+		return
 	case projections.CodeAnsweredAgain, projections.CodeNotActive, projections.CodeUnknownRequest:
 		// Spec: AnswerOnce, whatever run the answer names: the rules see
 		// only the active run's requests.

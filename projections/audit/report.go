@@ -44,10 +44,14 @@ const (
 	// its thread. Its check on the run subject makes that atomic; a post
 	// that skipped the check and landed during a run breaks it.
 	CheckRejectOnlyIdle = "RejectOnlyIdle"
+	// CheckNoneSkipped (NoneSkipped): a run_started, answer_given or
+	// steering_given consumes the oldest pending message of its thread, so
+	// none is passed over.
+	CheckNoneSkipped = "NoneSkipped"
 )
 
 // CheckNames lists the checks in the order reports print them.
-var CheckNames = []string{CheckI1, CheckI3, CheckFence, CheckClaimChain, CheckNoEndAfterAbandon, CheckAnswerOnce, CheckRunChain, CheckRejectOnlyIdle}
+var CheckNames = []string{CheckI1, CheckI3, CheckFence, CheckClaimChain, CheckNoEndAfterAbandon, CheckAnswerOnce, CheckRunChain, CheckRejectOnlyIdle, CheckNoneSkipped}
 
 // check indexes the per-check counters, in CheckNames order.
 type check int
@@ -61,6 +65,7 @@ const (
 	checkAnswerOnce
 	checkRunChain
 	checkRejectOnlyIdle
+	checkNoneSkipped
 	numChecks
 )
 
