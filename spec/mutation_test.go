@@ -63,6 +63,7 @@ var mutants = []struct {
 func TestMutation_eachGuardMatters(t *testing.T) {
 	for _, mu := range mutants {
 		t.Run(mu.name, func(t *testing.T) {
+			t.Parallel() // CPU-bound: two cores check two mutants
 			c := DefaultConfig()
 			c.removed = mu.cut
 			m, err := ThreadClaimLapse(c)

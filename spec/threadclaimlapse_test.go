@@ -2,6 +2,7 @@ package spec
 
 import (
 	"flag"
+	"fmt"
 	"slices"
 	"testing"
 )
@@ -230,15 +231,18 @@ func TestThreadClaimLapse_otherConstants_hold(t *testing.T) {
 		{Procs: 2, NumMsgs: 3, MaxClaims: 3, MaxOpen: 1, Fence: true},
 		{Procs: 2, NumMsgs: 2, MaxClaims: 3, MaxOpen: 2, Fence: true},
 	} {
-		m, err := ThreadClaimLapse(c)
-		if err != nil {
-			t.Fatal(err)
-		}
-		res := Check(m)
-		t.Logf("%+v: %d distinct states, %d transitions, depth %d", c, res.Distinct, res.Transitions, res.Depth)
-		if res.Violated != "" {
-			t.Errorf("%+v: %s violated:\n%s", c, res.Violated, m.FormatTrace(res.Trace))
-		}
+		t.Run(fmt.Sprintf("%+v", c), func(t *testing.T) {
+			t.Parallel()
+			m, err := ThreadClaimLapse(c)
+			if err != nil {
+				t.Fatal(err)
+			}
+			res := Check(m)
+			t.Logf("%d distinct states, %d transitions, depth %d", res.Distinct, res.Transitions, res.Depth)
+			if res.Violated != "" {
+				t.Errorf("%s violated:\n%s", res.Violated, m.FormatTrace(res.Trace))
+			}
+		})
 	}
 }
 
