@@ -262,3 +262,25 @@ func TestConfig_Validate_outOfRange(t *testing.T) {
 		}
 	}
 }
+
+// BenchmarkEventuallyConsumed is the liveness check's cost on the CI model.
+func BenchmarkEventuallyConsumed(b *testing.B) {
+	for b.Loop() {
+		if res, err := EventuallyConsumed(DefaultConfig(), RunnersFair); err != nil || res.Violated {
+			b.Fatal(err, res.Violated)
+		}
+	}
+}
+
+// BenchmarkCheck is the safety check's cost on the CI model.
+func BenchmarkCheck(b *testing.B) {
+	m, err := ThreadClaimLapse(DefaultConfig())
+	if err != nil {
+		b.Fatal(err)
+	}
+	for b.Loop() {
+		if res := Check(m); res.Violated != "" {
+			b.Fatal(res.Violated)
+		}
+	}
+}
