@@ -74,6 +74,9 @@ type TraceReport struct {
 	// spec does not allow, in stream order. Later events of that thread
 	// are not validated.
 	Nonconforming []Nonconformance `json:"nonconforming"`
+	// Beyond lists where a log went beyond the model checked in CI
+	// (trace_reach.go); it does not fail the validation.
+	Beyond []Beyond `json:"beyond_checked,omitempty"`
 }
 
 // OK reports whether every event conformed.
@@ -89,6 +92,7 @@ type TraceValidator struct {
 	order   []string
 	events  int
 	bad     []Nonconformance
+	beyond  []Beyond // trace_reach.go
 }
 
 // NewTraceValidator returns a validator against the fenced model.
@@ -131,6 +135,7 @@ type threadTrace struct {
 	forked    bool // its thread_forked was validated (trace_fork.go)
 
 	strategy traceStrategy // trace_strategy.go
+	reach    uint8         // trace_reach.go
 }
 
 // Add validates env, the next envelope of the stream.
@@ -162,12 +167,14 @@ func (v *TraceValidator) Add(env events.Envelope) {
 			n.Expected = v.expected(th)
 		}
 		v.bad = append(v.bad, *n)
+		return
 	}
+	v.noteReach(th, env.Seq)
 }
 
 // Report returns what the validation found so far.
 func (v *TraceValidator) Report() TraceReport {
-	return TraceReport{Events: v.events, Threads: len(v.threads), Nonconforming: slices.Clone(v.bad)}
+	return TraceReport{Events: v.events, Threads: len(v.threads), Nonconforming: slices.Clone(v.bad), Beyond: v.beyondReport()}
 }
 
 func bad(format string, args ...any) *Nonconformance {

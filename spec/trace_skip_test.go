@@ -1,6 +1,7 @@
 package spec
 
 import (
+	"slices"
 	"strings"
 	"testing"
 )
@@ -40,5 +41,37 @@ func TestTrace_answeredAgainAfterAnotherAskFlagged(t *testing.T) {
 	n := mustFlag(t, l, 9, "Reply(A)")
 	if !strings.Contains(n.Reason, `request "q1"`) {
 		t.Errorf("Reason = %q, want request q1 named", n.Reason)
+	}
+}
+
+// A log beyond the checked model's constants is validated and reported as
+// such, once per thread and dimension; a log within them is not.
+func TestTrace_beyondCheckedReported(t *testing.T) {
+	small := newLog()
+	small.claim("A")
+	small.start("A", "r1", small.post())
+	if r := validate(*small.envs); !r.OK() || len(r.Beyond) != 0 {
+		t.Fatalf("report = %+v, want OK and nothing beyond", r)
+	}
+	l := newLog()
+	l.claim("A")
+	l.start("A", "r1", l.post())
+	l.ask("A", "r1", "q1")
+	l.ask("A", "r1", "q2") // 5: two open
+	l.post()
+	l.post()
+	l.post() // 8: three pending
+	l.post()
+	r := validate(*l.envs)
+	if !r.OK() {
+		t.Fatalf("%s", r.Nonconforming[0])
+	}
+	var got []uint64
+	for _, b := range r.Beyond {
+		t.Logf("%+v", b)
+		got = append(got, b.Seq)
+	}
+	if !slices.Equal(got, []uint64{5, 8}) {
+		t.Errorf("beyond at %v, want 5 (open requests) and 8 (pending messages)", got)
 	}
 }
