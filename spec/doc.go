@@ -14,6 +14,12 @@
 // tlacheck/ checks the .tla's syntax. README.md maps each action to the code
 // that performs it, the event it writes and the audit check on real logs.
 //
+// [CheckLiveness] searches the state graph's strongly connected components
+// for a weakly fair cycle in which a bad state predicate holds throughout;
+// [EventuallyConsumed] uses it to check that every posted message is
+// consumed, on a model whose claim sequences are renumbered so that
+// takeovers are unbounded.
+//
 // [TraceValidator] maps each thread's events, in stream order, to the
 // spec's actions and reports the first event the model does not allow
 // (artifactr audit --spec).
