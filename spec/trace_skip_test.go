@@ -57,10 +57,12 @@ func TestTrace_beyondCheckedReported(t *testing.T) {
 	l.claim("A")
 	l.start("A", "r1", l.post())
 	l.ask("A", "r1", "q1")
-	l.ask("A", "r1", "q2") // 5: two open
+	l.ask("A", "r1", "q2")
+	l.ask("A", "r1", "q3") // 6: three open
 	l.post()
 	l.post()
-	l.post() // 8: three pending
+	l.post()
+	l.post() // 10: four pending
 	l.post()
 	r := validate(*l.envs)
 	if !r.OK() {
@@ -71,7 +73,7 @@ func TestTrace_beyondCheckedReported(t *testing.T) {
 		t.Logf("%+v", b)
 		got = append(got, b.Seq)
 	}
-	if !slices.Equal(got, []uint64{5, 8}) {
-		t.Errorf("beyond at %v, want 5 (open requests) and 8 (pending messages)", got)
+	if !slices.Equal(got, []uint64{6, 10}) {
+		t.Errorf("beyond at %v, want 6 (open requests) and 10 (pending messages)", got)
 	}
 }
