@@ -14,6 +14,7 @@ import (
 
 	"github.com/artifactr/artifactr/events"
 	"github.com/artifactr/artifactr/events/natsstore"
+	"github.com/artifactr/artifactr/projections/summaries"
 )
 
 // Exit codes.
@@ -23,11 +24,24 @@ const (
 	exitUsage = 2 // the command line is wrong
 )
 
-// Defaults shared by the commands that talk to NATS.
+// Defaults shared by the commands that talk to NATS. --nats wins, then
+// ARTIFACTR_NATS, then NATS_URL, which every nats tool reads.
 const (
 	envNATS        = "ARTIFACTR_NATS"
+	envNATSURL     = "NATS_URL"
 	defaultNATSURL = "nats://127.0.0.1:4222"
 )
+
+// natsFromEnv is the NATS URL the environment names, and the variable that
+// named it; "" when neither is set.
+func natsFromEnv() (url, from string) {
+	for _, name := range []string{envNATS, envNATSURL} {
+		if v := os.Getenv(name); v != "" {
+			return v, name
+		}
+	}
+	return "", ""
+}
 
 // exitError carries an exit code through cobra. Every RunE returns one (or
 // nil); any other error comes from cobra itself, which means bad usage.
@@ -128,7 +142,10 @@ Exit codes: 0 success, 1 the work failed, 2 usage error.`,
 			return silent(exitUsage, errors.New("no command"))
 		},
 	}
-	root.CompletionOptions.DisableDefaultCmd = true
+	// cobra's own `completion bash|zsh|fish|powershell`.
+	root.CompletionOptions.HiddenDefaultCmd = false
+	root.Version = buildVersion().String()
+	root.SetVersionTemplate("{{.Version}}\n")
 	root.PersistentFlags().StringVar(&a.logLevel, "log-level", "info", "log level on stderr: debug, info, warn or error")
 	root.SetFlagErrorFunc(func(_ *cobra.Command, err error) error { return usage(err) })
 	root.AddCommand(
@@ -158,13 +175,37 @@ func subPath(cmd *cobra.Command) string {
 }
 
 // setup runs before every command: it makes the logger.
-func (a *app) setup(*cobra.Command, []string) error {
+func (a *app) setup(cmd *cobra.Command, _ []string) error {
+	a.warnOldFlags(cmd)
 	var lvl slog.Level
 	if err := lvl.UnmarshalText([]byte(a.logLevel)); err != nil {
 		return usagef("--log-level %q: want debug, info, warn or error", a.logLevel)
 	}
 	a.log = slog.New(slog.NewTextHandler(a.stderr, &slog.HandlerOptions{Level: lvl}))
 	return nil
+}
+
+// addSummariesBucketFlag adds --summaries-bucket, the one name of the
+// read model's bucket on every command, and --bucket, the name threads and
+// projections had, as a hidden alias for a release.
+func addSummariesBucketFlag(cmd *cobra.Command, bucket *string) {
+	fl := cmd.Flags()
+	fl.StringVar(bucket, "summaries-bucket", summaries.DefaultBucket, "KV bucket of the thread-summaries read model")
+	fl.StringVar(bucket, "bucket", summaries.DefaultBucket, "old name of --summaries-bucket")
+	_ = fl.MarkHidden("bucket")
+}
+
+// oldFlagNames maps the hidden aliases to the names that replace them.
+var oldFlagNames = map[string]string{"bucket": "summaries-bucket"}
+
+// warnOldFlags says on stderr which old flag names were used. (cobra's
+// MarkDeprecated would say it on stdout, into a --json document.)
+func (a *app) warnOldFlags(cmd *cobra.Command) {
+	for old, name := range oldFlagNames {
+		if f := cmd.Flags().Lookup(old); f != nil && f.Hidden && f.Changed {
+			fmt.Fprintf(a.stderr, "artifactr: --%s is now --%s; the old name will go in a later release\n", old, name)
+		}
+	}
 }
 
 // connFlags are the flags of every command that talks to NATS.
@@ -177,10 +218,10 @@ type connFlags struct {
 
 func addConnFlags(cmd *cobra.Command, c *connFlags) {
 	def := defaultNATSURL
-	if v := os.Getenv(envNATS); v != "" {
+	if v, _ := natsFromEnv(); v != "" {
 		def = v
 	}
-	cmd.Flags().StringVar(&c.url, "nats", def, "NATS server URL(s), comma-separated (env "+envNATS+")")
+	cmd.Flags().StringVar(&c.url, "nats", def, "NATS server URL(s), comma-separated (env "+envNATS+", then "+envNATSURL+")")
 	cmd.Flags().StringVar(&c.stream, "stream", natsstore.DefaultStream, "JetStream stream holding the threads")
 	cmd.Flags().DurationVar(&c.timeout, "timeout", natsstore.DefaultTimeout, "bound on connecting and on each NATS call")
 	addSecFlags(cmd, &c.secFlags)

@@ -62,7 +62,7 @@ connect to it. While it runs it holds a lock on the data directory (the file
 ` + natsembed.LockFile + ` in it; the kernel drops it when the process dies, kill -9
 too): a second serve on the same --data, or on a --listen address that is
 taken, exits 1 at once and opens nothing. With --nats URL, or ARTIFACTR_NATS
-set, it embeds nothing and uses that server or cluster instead; start any
+or NATS_URL set, it embeds nothing and uses that server or cluster instead; start any
 number of serves on one NATS and they share the threads (use --replicas 3
 on a cluster).
 
@@ -94,7 +94,8 @@ next runner abandons the unfinished runs (run_abandoned).`,
   artifactr serve --nats nats://n1:4222,nats://n2:4222 --replicas 3`,
 		Args: cobra.ArbitraryArgs,
 		RunE: func(cmd *cobra.Command, args []string) error {
-			external := cmd.Flags().Changed("nats") || os.Getenv(envNATS) != ""
+			envURL, _ := natsFromEnv()
+			external := cmd.Flags().Changed("nats") || envURL != ""
 			if !external && !cmd.Flags().Changed("auth") && !isLoopback(f.listen) {
 				// Reachable from other hosts: nobody gets in without a key.
 				f.auth = true
@@ -113,7 +114,7 @@ next runner abandons the unfinished runs (run_abandoned).`,
 	fl := cmd.Flags()
 	// serve embeds a server unless told where one is, so --nats has no
 	// default to show here.
-	fl.Lookup("nats").Usage = "use this NATS server or cluster instead of embedding one (env " + envNATS + ")"
+	fl.Lookup("nats").Usage = "use this NATS server or cluster instead of embedding one (env " + envNATS + ", then " + envNATSURL + ")"
 	fl.Lookup("nats").DefValue = ""
 	fl.StringVar(&f.data, "data", "artifactr-data", "JetStream data directory of the embedded server")
 	fl.StringVar(&f.listen, "listen", natsembed.DefaultListen, "client address of the embedded server (port 0: any free port)")
@@ -131,7 +132,7 @@ next runner abandons the unfinished runs (run_abandoned).`,
 	fl.DurationVar(&f.shutdownGrace, "shutdown-grace", 5*time.Second, "on shutdown, how long active runs may take to finish")
 	fl.StringVar(&f.runnerID, "runner-id", "", "runner id, the first part of claim holders (default host-pid-random)")
 	fl.BoolVar(&f.projector, "projector", true, "keep the thread-summaries read model up to date (one serve at a time does; the others stand by)")
-	fl.StringVar(&f.summaries, "summaries-bucket", summaries.DefaultBucket, "KV bucket of the thread-summaries read model")
+	addSummariesBucketFlag(cmd, &f.summaries)
 	fl.StringVar(&f.metrics, "metrics", "", "serve Prometheus /metrics, /healthz and /readyz on this address (host:port); off when empty")
 	fl.BoolVar(&f.auth, "auth", false, "embedded server: require nkey logins with per-role permissions; seeds in DATA/auth (default on when --listen is not loopback)")
 	fl.StringArrayVar(&f.agentEnv, "agent-env", nil, "environment variable the exec agent may see (repeatable); it gets only these plus PATH, HOME and LANG")

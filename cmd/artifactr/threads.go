@@ -63,7 +63,7 @@ has run out: its runner is gone or stalled, and the next runner to claim
 the thread abandons its active run.
 
 The summaries come from the thread-summaries read model (the KV bucket
---bucket, kept by the projector in 'artifactr serve'), caught up with the
+--summaries-bucket, kept by the projector in 'artifactr serve'), caught up with the
 events the projector has not applied yet, so the list is exact as of the
 stream's last event. Before any projector has run, threads folds every
 thread's events instead.
@@ -91,7 +91,7 @@ thread's events instead.
 		},
 	}
 	addConnFlags(cmd, &conn)
-	cmd.Flags().StringVar(&bucket, "bucket", summaries.DefaultBucket, "KV bucket of the thread-summaries read model")
+	addSummariesBucketFlag(cmd, &bucket)
 	cmd.Flags().BoolVar(&asJSON, "json", false, "print a JSON array")
 	return cmd
 }
