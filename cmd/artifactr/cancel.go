@@ -1,10 +1,13 @@
 package main
 
 import (
+	"context"
+	"errors"
 	"fmt"
 
 	"github.com/spf13/cobra"
 
+	"github.com/artifactr/artifactr/client"
 	"github.com/artifactr/artifactr/events"
 )
 
@@ -31,8 +34,10 @@ the run's context; the run ends as run_failed with reason "cancelled". An
 agent that honours its context stops at once; an exec agent's program gets
 SIGTERM and EOF on stdin, and is killed after a grace period.
 
-A request for a run that is not active when the request is stored (it ended
-first) changes nothing. Requests are idempotent by --id.
+A thread with no events (a mistyped id?) or no active run, or a --run that
+is not the active one, exits 1 and writes nothing. A request for a run that
+ends before the request is stored changes nothing. Requests are idempotent
+by --id.
 
 --json prints one object instead: {"thread","seq","run_id","request_id"}.`,
 		Example: `  artifactr cancel t1
@@ -54,6 +59,9 @@ first) changes nothing. Requests are idempotent by --id.
 				return err
 			}
 			defer cl.Close()
+			if err := checkCancel(ctx, cl, thread, run); err != nil {
+				return err
+			}
 			seq, err := cl.Cancel(ctx, thread, run, id)
 			if err != nil {
 				return storeError(conn.url, err)
@@ -119,4 +127,24 @@ its first post's, or enqueue.
 	_ = cmd.MarkFlagRequired("strategy")
 	cmd.Flags().BoolVar(&asJSON, "json", false, "print one JSON object")
 	return cmd
+}
+
+// checkCancel refuses a cancel that could change nothing: of a thread with
+// no events, which would create the thread (the log keeps it forever), or
+// with no active run, or of a run that is not the active one.
+func checkCancel(ctx context.Context, cl *client.Client, thread, run string) error {
+	t, err := cl.Thread(ctx, thread)
+	switch {
+	case errors.Is(err, client.ErrNoEvents):
+		return failf("thread %s has no events, so nothing to cancel; nothing written (see 'artifactr threads' for the threads there are)", thread)
+	case err != nil:
+		return storeError(cl.URL(), err)
+	case t.ActiveRun == nil && run == "":
+		return failf("thread %s has no active run, so nothing to cancel; nothing written", thread)
+	case t.ActiveRun == nil:
+		return failf("run %s is not active in thread %s (no run is), so nothing to cancel; nothing written", run, thread)
+	case run != "" && t.ActiveRun.ID != run:
+		return failf("run %s is not active in thread %s (%s is), so nothing to cancel; nothing written", run, thread, t.ActiveRun.ID)
+	}
+	return nil
 }

@@ -4,6 +4,7 @@ import (
 	"errors"
 	"fmt"
 	"strconv"
+	"strings"
 
 	"github.com/spf13/cobra"
 
@@ -65,7 +66,10 @@ Forking needs only the client role's permissions, as posting does.
 			defer cl.Close()
 			f, err := cl.Fork(ctx, source, seq, into)
 			switch {
-			case errors.Is(err, client.ErrThreadExists), errors.Is(err, client.ErrNoSuchEvent), errors.Is(err, client.ErrNoEvents):
+			case errors.Is(err, client.ErrNoSuchEvent):
+				// The sentinel's words add nothing to the sequences named.
+				return failf("fork: %s", strings.TrimPrefix(err.Error(), client.ErrNoSuchEvent.Error()+": "))
+			case errors.Is(err, client.ErrThreadExists), errors.Is(err, client.ErrNoEvents):
 				return fail(err)
 			case err != nil:
 				return storeError(conn.url, err)

@@ -40,7 +40,8 @@ THREAD, and --id when given, are 1 to 128 characters from [A-Za-z0-9_-]
 
 TEXT "-" reads the text from stdin, and --file PATH from a file, so long
 texts work (up to the store's 1 MiB event limit); one trailing newline is
-dropped.
+dropped. An empty (or all-blank) text is refused, exit 2: it would still
+start a run.
 
 With --wait, follow the thread until the run that took the message ends:
 the run whose prompt it is or, when it was consumed as the answer to a
@@ -84,6 +85,11 @@ run is null without --wait; its status is "active" when the run asks.`,
 			text, err := a.postText(args[1:], file)
 			if err != nil {
 				return err
+			}
+			if strings.TrimSpace(text) == "" {
+				// It would still start a run: an agent turn, perhaps a
+				// paid one, on nothing.
+				return usagef("post: the message is empty; nothing posted")
 			}
 			ctx := cmd.Context()
 			cl, err := a.dial(ctx, &conn, false)

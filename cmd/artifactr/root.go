@@ -231,8 +231,11 @@ func (c *connFlags) validate() error {
 	if c.timeout <= 0 {
 		return usagef("--timeout %s: must be positive", c.timeout)
 	}
-	if c.url == "" {
-		return usagef("--nats: empty URL")
+	if err := validateNATSURLs(c.url); err != nil {
+		return err
+	}
+	if !validName(c.stream) {
+		return usagef("--stream %q: want a stream name of [A-Za-z0-9_-]", c.stream)
 	}
 	return c.secFlags.validate()
 }
@@ -267,21 +270,29 @@ func (a *app) openStore(ctx context.Context, c *connFlags, replicas int, readOnl
 		ConnectOptions: opts,
 	})
 	if err != nil {
-		return nil, openError(c.url, err)
+		return nil, openError(c.url, c.stream, err)
 	}
 	return s, nil
 }
 
-// openError explains a failed connection, with one hint.
-func openError(url string, err error) error {
+// validName reports whether s can name a stream, bucket, consumer or
+// runner: one subject token of [A-Za-z0-9_-], as thread ids are.
+func validName(s string) bool { return events.ValidateThreadID(s) == nil }
+
+// openError explains a failed connection, with one hint. It names the URL
+// once: the errors it wraps each name it again.
+func openError(url, stream string, err error) error {
 	if aerr := authError(url, err); aerr != nil {
 		return aerr
 	}
+	if oerr := overlapError(url, stream, err); oerr != nil {
+		return fail(oerr)
+	}
 	switch {
 	case errors.Is(err, events.ErrUnavailable):
-		return failf("cannot reach NATS at %s: %v\nhint: is `artifactr serve` running? start it, or pass --nats URL (or set %s)", url, err, envNATS)
+		return failf("cannot reach NATS at %s: %s\nhint: is `artifactr serve` running? start it, or pass --nats URL (or set %s)", url, causeText(err), envNATS)
 	case errors.Is(err, natsstore.ErrNoStream):
-		return failf("%v\nhint: 'artifactr serve' or 'artifactr post' creates it; or are --nats and --stream right?", err)
+		return failf("%s\nhint: 'artifactr serve' or 'artifactr post' creates it; or are --nats and --stream right?", causeText(err))
 	}
 	return fail(err)
 }
@@ -294,7 +305,7 @@ func storeError(url string, err error) error {
 	case errors.Is(err, events.ErrConflict):
 		return fail(err)
 	case errors.Is(err, events.ErrUnavailable):
-		return failf("NATS at %s: %v", url, err)
+		return failf("NATS at %s: %s", url, causeText(err))
 	}
 	return fail(err)
 }

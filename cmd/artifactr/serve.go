@@ -4,10 +4,12 @@ import (
 	"context"
 	"fmt"
 	"log/slog"
+	"net"
 	"os"
 	"os/exec"
 	"os/signal"
 	"path/filepath"
+	"strconv"
 	"strings"
 	"syscall"
 	"time"
@@ -189,8 +191,68 @@ func (f *serveFlags) validate(external bool) error {
 		return usagef("--data: empty directory")
 	case external && f.auth:
 		return usagef("--auth sets up the embedded server's users; with --nats, log in with --nkey or --creds")
+	case !validName(f.workQueue):
+		return usagef("--work-queue %q: want a consumer name of [A-Za-z0-9_-]", f.workQueue)
+	case !validName(f.summaries):
+		return usagef("--summaries-bucket %q: want a bucket name of [A-Za-z0-9_-]", f.summaries)
+	case f.runnerID != "" && !validName(f.runnerID):
+		return usagef("--runner-id %q: want [A-Za-z0-9_-]{1,128}: it names the runner's session key and its claims' holders", f.runnerID)
+	}
+	if !external {
+		if err := checkListenForm("--listen", f.listen, true); err != nil {
+			return err
+		}
+		if st, err := os.Stat(f.data); err == nil && !st.IsDir() {
+			return usagef("--data %s: not a directory", f.data)
+		}
+	}
+	if f.metrics != "" {
+		if err := checkListenForm("--metrics", f.metrics, false); err != nil {
+			return err
+		}
+	}
+	for _, tf := range []struct{ flag, path string }{{"--tls-cert", f.conn.tlsCert}, {"--tls-key", f.conn.tlsKey}, {"--tls-ca", f.conn.tlsCA}} {
+		if tf.path == "" {
+			continue
+		}
+		if _, err := os.Stat(tf.path); err != nil {
+			return usagef("%s: %v", tf.flag, err)
+		}
 	}
 	return f.conn.validate()
+}
+
+// checkListenForm checks that addr is host:port with a port of 0 to 65535
+// (or -1, a free port, where random is allowed), without binding it.
+func checkListenForm(flag, addr string, random bool) error {
+	_, ps, err := net.SplitHostPort(addr)
+	if err != nil {
+		return usagef("%s %q: want host:port, such as 127.0.0.1:4222: %v", flag, addr, causeText(err))
+	}
+	port, err := strconv.Atoi(ps)
+	if err != nil || port < -1 || port > 65535 || (port == -1 && !random) {
+		return usagef("%s %q: the port must be 0 to 65535", flag, addr)
+	}
+	return nil
+}
+
+// preflight checks, before serve writes anything (the data directory, its
+// lock file, the --auth seeds), that what serve will bind is free and that
+// no other serve holds the data directory.
+func (f *serveFlags) preflight(external bool) error {
+	if !external {
+		if err := natsembed.Preflight(f.data, f.listen); err != nil {
+			return fail(err)
+		}
+	}
+	if f.metrics != "" {
+		l, err := net.Listen("tcp", f.metrics)
+		if err != nil {
+			return failf("--metrics %s: cannot listen: %s", f.metrics, causeText(err))
+		}
+		l.Close()
+	}
+	return nil
 }
 
 // serverLogger quiets nats-server's start-up notices unless debugging;
@@ -203,6 +265,9 @@ func (a *app) serverLogger() *slog.Logger {
 }
 
 func (a *app) serve(ctx context.Context, f *serveFlags, ag agent.Agent, external bool) error {
+	if err := f.preflight(external); err != nil {
+		return err
+	}
 	sigs := make(chan os.Signal, 2)
 	signal.Notify(sigs, os.Interrupt, syscall.SIGTERM)
 	defer signal.Stop(sigs)
