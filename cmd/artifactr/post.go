@@ -24,6 +24,7 @@ func (a *app) postCommand() *cobra.Command {
 		file        string
 		strategy    string
 		wait        bool
+		follow      bool
 		waitTimeout time.Duration
 		asJSON      bool
 	)
@@ -55,12 +56,20 @@ the thread's next message, which answers it.
 The echo agent answers "echo: TEXT"; a TEXT "ask: QUESTION" opens a request
 that the thread's next message answers.
 
+With --follow, wait as --wait does, but print the run's outputs as the
+agent writes them (a model's tokens as they stream), not only once the run
+ended. With --follow --json, print one JSON object per line instead, as
+'watch --json' does: the post's message_posted, then the run's events from
+the one that took the message (run_started, answer_given or
+steering_given) to its end or its next request_opened.
+
 --json prints one object instead, once the post (and with --wait the run)
 is done; exit codes are the same:
   {"thread","seq","message_id","duplicate",
    "run":{"run_id","status","output","reason","question","request_id"}|null}
 run is null without --wait; its status is "active" when the run asks.`,
 		Example: `  artifactr post t1 "hello" --wait
+  artifactr post t1 "tell me a story" --follow   # the outputs as they come
   artifactr post t1 "ask: your name?" --wait     # returns once the run asks
   artifactr post t1 "Ada" --wait                 # answers it; prints the run's output
   artifactr post t1 - < long-prompt.txt
@@ -101,14 +110,18 @@ run is null without --wait; its status is "active" when the run asks.`,
 			if err != nil {
 				return storeError(conn.url, err)
 			}
+			if follow {
+				if !asJSON {
+					printSeq(a.stdout, ack)
+				}
+				fctx, cancel := context.WithTimeout(ctx, waitTimeout)
+				defer cancel()
+				return a.runFollow(fctx, cl, conn.url, thread, ack.Seq, waitTimeout, asJSON)
+			}
 			if asJSON {
 				return a.postJSON(ctx, cl, conn.url, ack, wait, waitTimeout)
 			}
-			if ack.Duplicate {
-				fmt.Fprintf(a.stdout, "%d duplicate\n", ack.Seq)
-			} else {
-				fmt.Fprintf(a.stdout, "%d\n", ack.Seq)
-			}
+			printSeq(a.stdout, ack)
 			if !wait {
 				return nil
 			}
@@ -123,9 +136,19 @@ run is null without --wait; its status is "active" when the run asks.`,
 	cmd.Flags().StringVar(&file, "file", "", `read the text from this file ("-": stdin) instead of TEXT`)
 	cmd.Flags().StringVar(&strategy, "strategy", "", strategyUsage)
 	cmd.Flags().BoolVar(&wait, "wait", false, "wait for the run that takes the message to end or to ask a question, and print its output or the question")
-	cmd.Flags().DurationVar(&waitTimeout, "wait-timeout", 60*time.Second, "how long --wait waits")
+	cmd.Flags().BoolVar(&follow, "follow", false, "as --wait, but print the run's outputs as they are written; with --json, one event per line")
+	cmd.Flags().DurationVar(&waitTimeout, "wait-timeout", 60*time.Second, "how long --wait or --follow waits")
 	cmd.Flags().BoolVar(&asJSON, "json", false, "print one JSON object: the post and, with --wait, its run")
 	return cmd
+}
+
+// printSeq prints the post's sequence, and "duplicate" for a repost.
+func printSeq(w io.Writer, ack client.Posted) {
+	if ack.Duplicate {
+		fmt.Fprintf(w, "%d duplicate\n", ack.Seq)
+	} else {
+		fmt.Fprintf(w, "%d\n", ack.Seq)
+	}
 }
 
 // postText is the text to post: TEXT, or stdin for "-", or --file.
