@@ -116,7 +116,11 @@ type app struct {
 	stdin          io.Reader // post - reads the text from it
 	stdout, stderr io.Writer
 	logLevel       string
+	logFormat      string
 	log            *slog.Logger
+	// signals, when set, stand for the process's SIGINT and SIGTERM in
+	// serve: tests send them in-process.
+	signals <-chan os.Signal
 }
 
 func (a *app) rootCommand() *cobra.Command {
@@ -147,6 +151,7 @@ Exit codes: 0 success, 1 the work failed, 2 usage error.`,
 	root.Version = buildVersion().String()
 	root.SetVersionTemplate("{{.Version}}\n")
 	root.PersistentFlags().StringVar(&a.logLevel, "log-level", "info", "log level on stderr: debug, info, warn or error")
+	root.PersistentFlags().StringVar(&a.logFormat, "log-format", "text", `log lines on stderr: "text" (short lines: time, level, message, key=value) or "json" (one object per line)`)
 	root.SetFlagErrorFunc(func(_ *cobra.Command, err error) error { return usage(err) })
 	root.AddCommand(
 		a.serveCommand(),
@@ -181,7 +186,10 @@ func (a *app) setup(cmd *cobra.Command, _ []string) error {
 	if err := lvl.UnmarshalText([]byte(a.logLevel)); err != nil {
 		return usagef("--log-level %q: want debug, info, warn or error", a.logLevel)
 	}
-	a.log = slog.New(slog.NewTextHandler(a.stderr, &slog.HandlerOptions{Level: lvl}))
+	if a.logFormat != "text" && a.logFormat != "json" {
+		return usagef("--log-format %q: want text or json", a.logFormat)
+	}
+	a.log = slog.New(newLogHandler(a.stderr, a.logFormat, lvl))
 	return nil
 }
 

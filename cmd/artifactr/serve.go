@@ -261,16 +261,20 @@ func (a *app) serverLogger() *slog.Logger {
 	if a.log.Enabled(context.Background(), slog.LevelDebug) {
 		return a.log
 	}
-	return slog.New(slog.NewTextHandler(a.stderr, &slog.HandlerOptions{Level: slog.LevelWarn}))
+	return slog.New(newLogHandler(a.stderr, a.logFormat, slog.LevelWarn))
 }
 
 func (a *app) serve(ctx context.Context, f *serveFlags, ag agent.Agent, external bool) error {
 	if err := f.preflight(external); err != nil {
 		return err
 	}
-	sigs := make(chan os.Signal, 2)
-	signal.Notify(sigs, os.Interrupt, syscall.SIGTERM)
-	defer signal.Stop(sigs)
+	sigs := a.signals
+	if sigs == nil {
+		ch := make(chan os.Signal, 2)
+		signal.Notify(ch, os.Interrupt, syscall.SIGTERM)
+		defer signal.Stop(ch)
+		sigs = ch
+	}
 
 	if !external {
 		srv, err := a.embed(ctx, f)
@@ -389,6 +393,10 @@ func (a *app) embed(ctx context.Context, f *serveFlags) (*natsembed.Server, erro
 	return srv, nil
 }
 
+// quitWait bounds how long a second signal waits for the runner to stop
+// before serve exits anyway.
+const quitWait = 2 * time.Second
+
 // awaitStop waits for a signal (or ctx's end), then drains r; a second
 // signal gives up on draining.
 func (a *app) awaitStop(ctx context.Context, sigs <-chan os.Signal, r *runner.Runner, f *serveFlags) error {
@@ -401,11 +409,9 @@ func (a *app) awaitStop(ctx context.Context, sigs <-chan os.Signal, r *runner.Ru
 	}
 	fmt.Fprintf(a.stdout, "artifactr serve: %s: draining (runs get %s to finish; signal again to exit at once)\n", why, f.shutdownGrace)
 	stopped := make(chan error, 1)
-	go func() {
-		sctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), f.shutdownGrace+2*f.conn.timeout)
-		defer cancel()
-		stopped <- r.Stop(sctx)
-	}()
+	sctx, cancelStop := context.WithTimeout(context.WithoutCancel(ctx), f.shutdownGrace+2*f.conn.timeout)
+	defer cancelStop()
+	go func() { stopped <- r.Stop(sctx) }()
 	select {
 	case err := <-stopped:
 		st := r.Stats()
@@ -417,7 +423,14 @@ func (a *app) awaitStop(ctx context.Context, sigs <-chan os.Signal, r *runner.Ru
 		return nil
 	case s := <-sigs:
 		// Leave at once: leases lapse and the next holder abandons what
-		// was running, which is what the fence is for.
+		// was running, which is what the fence is for. Ending the drain
+		// stops the runner, releasing nothing, before the store closes
+		// under it: it would warn that it cannot follow the stream.
+		cancelStop()
+		select {
+		case <-stopped:
+		case <-time.After(quitWait):
+		}
 		return failf("%s again: exiting without releasing claims", s)
 	}
 }
