@@ -67,7 +67,9 @@ func newShortHandler(w io.Writer, opts *slog.HandlerOptions) *shortHandler {
 	return &shortHandler{inner: inner, out: out}
 }
 
-func (h *shortHandler) Enabled(ctx context.Context, l slog.Level) bool { return h.inner.Enabled(ctx, l) }
+func (h *shortHandler) Enabled(ctx context.Context, l slog.Level) bool {
+	return h.inner.Enabled(ctx, l)
+}
 
 func (h *shortHandler) Handle(ctx context.Context, r slog.Record) error {
 	t := r.Time
