@@ -171,3 +171,28 @@ func TestRun_jsonOutputs(t *testing.T) {
 		t.Errorf("projections rebuild --json: %+v", rb)
 	}
 }
+
+// TestRun_benchDemoJSON: bench turns, bench audit and demo print their
+// figures or outcome as one JSON object on stdout with --json, their text
+// on stderr.
+func TestRun_benchDemoJSON(t *testing.T) {
+	code, out, errOut := runCLI(t, t.Context(), "bench", "turns", "--threads", "2", "--messages", "3", "--json")
+	var bt benchTurnsJSON
+	decodeJSON(t, "bench turns", out, &bt)
+	if code != exitOK || bt.Mode != "open" || len(bt.Phases) != 1 || bt.Phases[0].Turns != 6 || bt.Phases[0].TurnsPerSecond <= 0 ||
+		bt.RawAppendsPerSec <= 0 || !strings.Contains(errOut, "turns:") {
+		t.Errorf("bench turns --json: exit %d, %+v\nstderr:\n%s", code, bt, errOut)
+	}
+	code, out, errOut = runCLI(t, t.Context(), "bench", "audit", "--events", "3000", "--threads", "20", "--rounds", "1", "--json")
+	var ba benchAuditJSON
+	decodeJSON(t, "bench audit", out, &ba)
+	if code != exitOK || ba.Events != 3000 || ba.Violations != 0 || ba.RawEventsPerSecond <= 0 || !strings.Contains(errOut, "verdict:") {
+		t.Errorf("bench audit --json: exit %d, %+v\nstderr:\n%s", code, ba, errOut)
+	}
+	code, out, errOut = runCLI(t, t.Context(), "demo", "--claim-ttl", "500ms", "--json")
+	var d demoJSON
+	decodeJSON(t, "demo", out, &d)
+	if code != exitOK || !d.OK || !strings.Contains(errOut, "audit OK") {
+		t.Errorf("demo --json: exit %d, %+v\nstderr:\n%s", code, d, errOut)
+	}
+}

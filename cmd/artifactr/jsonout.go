@@ -3,7 +3,11 @@ package main
 import (
 	"encoding/json"
 	"io"
+	"time"
 )
+
+// ms is d in milliseconds, for the figures of --json.
+func ms(d time.Duration) float64 { return float64(d.Microseconds()) / 1000 }
 
 // writeJSON prints v as one indented JSON document: what --json prints
 // for a command that does not stream.
@@ -65,6 +69,41 @@ type (
 		Revision string `json:"revision"` // "" when the build has no VCS information
 		Schema   string `json:"schema"`
 		Go       string `json:"go"`
+	}
+	// benchTurnsJSON is bench turns --json: the figures the text lines
+	// give, in milliseconds and per second.
+	benchTurnsJSON struct {
+		Mode              string           `json:"mode"` // "open" or "closed-loop"
+		Fsync             bool             `json:"fsync"`
+		Phases            []benchPhaseJSON `json:"phases"`
+		RawAppendsPerSec  float64          `json:"raw_appends_per_second,omitempty"`
+		EventsPerRawRatio float64          `json:"events_per_raw_ratio,omitempty"`
+	}
+	benchPhaseJSON struct {
+		Name            string  `json:"name"`
+		Threads         int     `json:"threads"`
+		Turns           int     `json:"turns"`
+		TurnsPerSecond  float64 `json:"turns_per_second"`
+		Events          int     `json:"events,omitempty"`
+		EventsPerSecond float64 `json:"events_per_second,omitempty"`
+		CPUMsPerTurn    float64 `json:"cpu_ms_per_turn,omitempty"`
+		StartP50Ms      float64 `json:"start_p50_ms"`
+		StartP99Ms      float64 `json:"start_p99_ms"`
+		EndP50Ms        float64 `json:"end_p50_ms"`
+		EndP99Ms        float64 `json:"end_p99_ms"`
+	}
+	benchAuditJSON struct {
+		Events               int     `json:"events"`
+		Threads              int     `json:"threads"`
+		RawEventsPerSecond   float64 `json:"raw_events_per_second"`
+		AuditEventsPerSecond float64 `json:"audit_events_per_second"`
+		Ratio                float64 `json:"ratio"`
+		Violations           int     `json:"violations"`
+		Anomalies            int     `json:"anomalies"`
+	}
+	demoJSON struct {
+		OK    bool   `json:"ok"`
+		Error string `json:"error,omitempty"`
 	}
 	rebuiltJSON struct {
 		Bucket       string  `json:"summaries_bucket"`

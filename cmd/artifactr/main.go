@@ -49,12 +49,13 @@
 //	configure:   {"thread","seq","strategy"}
 //	init:        {"url","stream","summaries_bucket","replicas"}
 //	version:     {"version","revision","schema","go"}
-//	projections status, projections rebuild, bench scale: see their --help
+//	projections status, projections rebuild, bench turns|audit|scale, demo: see their --help
 //
-// `post --follow --json` streams, as watch does: one object per line per
-// event of the run. serve's machine-readable output is its log, with
-// --log-format json; demo is a narrated tour, and bench turns and bench
-// audit print figures for people.
+// bench turns, bench audit and demo print their text on stderr with --json,
+// and the object on stdout. `post --follow --json` streams, as watch does:
+// one object per line per event of the run. serve runs until stopped: its
+// machine-readable output is its log on stderr, with --log-format json (one
+// object per line).
 //
 // The NATS URL is --nats, else ARTIFACTR_NATS, else NATS_URL, else
 // nats://127.0.0.1:4222. `artifactr completion bash|zsh|fish` prints a
