@@ -48,6 +48,7 @@ type serveFlags struct {
 	openai        openaiFlags
 
 	execCancelGrace time.Duration
+	natsFrom        string // " (from NATS_URL)" when the environment named the server
 }
 
 func (a *app) serveCommand() *cobra.Command {
@@ -96,8 +97,11 @@ next runner abandons the unfinished runs (run_abandoned).`,
   artifactr serve --nats nats://n1:4222,nats://n2:4222 --replicas 3`,
 		Args: cobra.ArbitraryArgs,
 		RunE: func(cmd *cobra.Command, args []string) error {
-			envURL, _ := natsFromEnv()
+			envURL, from := natsFromEnv()
 			external := cmd.Flags().Changed("nats") || envURL != ""
+			if !cmd.Flags().Changed("nats") && envURL != "" {
+				f.natsFrom = " (from " + from + ")"
+			}
 			if !external && !cmd.Flags().Changed("auth") && !isLoopback(f.listen) {
 				// Reachable from other hosts: nobody gets in without a key.
 				f.auth = true
@@ -283,7 +287,7 @@ func (a *app) serve(ctx context.Context, f *serveFlags, ag agent.Agent, external
 		}
 		defer srv.Shutdown()
 	} else {
-		fmt.Fprintf(a.stdout, "artifactr serve: using NATS at %s\n", f.conn.url)
+		fmt.Fprintf(a.stdout, "artifactr serve: using NATS at %s%s\n", f.conn.url, f.natsFrom)
 		fmt.Fprintln(a.stdout, durabilityNote)
 	}
 	store, err := a.open(ctx, &f.conn, f.replicas)
