@@ -125,6 +125,8 @@ func TestRun_serveValidatesFirst(t *testing.T) {
 		{"stream", []string{"--stream", "a.b", "--auth"}, exitUsage, "--stream"},
 		{"tls files", []string{"--tls-cert", "missing.pem", "--tls-key", "missing-key.pem", "--auth"}, exitUsage, "--tls-cert"},
 		{"claim ttl", []string{"--claim-ttl", "1ms", "--auth"}, exitUsage, "--claim-ttl"},
+		{"exec timeout", []string{"--exec-timeout", "-1s", "--auth"}, exitUsage, "--exec-timeout"},
+		{"exec cancel grace", []string{"--exec-cancel-grace", "0s", "--auth"}, exitUsage, "--exec-cancel-grace"},
 	}
 	for _, tc := range cases {
 		t.Run(tc.name, func(t *testing.T) {

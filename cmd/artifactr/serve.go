@@ -187,6 +187,12 @@ func (f *serveFlags) validate(external bool) error {
 		return usagef("--idle-timeout %s: must be positive", f.idleTimeout)
 	case f.shutdownGrace <= 0:
 		return usagef("--shutdown-grace %s: must be positive", f.shutdownGrace)
+	case f.execTimeout <= 0:
+		return usagef("--exec-timeout %s: must be positive", f.execTimeout)
+	case f.execCancelGrace <= 0:
+		return usagef("--exec-cancel-grace %s: must be positive", f.execCancelGrace)
+	case f.echoDelay < 0:
+		return usagef("--echo-delay %s: must not be negative", f.echoDelay)
 	case f.replicas < 1 || f.replicas > 5:
 		return usagef("--replicas %d: want 1 to 5", f.replicas)
 	case f.replicas > 1 && !external:
