@@ -44,6 +44,20 @@ func causeText(err error) string {
 	return msg
 }
 
+// packagePrefixes are the prefixes artifactr's packages give their errors
+// ("client: post to t1: events: append conflict: ..."). Said to a person,
+// the chain reads better without them: it is all artifactr.
+var packagePrefixes = []string{"client: ", "events: ", "natsstore: ", "natsembed: ", "doubletext: "}
+
+// withoutPackages is msg without the package prefixes of its parts.
+func withoutPackages(msg string) string {
+	for _, p := range packagePrefixes {
+		msg = strings.TrimPrefix(msg, p)
+		msg = strings.ReplaceAll(msg, ": "+p, ": ")
+	}
+	return msg
+}
+
 // natsSchemes are the URL schemes nats.go connects with.
 var natsSchemes = map[string]bool{"nats": true, "tls": true, "ws": true, "wss": true}
 

@@ -272,3 +272,18 @@ func TestRun_streamMistyped(t *testing.T) {
 		}
 	}
 }
+
+// TestWithoutPackages: an error chain is told without its packages'
+// prefixes, once each level has said what it did.
+func TestWithoutPackages(t *testing.T) {
+	for in, want := range map[string]string{
+		`client: post to t1: events: append conflict: message id "a" was posted before`:         `post to t1: append conflict: message id "a" was posted before`,
+		"gave up waiting after 1s: client: wait for message 6 of t1: context deadline exceeded": "gave up waiting after 1s: wait for message 6 of t1: context deadline exceeded",
+		"natsembed: listen address in use: client address 127.0.0.1:1 is taken":                 "listen address in use: client address 127.0.0.1:1 is taken",
+		"thread t1 has no events": "thread t1 has no events",
+	} {
+		if got := withoutPackages(in); got != want {
+			t.Errorf("withoutPackages(%q)\n = %q\nwant %q", in, got, want)
+		}
+	}
+}

@@ -91,7 +91,7 @@ func runIO(ctx context.Context, args []string, stdin io.Reader, stdout, stderr i
 	var ee *exitError
 	if errors.As(err, &ee) {
 		if !ee.quiet {
-			fmt.Fprintf(stderr, "artifactr: %v\n", ee.err)
+			fmt.Fprintf(stderr, "artifactr: %s\n", withoutPackages(ee.err.Error()))
 			if ee.code == exitUsage {
 				fmt.Fprint(stderr, hint)
 			}
