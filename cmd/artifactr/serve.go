@@ -65,9 +65,9 @@ connect to it. While it runs it holds a lock on the data directory (the file
 ` + natsembed.LockFile + ` in it; the kernel drops it when the process dies, kill -9
 too): a second serve on the same --data, or on a --listen address that is
 taken, exits 1 at once and opens nothing. With --nats URL, or ARTIFACTR_NATS
-or NATS_URL set, it embeds nothing and uses that server or cluster instead; start any
-number of serves on one NATS and they share the threads (use --replicas 3
-on a cluster).
+or NATS_URL set, it embeds nothing and uses that server or cluster instead;
+start any number of serves on one NATS and they share the threads (use
+--replicas 3 on a cluster).
 
 The agent is "echo" (deterministic: "hello" -> "echo: hello"; "ask: Q"
 opens a request the next message answers; "fail: R" fails) or "exec", which
