@@ -201,3 +201,45 @@ func TestServe_secondSignalStopsRunner(t *testing.T) {
 		t.Errorf("warnings after a deliberate stop:\n%s", errOut.String())
 	}
 }
+
+// TestRun_serveJSON: serve --json prints its status lines as JSON objects,
+// one per line.
+func TestRun_serveJSON(t *testing.T) {
+	t.Setenv(envNATS, "")
+	t.Setenv(envNATSURL, "")
+	ctx, cancel := context.WithCancel(context.Background())
+	var out, errOut testkit.SyncBuffer
+	done := make(chan int, 1)
+	go func() {
+		done <- run(ctx, []string{"serve", "--json", "--data", t.TempDir(), "--listen", "127.0.0.1:0", "--no-sync", "--log-level", "warn"}, &out, &errOut)
+	}()
+	testkit.CheckFor(t, 15*time.Second, func() error {
+		if !strings.Contains(out.String(), " ready on stream ") {
+			return errNotYet("not ready:\n" + out.String() + errOut.String())
+		}
+		return nil
+	})
+	cancel()
+	if code := <-done; code != exitOK {
+		t.Fatalf("serve: exit %d\n%s", code, errOut.String())
+	}
+	var msgs []string
+	for _, line := range strings.Split(strings.TrimSuffix(out.String(), "\n"), "\n") {
+		var v statusJSON
+		dec := json.NewDecoder(strings.NewReader(line))
+		dec.DisallowUnknownFields()
+		if err := dec.Decode(&v); err != nil || v.Time.IsZero() || v.Msg == "" {
+			t.Errorf("not a status object: %q (%v)", line, err)
+		}
+		msgs = append(msgs, v.Msg)
+	}
+	all := strings.Join(msgs, "\n")
+	for _, want := range []string{"NATS listening on nats://", "ready on stream", "stopped:"} {
+		if !strings.Contains(all, want) {
+			t.Errorf("no status line with %q:\n%s", want, out.String())
+		}
+	}
+	if strings.Contains(all, "artifactr serve:") {
+		t.Errorf("the prefix stayed:\n%s", all)
+	}
+}

@@ -53,9 +53,9 @@
 //
 // bench turns, bench audit and demo print their text on stderr with --json,
 // and the object on stdout. `post --follow --json` streams, as watch does:
-// one object per line per event of the run. serve runs until stopped: its
-// machine-readable output is its log on stderr, with --log-format json (one
-// object per line).
+// one object per line per event of the run. `serve --json` streams its
+// status lines as {"time","msg"} objects, one per line, and --log-format
+// json makes its log on stderr JSON lines too.
 //
 // The NATS URL is --nats, else ARTIFACTR_NATS, else NATS_URL, else
 // nats://127.0.0.1:4222. `artifactr completion bash|zsh|fish` prints a

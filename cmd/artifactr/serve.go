@@ -49,6 +49,7 @@ type serveFlags struct {
 
 	execCancelGrace time.Duration
 	natsFrom        string // " (from NATS_URL)" when the environment named the server
+	json            bool
 }
 
 func (a *app) serveCommand() *cobra.Command {
@@ -97,6 +98,9 @@ next runner abandons the unfinished runs (run_abandoned).`,
   artifactr serve --nats nats://n1:4222,nats://n2:4222 --replicas 3`,
 		Args: cobra.ArbitraryArgs,
 		RunE: func(cmd *cobra.Command, args []string) error {
+			if f.json {
+				a.stdout = newJSONLines(a.stdout)
+			}
 			envURL, from := natsFromEnv()
 			external := cmd.Flags().Changed("nats") || envURL != ""
 			if !cmd.Flags().Changed("nats") && envURL != "" {
@@ -143,6 +147,7 @@ next runner abandons the unfinished runs (run_abandoned).`,
 	fl.BoolVar(&f.auth, "auth", false, "embedded server: require nkey logins with per-role permissions; seeds in DATA/auth (default on when --listen is not loopback)")
 	fl.StringArrayVar(&f.agentEnv, "agent-env", nil, "environment variable the exec agent may see (repeatable); it gets only these plus PATH, HOME and LANG")
 	addOpenAIFlags(cmd, &f.openai)
+	fl.BoolVar(&f.json, "json", false, `print the status lines (where serve listens, "ready", "stopped") as JSON objects, one per line: {"time","msg"}; with --log-format json the log on stderr is JSON too`)
 	return cmd
 }
 
