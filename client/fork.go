@@ -1,9 +1,11 @@
 package client
 
 import (
+	"cmp"
 	"context"
 	"errors"
 	"fmt"
+	"slices"
 	"time"
 
 	"github.com/artifactr/artifactr/events"
@@ -69,8 +71,7 @@ func (c *Client) Fork(ctx context.Context, source string, seq uint64, thread str
 		t.Apply(env)
 	}
 	if !found {
-		return Forked{}, fmt.Errorf("%w: %d is not an event of %s (its events are at %d..%d)",
-			ErrNoSuchEvent, seq, source, envs[0].Seq, envs[len(envs)-1].Seq)
+		return Forked{}, fmt.Errorf("%w: %d is not an event of %s: %s", ErrNoSuchEvent, seq, source, nearestEvents(envs, seq))
 	}
 	f := Forked{Thread: thread, Source: source, SourceSeq: seq, Messages: len(t.Messages), Runs: len(t.Runs)}
 	for _, k := range []events.Kind{events.KindClaim, events.KindRun} {
@@ -116,4 +117,19 @@ func (c *Client) landedFork(ctx context.Context, thread, source string, seq uint
 		return 0, false
 	}
 	return envs[0].Seq, true
+}
+
+// nearestEvents names the events of a thread around seq, which is not one
+// of them. A thread's sequences are not contiguous: the stream interleaves
+// every thread's events, so a range alone would suggest that seq is one.
+func nearestEvents(envs []events.Envelope, seq uint64) string {
+	first, last := envs[0].Seq, envs[len(envs)-1].Seq
+	switch {
+	case seq < first:
+		return fmt.Sprintf("its first event is at %d (it has %d, up to %d)", first, len(envs), last)
+	case seq > last:
+		return fmt.Sprintf("its last event is at %d (it has %d, from %d)", last, len(envs), first)
+	}
+	i, _ := slices.BinarySearchFunc(envs, seq, func(e events.Envelope, s uint64) int { return cmp.Compare(e.Seq, s) })
+	return fmt.Sprintf("its nearest events are at %d and %d (it has %d, from %d to %d)", envs[i-1].Seq, envs[i].Seq, len(envs), first, last)
 }

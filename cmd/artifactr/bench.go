@@ -3,6 +3,7 @@ package main
 import (
 	"context"
 	"fmt"
+	"io"
 	"log/slog"
 	"slices"
 	"strings"
@@ -43,6 +44,16 @@ type benchFlags struct {
 	noSync            bool
 	maxTime           time.Duration
 	claimTTL          time.Duration
+	json              bool
+	result            *benchTurnsJSON // with --json, the figures printed at the end
+}
+
+// jsonMode makes a command's text lines go to stderr, as progress, and
+// returns where its --json document goes: stdout.
+func (a *app) jsonMode() io.Writer {
+	out := a.stdout
+	a.stdout = a.stderr
+	return out
 }
 
 func (a *app) benchTurnsCommand() *cobra.Command {
@@ -61,7 +72,13 @@ Prints turns/s, events/s, and the p50 and p99 latency from a message's post
 to its run_started and to its run's end, measured with the server's stored
 times. Then it measures plain JetStream publishes of the same number and size
 of events, with as many concurrent publishers as threads, each waiting for
-its ack, and prints the ratio. Figures only: nothing is asserted.`,
+its ack, and prints the ratio. Figures only: nothing is asserted.
+
+--json prints the figures as one object at the end (the text lines go to
+stderr): {"mode","fsync","phases":[{"name","threads","turns",
+"turns_per_second","events","events_per_second","cpu_ms_per_turn",
+"start_p50_ms","start_p99_ms","end_p50_ms","end_p99_ms"}],
+"raw_appends_per_second","events_per_raw_ratio"}.`,
 		Args: cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error {
 			if f.threads < 1 || f.messages < 1 {
@@ -72,14 +89,20 @@ its ack, and prints the ratio. Figures only: nothing is asserted.`,
 			}
 			ctx, cancel := context.WithTimeout(cmd.Context(), f.maxTime)
 			defer cancel()
-			if f.closedLoop {
-				if err := a.benchClosedLoop(ctx, &f); err != nil {
-					return fail(fmt.Errorf("bench: %w", err))
-				}
-				return nil
+			var jsonOut io.Writer
+			if f.json {
+				jsonOut = a.jsonMode()
+				f.result = &benchTurnsJSON{Mode: "open", Fsync: f.sync, Phases: []benchPhaseJSON{}}
 			}
-			if err := a.benchTurns(ctx, &f); err != nil {
+			run := a.benchTurns
+			if f.closedLoop {
+				run = a.benchClosedLoop
+			}
+			if err := run(ctx, &f); err != nil {
 				return fail(fmt.Errorf("bench: %w", err))
+			}
+			if f.json {
+				return writeJSON(jsonOut, f.result)
 			}
 			return nil
 		},
@@ -92,6 +115,7 @@ its ack, and prints the ratio. Figures only: nothing is asserted.`,
 	fl.BoolVar(&f.noSync, "no-sync", false, "with --closed-loop: do not fsync")
 	fl.DurationVar(&f.maxTime, "max-time", 5*time.Minute, "give up after this long")
 	fl.DurationVar(&f.claimTTL, "claim-ttl", 10*time.Second, "the runner's lease TTL")
+	fl.BoolVar(&f.json, "json", false, "print the figures as one JSON object")
 	return cmd
 }
 
@@ -206,6 +230,12 @@ func (a *app) benchTurns(ctx context.Context, f *benchFlags) error {
 	fmt.Fprintf(a.stdout, "raw:     %d plain JetStream publishes of %d bytes, %d publishers waiting for acks: %.0f appends/s\n",
 		col.events, size, f.threads, rawRate)
 	fmt.Fprintf(a.stdout, "ratio:   artifactr events/s / raw appends/s = %.2f (a thread appends one event at a time, each after the previous is acked and observed)\n", evRate/rawRate)
+	if r := f.result; r != nil {
+		r.Phases = append(r.Phases, benchPhaseJSON{Name: "concurrent", Threads: f.threads, Turns: turns,
+			TurnsPerSecond: float64(turns) / span.Seconds(), Events: col.events, EventsPerSecond: evRate,
+			StartP50Ms: ms(pct(toStart, 0.50)), StartP99Ms: ms(pct(toStart, 0.99)), EndP50Ms: ms(pct(toEnd, 0.50)), EndP99Ms: ms(pct(toEnd, 0.99))})
+		r.RawAppendsPerSec, r.EventsPerRawRatio = rawRate, evRate/rawRate
+	}
 	return nil
 }
 

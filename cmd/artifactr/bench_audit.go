@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"io"
 	"os"
 	"runtime"
 	"runtime/pprof"
@@ -29,6 +30,8 @@ type benchAuditFlags struct {
 	seed    uint64
 	maxTime time.Duration
 	profile string // CPU profile of the reads, for tuning
+	json    bool
+	result  benchAuditJSON
 }
 
 func (a *app) benchAuditCommand() *cobra.Command {
@@ -50,7 +53,11 @@ it to the audit (projections/audit), alternating which goes first. Prints
 both rates, best of the rounds, their ratio, the median of the rounds'
 ratios, and the rates per CPU-second of this process (the server is
 embedded in it), which other load on the machine disturbs less. Figures
-only: nothing is asserted but the audit's verdict.`,
+only: nothing is asserted but the audit's verdict.
+
+--json prints the figures as one object at the end (the text lines go to
+stderr): {"events","threads","raw_events_per_second",
+"audit_events_per_second","ratio","violations","anomalies"}.`,
 		Example: `  artifactr bench audit --events 1000000`,
 		Args:    cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error {
@@ -62,8 +69,15 @@ only: nothing is asserted but the audit's verdict.`,
 			}
 			ctx, cancel := context.WithTimeout(cmd.Context(), f.maxTime)
 			defer cancel()
+			var jsonOut io.Writer
+			if f.json {
+				jsonOut = a.jsonMode()
+			}
 			if err := a.benchAudit(ctx, &f); err != nil {
 				return fail(fmt.Errorf("bench audit: %w", err))
+			}
+			if f.json {
+				return writeJSON(jsonOut, f.result)
 			}
 			return nil
 		},
@@ -76,6 +90,7 @@ only: nothing is asserted but the audit's verdict.`,
 	fl.DurationVar(&f.maxTime, "max-time", 15*time.Minute, "give up after this long")
 	fl.StringVar(&f.profile, "cpuprofile", "", "write a CPU profile of the reads to this file")
 	_ = fl.MarkHidden("cpuprofile")
+	fl.BoolVar(&f.json, "json", false, "print the figures as one JSON object")
 	return cmd
 }
 
@@ -157,6 +172,8 @@ func (a *app) benchAudit(ctx context.Context, f *benchAuditFlags) error {
 	fmt.Fprintf(a.stdout, "ratio:   audit / raw = %.2f best of each (median of the rounds' ratios %.2f; per CPU-second %.2f)\n",
 		bestAudit.wall/bestRaw.wall, ratios[len(ratios)/2], bestAudit.cpu/bestRaw.cpu)
 	fmt.Fprintf(a.stdout, "verdict: %d events, %d threads, %d violations, %d anomalies\n", report.Events, report.Threads, report.ViolationCount, report.AnomalyCount)
+	f.result = benchAuditJSON{Events: report.Events, Threads: report.Threads, RawEventsPerSecond: bestRaw.wall,
+		AuditEventsPerSecond: bestAudit.wall, Ratio: bestAudit.wall / bestRaw.wall, Violations: report.ViolationCount, Anomalies: report.AnomalyCount}
 	if !report.OK() || report.AnomalyCount != 0 || report.Events != f.events {
 		return errors.New("the generated log did not audit clean")
 	}

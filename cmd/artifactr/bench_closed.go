@@ -87,6 +87,9 @@ func (c *closedLoop) wait(seq uint64) chan turnTimes {
 // one thread with 200 turns in sequence.
 func (a *app) benchClosedLoop(ctx context.Context, f *benchFlags) error {
 	sync := !f.noSync
+	if f.result != nil {
+		f.result.Mode, f.result.Fsync = "closed-loop", sync
+	}
 	ts, err := a.startTempServer(ctx, "artifactr-bench-", !sync, nil)
 	if err != nil {
 		return err
@@ -119,18 +122,22 @@ func (a *app) benchClosedLoop(ctx context.Context, f *benchFlags) error {
 	}
 	defer clients.Close()
 	for i, p := range phases {
-		if err := a.closedPhase(ctx, clients, p.name, fmt.Sprintf("cl%d", i), p.threads, p.messages); err != nil {
+		ph, err := a.closedPhase(ctx, clients, p.name, fmt.Sprintf("cl%d", i), p.threads, p.messages)
+		if err != nil {
 			return err
+		}
+		if f.result != nil {
+			f.result.Phases = append(f.result.Phases, ph)
 		}
 	}
 	return nil
 }
 
-func (a *app) closedPhase(ctx context.Context, store *natsstore.Store, name, prefix string, threads, messages int) error {
+func (a *app) closedPhase(ctx context.Context, store *natsstore.Store, name, prefix string, threads, messages int) (benchPhaseJSON, error) {
 	col := &closedLoop{waiting: map[uint64]chan turnTimes{}, turns: map[uint64]*turnTimes{}, prompt: map[string]uint64{}}
 	stop, err := followStream(ctx, store, 0, col.add)
 	if err != nil {
-		return err
+		return benchPhaseJSON{}, err
 	}
 	defer stop()
 
@@ -158,7 +165,7 @@ func (a *app) closedPhase(ctx context.Context, store *natsstore.Store, name, pre
 		return nil
 	})
 	if err != nil {
-		return err
+		return benchPhaseJSON{}, err
 	}
 	elapsed, cpu := time.Since(start), cpuTime()-cpu0
 	turns := threads * messages
@@ -166,5 +173,7 @@ func (a *app) closedPhase(ctx context.Context, store *natsstore.Store, name, pre
 		name, threads, messages, float64(turns)/elapsed.Seconds(), elapsed.Round(time.Millisecond), float64(cpu.Microseconds())/1000/float64(turns))
 	fmt.Fprintf(a.stdout, "  latency: post -> run_started p50 %s p99 %s; post -> run end p50 %s p99 %s\n",
 		pct(toStart, 0.50), pct(toStart, 0.99), pct(toEnd, 0.50), pct(toEnd, 0.99))
-	return nil
+	return benchPhaseJSON{Name: name, Threads: threads, Turns: turns, TurnsPerSecond: float64(turns) / elapsed.Seconds(),
+		CPUMsPerTurn: float64(cpu.Microseconds()) / 1000 / float64(turns),
+		StartP50Ms:   ms(pct(toStart, 0.50)), StartP99Ms: ms(pct(toStart, 0.99)), EndP50Ms: ms(pct(toEnd, 0.50)), EndP99Ms: ms(pct(toEnd, 0.99))}, nil
 }

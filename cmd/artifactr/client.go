@@ -26,7 +26,7 @@ func (a *app) dial(ctx context.Context, c *connFlags, readOnly bool) (*client.Cl
 		Logger:      a.log,
 	})
 	if err != nil {
-		return nil, openError(c.url, err)
+		return nil, openError(c.url, c.stream, err)
 	}
 	return cl, nil
 }

@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"io"
 	"log/slog"
 	"time"
 
@@ -22,7 +23,10 @@ import (
 const demoBudget = 50 * time.Second
 
 func (a *app) demoCommand() *cobra.Command {
-	var ttl time.Duration
+	var (
+		ttl    time.Duration
+		asJSON bool
+	)
 	cmd := &cobra.Command{
 		Use:   "demo",
 		Short: "A guided tour: runs, a request answered, and a claim lapse refused by the fence",
@@ -37,7 +41,10 @@ which the fence refuses, writing nothing. It ends with the thread's state and
 an audit of the whole log, which must be clean.
 
 The data is thrown away at the end (and is not fsynced: nothing of it has to
-survive). Exit 0 when every step went as told.`,
+survive). Exit 0 when every step went as told.
+
+--json prints the tour on stderr and one object on stdout at the end:
+{"ok"} and, when a step did not go as told, {"ok":false,"error"}.`,
 		Args: cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error {
 			if ttl < 200*time.Millisecond || ttl > 10*time.Second {
@@ -45,13 +52,28 @@ survive). Exit 0 when every step went as told.`,
 			}
 			ctx, cancel := context.WithTimeout(cmd.Context(), demoBudget)
 			defer cancel()
-			if err := a.demo(ctx, ttl); err != nil {
+			var jsonOut io.Writer
+			if asJSON {
+				jsonOut = a.jsonMode()
+			}
+			err := a.demo(ctx, ttl)
+			if asJSON {
+				v := demoJSON{OK: err == nil}
+				if err != nil {
+					v.Error = err.Error()
+				}
+				if jerr := writeJSON(jsonOut, v); jerr != nil {
+					return jerr
+				}
+			}
+			if err != nil {
 				return fail(fmt.Errorf("demo: %w", err))
 			}
 			return nil
 		},
 	}
 	cmd.Flags().DurationVar(&ttl, "claim-ttl", 2*time.Second, "lease TTL of the demo's claims; the lapse takes this long")
+	cmd.Flags().BoolVar(&asJSON, "json", false, "tell the tour on stderr; print one JSON object, the outcome, on stdout")
 	return cmd
 }
 

@@ -4,6 +4,7 @@ import (
 	"errors"
 	"fmt"
 	"strconv"
+	"strings"
 
 	"github.com/spf13/cobra"
 
@@ -12,8 +13,9 @@ import (
 
 func (a *app) forkCommand() *cobra.Command {
 	var (
-		conn connFlags
-		at   string
+		conn   connFlags
+		at     string
+		asJSON bool
 	)
 	cmd := &cobra.Command{
 		Use:   "fork THREAD --at SEQ NEW",
@@ -35,7 +37,10 @@ Forking again the same THREAD at the same SEQ into NEW is a no-op and prints
 the first fork's sequence followed by "duplicate". The history travels in
 one event: a history over the store's 1 MiB event limit cannot be forked.
 
-Forking needs only the client role's permissions, as posting does.`,
+Forking needs only the client role's permissions, as posting does.
+
+--json prints one object instead:
+  {"thread","source","source_seq","seq","messages","runs","duplicate"}`,
 		Example: `  artifactr fork t1 --at 12 t1-retry
   artifactr show t1-retry`,
 		Args: cobra.ExactArgs(2),
@@ -61,10 +66,17 @@ Forking needs only the client role's permissions, as posting does.`,
 			defer cl.Close()
 			f, err := cl.Fork(ctx, source, seq, into)
 			switch {
-			case errors.Is(err, client.ErrThreadExists), errors.Is(err, client.ErrNoSuchEvent), errors.Is(err, client.ErrNoEvents):
+			case errors.Is(err, client.ErrNoSuchEvent):
+				// The sentinel's words add nothing to the sequences named.
+				return failf("fork: %s", strings.TrimPrefix(err.Error(), client.ErrNoSuchEvent.Error()+": "))
+			case errors.Is(err, client.ErrThreadExists), errors.Is(err, client.ErrNoEvents):
 				return fail(err)
 			case err != nil:
 				return storeError(conn.url, err)
+			}
+			if asJSON {
+				return writeJSON(a.stdout, forkedJSON{Thread: into, Source: source, SourceSeq: seq, Seq: f.Seq,
+					Messages: f.Messages, Runs: f.Runs, Duplicate: f.Duplicate})
 			}
 			if f.Duplicate {
 				fmt.Fprintf(a.stdout, "%d duplicate\n", f.Seq)
@@ -79,5 +91,6 @@ Forking needs only the client role's permissions, as posting does.`,
 	addConnFlags(cmd, &conn)
 	cmd.Flags().StringVar(&at, "at", "", "stream sequence of the event of THREAD the history stops at (required)")
 	_ = cmd.MarkFlagRequired("at")
+	cmd.Flags().BoolVar(&asJSON, "json", false, "print one JSON object")
 	return cmd
 }

@@ -76,9 +76,10 @@ func TestRun_fork(t *testing.T) {
 		t2.Messages[3].Text != "bonjour" || t2.Messages[0].Consumed == nil || t2.Messages[0].Consumed.Kind != "forked" {
 		t.Errorf("show t2 --json: %+v", t2)
 	}
-	// show --at before the fork: t2 did not exist yet.
-	if code, out, _ := cli("show", "t2", "--at", atArg); code != exitOK || !strings.Contains(out, "has no events at") {
-		t.Errorf("show t2 --at %s: exit %d\n%s", atArg, code, out)
+	// show --at before the fork: t2 did not exist yet, as for a thread
+	// with no events at all, exit 1.
+	if code, _, errOut := cli("show", "t2", "--at", atArg); code != exitFail || !strings.Contains(errOut, "has no events at or before") {
+		t.Errorf("show t2 --at %s: exit %d\n%s", atArg, code, errOut)
 	}
 	// t1 is unchanged by the fork.
 	code, out, _ = cli("show", "t1", "--json")

@@ -4,8 +4,6 @@ import (
 	"fmt"
 
 	"github.com/spf13/cobra"
-
-	"github.com/artifactr/artifactr/projections/summaries"
 )
 
 // initCommand creates the stream and the buckets, for a NATS server where
@@ -15,6 +13,7 @@ func (a *app) initCommand() *cobra.Command {
 		conn     connFlags
 		replicas int
 		bucket   string
+		asJSON   bool
 	)
 	cmd := &cobra.Command{
 		Use:   "init",
@@ -29,7 +28,9 @@ starting runners:
   artifactr init --nats nats://host:4222 --nkey admin.nk --replicas 3
 
 serve --auth does this itself for its embedded server. Running init again
-changes nothing.`,
+changes nothing.
+
+--json prints one object instead: {"url","stream","summaries_bucket","replicas"}.`,
 		Args: cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error {
 			if replicas < 1 || replicas > 5 {
@@ -43,12 +44,16 @@ changes nothing.`,
 			if _, err := store.Bucket(cmd.Context(), bucket, true); err != nil {
 				return storeError(conn.url, err)
 			}
+			if asJSON {
+				return writeJSON(a.stdout, initJSON{URL: conn.url, Stream: conn.stream, SummaryBucket: bucket, Replicas: replicas})
+			}
 			fmt.Fprintf(a.stdout, "artifactr init: stream %s, lease bucket and bucket %s ready on %s\n", conn.stream, bucket, conn.url)
 			return nil
 		},
 	}
 	addConnFlags(cmd, &conn)
 	cmd.Flags().IntVar(&replicas, "replicas", 1, "replicas of the stream and buckets when init creates them (3 on a cluster)")
-	cmd.Flags().StringVar(&bucket, "summaries-bucket", summaries.DefaultBucket, "KV bucket of the thread-summaries read model")
+	addSummariesBucketFlag(cmd, &bucket)
+	cmd.Flags().BoolVar(&asJSON, "json", false, "print one JSON object")
 	return cmd
 }

@@ -40,7 +40,26 @@
 //
 // `threads --json` prints an array of thread summaries, `show --json` one
 // thread state and `audit --json` the audit report (projections/audit); see
-// each command's --help.
+// each command's --help. The commands that write print one object each:
+//
+//	post:        {"thread","seq","message_id","duplicate","run":null}
+//	post --wait: the same, with "run":{"run_id","status","output","reason","question","request_id"}
+//	fork:        {"thread","source","source_seq","seq","messages","runs","duplicate"}
+//	cancel:      {"thread","seq","run_id","request_id"}
+//	configure:   {"thread","seq","strategy"}
+//	init:        {"url","stream","summaries_bucket","replicas"}
+//	version:     {"version","revision","schema","go"}
+//	projections status, projections rebuild, bench turns|audit|scale, demo: see their --help
+//
+// bench turns, bench audit and demo print their text on stderr with --json,
+// and the object on stdout. `post --follow --json` streams, as watch does:
+// one object per line per event of the run. `serve --json` streams its
+// status lines as {"time","msg"} objects, one per line, and --log-format
+// json makes its log on stderr JSON lines too.
+//
+// The NATS URL is --nats, else ARTIFACTR_NATS, else NATS_URL, else
+// nats://127.0.0.1:4222. `artifactr completion bash|zsh|fish` prints a
+// shell completion script.
 package main
 
 import (

@@ -79,6 +79,7 @@ func TestRun_usageErrors(t *testing.T) {
 			// unset the env that would make it use an external one.
 			if strings.HasPrefix(strings.Join(tc.args, " "), "serve") {
 				t.Setenv(envNATS, "")
+				t.Setenv(envNATSURL, "")
 			}
 			code, _, stderr := runCLI(t, t.Context(), tc.args...)
 			if code != exitUsage {

@@ -23,7 +23,7 @@ type projFlags struct {
 
 func addProjFlags(cmd *cobra.Command, f *projFlags) {
 	addConnFlags(cmd, &f.conn)
-	cmd.Flags().StringVar(&f.bucket, "bucket", summaries.DefaultBucket, "KV bucket of the thread-summaries read model")
+	addSummariesBucketFlag(cmd, &f.bucket)
 	cmd.Flags().StringVar(&f.durable, "durable", summaries.DefaultDurable, "durable consumer feeding it")
 }
 
@@ -119,9 +119,10 @@ func writeLag(w io.Writer, l summaries.Lag) error {
 
 func (a *app) projectionsRebuildCommand() *cobra.Command {
 	var (
-		f     projFlags
-		force bool
-		batch int
+		f      projFlags
+		force  bool
+		batch  int
+		asJSON bool
 	)
 	cmd := &cobra.Command{
 		Use:   "rebuild",
@@ -134,7 +135,10 @@ checkpoint.
 
 While a projector owns the read model (a serve is running) rebuild refuses,
 naming it, unless --force: the owner is then fenced out, stands by, and
-takes the read model back once the rebuild is done.`,
+takes the read model back once the rebuild is done.
+
+--json prints one object at the end instead of the summary line:
+  {"summaries_bucket","events","writes","checkpoint","seconds","events_per_second"}`,
 		Args: cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error {
 			if batch < 1 || batch > 50_000 {
@@ -160,14 +164,20 @@ takes the read model back once the rebuild is done.`,
 				return storeError(f.conn.url, err)
 			}
 			el := time.Since(rep.start)
+			rate := float64(st.Events) / max(el.Seconds(), 1e-9)
+			if asJSON {
+				return writeJSON(a.stdout, rebuiltJSON{Bucket: f.bucket, Events: st.Events, Writes: st.Writes,
+					Checkpoint: target, Seconds: el.Seconds(), EventsPerSec: rate})
+			}
 			fmt.Fprintf(a.stdout, "rebuilt %s: %d events in %s (%.0f events/s), %d summary writes, checkpoint %d\n",
-				f.bucket, st.Events, el.Round(time.Millisecond), float64(st.Events)/max(el.Seconds(), 1e-9), st.Writes, target)
+				f.bucket, st.Events, el.Round(time.Millisecond), rate, st.Writes, target)
 			return nil
 		},
 	}
 	addProjFlags(cmd, &f)
 	cmd.Flags().BoolVar(&force, "force", false, "take the read model over from a live projector")
 	cmd.Flags().IntVar(&batch, "batch", 5000, "events per batch: each writes every summary it touched once")
+	cmd.Flags().BoolVar(&asJSON, "json", false, "print one JSON object")
 	return cmd
 }
 

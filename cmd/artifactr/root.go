@@ -14,6 +14,7 @@ import (
 
 	"github.com/artifactr/artifactr/events"
 	"github.com/artifactr/artifactr/events/natsstore"
+	"github.com/artifactr/artifactr/projections/summaries"
 )
 
 // Exit codes.
@@ -23,11 +24,24 @@ const (
 	exitUsage = 2 // the command line is wrong
 )
 
-// Defaults shared by the commands that talk to NATS.
+// Defaults shared by the commands that talk to NATS. --nats wins, then
+// ARTIFACTR_NATS, then NATS_URL, which every nats tool reads.
 const (
 	envNATS        = "ARTIFACTR_NATS"
+	envNATSURL     = "NATS_URL"
 	defaultNATSURL = "nats://127.0.0.1:4222"
 )
+
+// natsFromEnv is the NATS URL the environment names, and the variable that
+// named it; "" when neither is set.
+func natsFromEnv() (url, from string) {
+	for _, name := range []string{envNATS, envNATSURL} {
+		if v := os.Getenv(name); v != "" {
+			return v, name
+		}
+	}
+	return "", ""
+}
 
 // exitError carries an exit code through cobra. Every RunE returns one (or
 // nil); any other error comes from cobra itself, which means bad usage.
@@ -77,7 +91,7 @@ func runIO(ctx context.Context, args []string, stdin io.Reader, stdout, stderr i
 	var ee *exitError
 	if errors.As(err, &ee) {
 		if !ee.quiet {
-			fmt.Fprintf(stderr, "artifactr: %v\n", ee.err)
+			fmt.Fprintf(stderr, "artifactr: %s\n", withoutPackages(ee.err.Error()))
 			if ee.code == exitUsage {
 				fmt.Fprint(stderr, hint)
 			}
@@ -102,7 +116,11 @@ type app struct {
 	stdin          io.Reader // post - reads the text from it
 	stdout, stderr io.Writer
 	logLevel       string
+	logFormat      string
 	log            *slog.Logger
+	// signals, when set, stand for the process's SIGINT and SIGTERM in
+	// serve: tests send them in-process.
+	signals <-chan os.Signal
 }
 
 func (a *app) rootCommand() *cobra.Command {
@@ -128,8 +146,12 @@ Exit codes: 0 success, 1 the work failed, 2 usage error.`,
 			return silent(exitUsage, errors.New("no command"))
 		},
 	}
-	root.CompletionOptions.DisableDefaultCmd = true
+	// cobra's own `completion bash|zsh|fish|powershell`.
+	root.CompletionOptions.HiddenDefaultCmd = false
+	root.Version = buildVersion().String()
+	root.SetVersionTemplate("{{.Version}}\n")
 	root.PersistentFlags().StringVar(&a.logLevel, "log-level", "info", "log level on stderr: debug, info, warn or error")
+	root.PersistentFlags().StringVar(&a.logFormat, "log-format", "text", `log lines on stderr: "text" (short lines: time, level, message, key=value) or "json" (one object per line)`)
 	root.SetFlagErrorFunc(func(_ *cobra.Command, err error) error { return usage(err) })
 	root.AddCommand(
 		a.serveCommand(),
@@ -158,13 +180,40 @@ func subPath(cmd *cobra.Command) string {
 }
 
 // setup runs before every command: it makes the logger.
-func (a *app) setup(*cobra.Command, []string) error {
+func (a *app) setup(cmd *cobra.Command, _ []string) error {
+	a.warnOldFlags(cmd)
 	var lvl slog.Level
 	if err := lvl.UnmarshalText([]byte(a.logLevel)); err != nil {
 		return usagef("--log-level %q: want debug, info, warn or error", a.logLevel)
 	}
-	a.log = slog.New(slog.NewTextHandler(a.stderr, &slog.HandlerOptions{Level: lvl}))
+	if a.logFormat != "text" && a.logFormat != "json" {
+		return usagef("--log-format %q: want text or json", a.logFormat)
+	}
+	a.log = slog.New(newLogHandler(a.stderr, a.logFormat, lvl))
 	return nil
+}
+
+// addSummariesBucketFlag adds --summaries-bucket, the one name of the
+// read model's bucket on every command, and --bucket, the name threads and
+// projections had, as a hidden alias for a release.
+func addSummariesBucketFlag(cmd *cobra.Command, bucket *string) {
+	fl := cmd.Flags()
+	fl.StringVar(bucket, "summaries-bucket", summaries.DefaultBucket, "KV bucket of the thread-summaries read model")
+	fl.StringVar(bucket, "bucket", summaries.DefaultBucket, "old name of --summaries-bucket")
+	_ = fl.MarkHidden("bucket")
+}
+
+// oldFlagNames maps the hidden aliases to the names that replace them.
+var oldFlagNames = map[string]string{"bucket": "summaries-bucket"}
+
+// warnOldFlags says on stderr which old flag names were used. (cobra's
+// MarkDeprecated would say it on stdout, into a --json document.)
+func (a *app) warnOldFlags(cmd *cobra.Command) {
+	for old, name := range oldFlagNames {
+		if f := cmd.Flags().Lookup(old); f != nil && f.Hidden && f.Changed {
+			fmt.Fprintf(a.stderr, "artifactr: --%s is now --%s; the old name will go in a later release\n", old, name)
+		}
+	}
 }
 
 // connFlags are the flags of every command that talks to NATS.
@@ -177,10 +226,10 @@ type connFlags struct {
 
 func addConnFlags(cmd *cobra.Command, c *connFlags) {
 	def := defaultNATSURL
-	if v := os.Getenv(envNATS); v != "" {
+	if v, _ := natsFromEnv(); v != "" {
 		def = v
 	}
-	cmd.Flags().StringVar(&c.url, "nats", def, "NATS server URL(s), comma-separated (env "+envNATS+")")
+	cmd.Flags().StringVar(&c.url, "nats", def, "NATS server URL(s), comma-separated (env "+envNATS+", then "+envNATSURL+")")
 	cmd.Flags().StringVar(&c.stream, "stream", natsstore.DefaultStream, "JetStream stream holding the threads")
 	cmd.Flags().DurationVar(&c.timeout, "timeout", natsstore.DefaultTimeout, "bound on connecting and on each NATS call")
 	addSecFlags(cmd, &c.secFlags)
@@ -190,8 +239,11 @@ func (c *connFlags) validate() error {
 	if c.timeout <= 0 {
 		return usagef("--timeout %s: must be positive", c.timeout)
 	}
-	if c.url == "" {
-		return usagef("--nats: empty URL")
+	if err := validateNATSURLs(c.url); err != nil {
+		return err
+	}
+	if !validName(c.stream) {
+		return usagef("--stream %q: want a stream name of [A-Za-z0-9_-]", c.stream)
 	}
 	return c.secFlags.validate()
 }
@@ -226,21 +278,29 @@ func (a *app) openStore(ctx context.Context, c *connFlags, replicas int, readOnl
 		ConnectOptions: opts,
 	})
 	if err != nil {
-		return nil, openError(c.url, err)
+		return nil, openError(c.url, c.stream, err)
 	}
 	return s, nil
 }
 
-// openError explains a failed connection, with one hint.
-func openError(url string, err error) error {
+// validName reports whether s can name a stream, bucket, consumer or
+// runner: one subject token of [A-Za-z0-9_-], as thread ids are.
+func validName(s string) bool { return events.ValidateThreadID(s) == nil }
+
+// openError explains a failed connection, with one hint. It names the URL
+// once: the errors it wraps each name it again.
+func openError(url, stream string, err error) error {
 	if aerr := authError(url, err); aerr != nil {
 		return aerr
 	}
+	if oerr := overlapError(url, stream, err); oerr != nil {
+		return fail(oerr)
+	}
 	switch {
 	case errors.Is(err, events.ErrUnavailable):
-		return failf("cannot reach NATS at %s: %v\nhint: is `artifactr serve` running? start it, or pass --nats URL (or set %s)", url, err, envNATS)
+		return failf("cannot reach NATS at %s: %s\nhint: is `artifactr serve` running? start it, or pass --nats URL (or set %s)", url, causeText(err), envNATS)
 	case errors.Is(err, natsstore.ErrNoStream):
-		return failf("%v\nhint: 'artifactr serve' or 'artifactr post' creates it; or are --nats and --stream right?", err)
+		return failf("%s\nhint: 'artifactr serve' or 'artifactr post' creates it; or are --nats and --stream right?", causeText(err))
 	}
 	return fail(err)
 }
@@ -253,7 +313,7 @@ func storeError(url string, err error) error {
 	case errors.Is(err, events.ErrConflict):
 		return fail(err)
 	case errors.Is(err, events.ErrUnavailable):
-		return failf("NATS at %s: %v", url, err)
+		return failf("NATS at %s: %s", url, causeText(err))
 	}
 	return fail(err)
 }

@@ -4,10 +4,12 @@ import (
 	"context"
 	"fmt"
 	"log/slog"
+	"net"
 	"os"
 	"os/exec"
 	"os/signal"
 	"path/filepath"
+	"strconv"
 	"strings"
 	"syscall"
 	"time"
@@ -46,6 +48,8 @@ type serveFlags struct {
 	openai        openaiFlags
 
 	execCancelGrace time.Duration
+	natsFrom        string // " (from NATS_URL)" when the environment named the server
+	json            bool
 }
 
 func (a *app) serveCommand() *cobra.Command {
@@ -62,9 +66,9 @@ connect to it. While it runs it holds a lock on the data directory (the file
 ` + natsembed.LockFile + ` in it; the kernel drops it when the process dies, kill -9
 too): a second serve on the same --data, or on a --listen address that is
 taken, exits 1 at once and opens nothing. With --nats URL, or ARTIFACTR_NATS
-set, it embeds nothing and uses that server or cluster instead; start any
-number of serves on one NATS and they share the threads (use --replicas 3
-on a cluster).
+or NATS_URL set, it embeds nothing and uses that server or cluster instead;
+start any number of serves on one NATS and they share the threads (use
+--replicas 3 on a cluster).
 
 The agent is "echo" (deterministic: "hello" -> "echo: hello"; "ask: Q"
 opens a request the next message answers; "fail: R" fails) or "exec", which
@@ -94,7 +98,14 @@ next runner abandons the unfinished runs (run_abandoned).`,
   artifactr serve --nats nats://n1:4222,nats://n2:4222 --replicas 3`,
 		Args: cobra.ArbitraryArgs,
 		RunE: func(cmd *cobra.Command, args []string) error {
-			external := cmd.Flags().Changed("nats") || os.Getenv(envNATS) != ""
+			if f.json {
+				a.stdout = newJSONLines(a.stdout)
+			}
+			envURL, from := natsFromEnv()
+			external := cmd.Flags().Changed("nats") || envURL != ""
+			if !cmd.Flags().Changed("nats") && envURL != "" {
+				f.natsFrom = " (from " + from + ")"
+			}
 			if !external && !cmd.Flags().Changed("auth") && !isLoopback(f.listen) {
 				// Reachable from other hosts: nobody gets in without a key.
 				f.auth = true
@@ -113,7 +124,7 @@ next runner abandons the unfinished runs (run_abandoned).`,
 	fl := cmd.Flags()
 	// serve embeds a server unless told where one is, so --nats has no
 	// default to show here.
-	fl.Lookup("nats").Usage = "use this NATS server or cluster instead of embedding one (env " + envNATS + ")"
+	fl.Lookup("nats").Usage = "use this NATS server or cluster instead of embedding one (env " + envNATS + ", then " + envNATSURL + ")"
 	fl.Lookup("nats").DefValue = ""
 	fl.StringVar(&f.data, "data", "artifactr-data", "JetStream data directory of the embedded server")
 	fl.StringVar(&f.listen, "listen", natsembed.DefaultListen, "client address of the embedded server (port 0: any free port)")
@@ -131,11 +142,12 @@ next runner abandons the unfinished runs (run_abandoned).`,
 	fl.DurationVar(&f.shutdownGrace, "shutdown-grace", 5*time.Second, "on shutdown, how long active runs may take to finish")
 	fl.StringVar(&f.runnerID, "runner-id", "", "runner id, the first part of claim holders (default host-pid-random)")
 	fl.BoolVar(&f.projector, "projector", true, "keep the thread-summaries read model up to date (one serve at a time does; the others stand by)")
-	fl.StringVar(&f.summaries, "summaries-bucket", summaries.DefaultBucket, "KV bucket of the thread-summaries read model")
+	addSummariesBucketFlag(cmd, &f.summaries)
 	fl.StringVar(&f.metrics, "metrics", "", "serve Prometheus /metrics, /healthz and /readyz on this address (host:port); off when empty")
 	fl.BoolVar(&f.auth, "auth", false, "embedded server: require nkey logins with per-role permissions; seeds in DATA/auth (default on when --listen is not loopback)")
 	fl.StringArrayVar(&f.agentEnv, "agent-env", nil, "environment variable the exec agent may see (repeatable); it gets only these plus PATH, HOME and LANG")
 	addOpenAIFlags(cmd, &f.openai)
+	fl.BoolVar(&f.json, "json", false, `print the status lines (where serve listens, "ready", "stopped") as JSON objects, one per line: {"time","msg"}; with --log-format json the log on stderr is JSON too`)
 	return cmd
 }
 
@@ -180,6 +192,12 @@ func (f *serveFlags) validate(external bool) error {
 		return usagef("--idle-timeout %s: must be positive", f.idleTimeout)
 	case f.shutdownGrace <= 0:
 		return usagef("--shutdown-grace %s: must be positive", f.shutdownGrace)
+	case f.execTimeout <= 0:
+		return usagef("--exec-timeout %s: must be positive", f.execTimeout)
+	case f.execCancelGrace <= 0:
+		return usagef("--exec-cancel-grace %s: must be positive", f.execCancelGrace)
+	case f.echoDelay < 0:
+		return usagef("--echo-delay %s: must not be negative", f.echoDelay)
 	case f.replicas < 1 || f.replicas > 5:
 		return usagef("--replicas %d: want 1 to 5", f.replicas)
 	case f.replicas > 1 && !external:
@@ -188,8 +206,68 @@ func (f *serveFlags) validate(external bool) error {
 		return usagef("--data: empty directory")
 	case external && f.auth:
 		return usagef("--auth sets up the embedded server's users; with --nats, log in with --nkey or --creds")
+	case !validName(f.workQueue):
+		return usagef("--work-queue %q: want a consumer name of [A-Za-z0-9_-]", f.workQueue)
+	case !validName(f.summaries):
+		return usagef("--summaries-bucket %q: want a bucket name of [A-Za-z0-9_-]", f.summaries)
+	case f.runnerID != "" && !validName(f.runnerID):
+		return usagef("--runner-id %q: want [A-Za-z0-9_-]{1,128}: it names the runner's session key and its claims' holders", f.runnerID)
+	}
+	if !external {
+		if err := checkListenForm("--listen", f.listen, true); err != nil {
+			return err
+		}
+		if st, err := os.Stat(f.data); err == nil && !st.IsDir() {
+			return usagef("--data %s: not a directory", f.data)
+		}
+	}
+	if f.metrics != "" {
+		if err := checkListenForm("--metrics", f.metrics, false); err != nil {
+			return err
+		}
+	}
+	for _, tf := range []struct{ flag, path string }{{"--tls-cert", f.conn.tlsCert}, {"--tls-key", f.conn.tlsKey}, {"--tls-ca", f.conn.tlsCA}} {
+		if tf.path == "" {
+			continue
+		}
+		if _, err := os.Stat(tf.path); err != nil {
+			return usagef("%s: %v", tf.flag, err)
+		}
 	}
 	return f.conn.validate()
+}
+
+// checkListenForm checks that addr is host:port with a port of 0 to 65535
+// (or -1, a free port, where random is allowed), without binding it.
+func checkListenForm(flag, addr string, random bool) error {
+	_, ps, err := net.SplitHostPort(addr)
+	if err != nil {
+		return usagef("%s %q: want host:port, such as 127.0.0.1:4222: %v", flag, addr, causeText(err))
+	}
+	port, err := strconv.Atoi(ps)
+	if err != nil || port < -1 || port > 65535 || (port == -1 && !random) {
+		return usagef("%s %q: the port must be 0 to 65535", flag, addr)
+	}
+	return nil
+}
+
+// preflight checks, before serve writes anything (the data directory, its
+// lock file, the --auth seeds), that what serve will bind is free and that
+// no other serve holds the data directory.
+func (f *serveFlags) preflight(external bool) error {
+	if !external {
+		if err := natsembed.Preflight(f.data, f.listen); err != nil {
+			return fail(err)
+		}
+	}
+	if f.metrics != "" {
+		l, err := net.Listen("tcp", f.metrics)
+		if err != nil {
+			return failf("--metrics %s: cannot listen: %s", f.metrics, causeText(err))
+		}
+		l.Close()
+	}
+	return nil
 }
 
 // serverLogger quiets nats-server's start-up notices unless debugging;
@@ -198,13 +276,20 @@ func (a *app) serverLogger() *slog.Logger {
 	if a.log.Enabled(context.Background(), slog.LevelDebug) {
 		return a.log
 	}
-	return slog.New(slog.NewTextHandler(a.stderr, &slog.HandlerOptions{Level: slog.LevelWarn}))
+	return slog.New(newLogHandler(a.stderr, a.logFormat, slog.LevelWarn))
 }
 
 func (a *app) serve(ctx context.Context, f *serveFlags, ag agent.Agent, external bool) error {
-	sigs := make(chan os.Signal, 2)
-	signal.Notify(sigs, os.Interrupt, syscall.SIGTERM)
-	defer signal.Stop(sigs)
+	if err := f.preflight(external); err != nil {
+		return err
+	}
+	sigs := a.signals
+	if sigs == nil {
+		ch := make(chan os.Signal, 2)
+		signal.Notify(ch, os.Interrupt, syscall.SIGTERM)
+		defer signal.Stop(ch)
+		sigs = ch
+	}
 
 	if !external {
 		srv, err := a.embed(ctx, f)
@@ -213,7 +298,7 @@ func (a *app) serve(ctx context.Context, f *serveFlags, ag agent.Agent, external
 		}
 		defer srv.Shutdown()
 	} else {
-		fmt.Fprintf(a.stdout, "artifactr serve: using NATS at %s\n", f.conn.url)
+		fmt.Fprintf(a.stdout, "artifactr serve: using NATS at %s%s\n", f.conn.url, f.natsFrom)
 		fmt.Fprintln(a.stdout, durabilityNote)
 	}
 	store, err := a.open(ctx, &f.conn, f.replicas)
@@ -323,6 +408,10 @@ func (a *app) embed(ctx context.Context, f *serveFlags) (*natsembed.Server, erro
 	return srv, nil
 }
 
+// quitWait bounds how long a second signal waits for the runner to stop
+// before serve exits anyway.
+const quitWait = 2 * time.Second
+
 // awaitStop waits for a signal (or ctx's end), then drains r; a second
 // signal gives up on draining.
 func (a *app) awaitStop(ctx context.Context, sigs <-chan os.Signal, r *runner.Runner, f *serveFlags) error {
@@ -335,11 +424,9 @@ func (a *app) awaitStop(ctx context.Context, sigs <-chan os.Signal, r *runner.Ru
 	}
 	fmt.Fprintf(a.stdout, "artifactr serve: %s: draining (runs get %s to finish; signal again to exit at once)\n", why, f.shutdownGrace)
 	stopped := make(chan error, 1)
-	go func() {
-		sctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), f.shutdownGrace+2*f.conn.timeout)
-		defer cancel()
-		stopped <- r.Stop(sctx)
-	}()
+	sctx, cancelStop := context.WithTimeout(context.WithoutCancel(ctx), f.shutdownGrace+2*f.conn.timeout)
+	defer cancelStop()
+	go func() { stopped <- r.Stop(sctx) }()
 	select {
 	case err := <-stopped:
 		st := r.Stats()
@@ -351,7 +438,14 @@ func (a *app) awaitStop(ctx context.Context, sigs <-chan os.Signal, r *runner.Ru
 		return nil
 	case s := <-sigs:
 		// Leave at once: leases lapse and the next holder abandons what
-		// was running, which is what the fence is for.
+		// was running, which is what the fence is for. Ending the drain
+		// stops the runner, releasing nothing, before the store closes
+		// under it: it would warn that it cannot follow the stream.
+		cancelStop()
+		select {
+		case <-stopped:
+		case <-time.After(quitWait):
+		}
 		return failf("%s again: exiting without releasing claims", s)
 	}
 }

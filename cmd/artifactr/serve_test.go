@@ -41,6 +41,7 @@ type inProcessServe struct {
 func startServe(t *testing.T, data string, args ...string) *inProcessServe {
 	t.Helper()
 	t.Setenv(envNATS, "")
+	t.Setenv(envNATSURL, "")
 	ctx, cancel := context.WithCancel(context.Background())
 	s := &inProcessServe{t: t, cancel: cancel, done: make(chan int, 1)}
 	go func() {

@@ -1,6 +1,7 @@
 package main
 
 import (
+	"context"
 	"encoding/json"
 	"errors"
 	"fmt"
@@ -32,7 +33,8 @@ anomalies the fold found.
 
 --at SEQ replays only the events with stream sequence <= SEQ; --at TIME (RFC
 3339, such as 2026-01-02T15:04:05Z) only those stored at or before TIME. So
-you can see the thread as it was.
+you can see the thread as it was. A SEQ of 0 or past the stream's last, a
+TIME to come, or a point before the thread's first event exits 1.
 
 --json prints the state as one object:
   {"thread","last_seq","last_activity","taken",
@@ -64,6 +66,9 @@ start_seq 0, ended at the fork's seq).`,
 				return err
 			}
 			defer cl.Close()
+			if err := checkAt(cmd.Context(), cl, at); err != nil {
+				return err
+			}
 			t, err := cl.Thread(cmd.Context(), thread, client.Filter(keep))
 			switch {
 			case errors.Is(err, client.ErrNoEvents):
@@ -71,15 +76,15 @@ start_seq 0, ended at the fork's seq).`,
 			case err != nil:
 				return storeError(conn.url, err)
 			}
+			if t.LastSeq == 0 {
+				// The thread exists, but not yet at --at: as for a thread
+				// with no events at all, there is nothing to show.
+				return failf("thread %s has no events at or before %s (see 'artifactr show %s' for its events)", thread, at, thread)
+			}
 			if asJSON {
 				enc := json.NewEncoder(a.stdout)
 				enc.SetIndent("", "  ")
 				return errOrNil(enc.Encode(showView(t)))
-			}
-			if t.LastSeq == 0 {
-				// The thread exists, but not yet at --at.
-				fmt.Fprintf(a.stdout, "thread %s has no events%s\n", thread, atSuffix(at))
-				return nil
 			}
 			return errOrNil(writeShow(a.stdout, t))
 		},
@@ -100,11 +105,31 @@ func errNoEvents(thread string, from uint64) error {
 	return fmt.Errorf("thread %s has %w (see 'artifactr threads' for the threads there are)", thread, errThreadEmpty)
 }
 
-func atSuffix(at string) string {
+// checkAt refuses an --at outside the stream: a sequence of 0 or past its
+// last, or a time still to come. Such a point is most likely a typo, and
+// showing the latest state for it would hide that.
+func checkAt(ctx context.Context, cl *client.Client, at string) error {
 	if at == "" {
-		return ""
+		return nil
 	}
-	return " at " + at
+	n, err := strconv.ParseUint(at, 10, 64)
+	if err != nil {
+		if t, err := time.Parse(time.RFC3339Nano, at); err == nil && t.After(time.Now()) {
+			return failf("--at %s is in the future", at)
+		}
+		return nil
+	}
+	if n == 0 {
+		return failf("--at 0: stream sequences start at 1")
+	}
+	last, err := cl.LastSeq(ctx)
+	if err != nil {
+		return storeError(cl.URL(), err)
+	}
+	if n > last {
+		return failf("--at %d is past the stream's last sequence, %d", n, last)
+	}
+	return nil
 }
 
 func errOrNil(err error) error {

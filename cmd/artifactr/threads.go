@@ -63,12 +63,13 @@ has run out: its runner is gone or stalled, and the next runner to claim
 the thread abandons its active run.
 
 The summaries come from the thread-summaries read model (the KV bucket
---bucket, kept by the projector in 'artifactr serve'), caught up with the
+--summaries-bucket, kept by the projector in 'artifactr serve'), caught up with the
 events the projector has not applied yet, so the list is exact as of the
 stream's last event. Before any projector has run, threads folds every
 thread's events instead.
 
---json prints an array of objects:
+Ids longer than 32 characters are shortened in the table, around "…";
+--json prints them whole, as an array of objects:
   [{"thread","status","holder","lease_live","claim_seq","active_run","open_requests",
     "pending","messages","runs","last_seq","last_activity","anomalies"}]`,
 		Args: cobra.NoArgs,
@@ -91,7 +92,7 @@ thread's events instead.
 		},
 	}
 	addConnFlags(cmd, &conn)
-	cmd.Flags().StringVar(&bucket, "bucket", summaries.DefaultBucket, "KV bucket of the thread-summaries read model")
+	addSummariesBucketFlag(cmd, &bucket)
 	cmd.Flags().BoolVar(&asJSON, "json", false, "print a JSON array")
 	return cmd
 }
@@ -189,6 +190,23 @@ func fromSummary(s summaries.Summary) threadSummary {
 	return row
 }
 
+// maxIDWidth is the widest id a table shows whole. Ids may be 128
+// characters; one such would widen every row of the table.
+const maxIDWidth = 32
+
+// shortID is id as a table shows it: whole up to maxIDWidth characters,
+// else its start and end around "…" (both ends, as ids often share a
+// prefix). --json and show print ids whole.
+func shortID(id string) string {
+	r := []rune(id)
+	if len(r) <= maxIDWidth {
+		return id
+	}
+	head := (maxIDWidth - 1) / 2
+	tail := maxIDWidth - 1 - head
+	return string(r[:head]) + "…" + string(r[len(r)-tail:])
+}
+
 func writeSummaries(w io.Writer, sums []threadSummary) error {
 	if len(sums) == 0 {
 		_, err := fmt.Fprintln(w, "no threads")
@@ -201,11 +219,11 @@ func writeSummaries(w io.Writer, sums []threadSummary) error {
 		if s.LastActivity != nil {
 			last = s.LastActivity.Local().Format(time.RFC3339)
 		}
-		holder := orDash(s.Holder)
+		holder := orDash(shortID(s.Holder))
 		if s.Holder != "" && !s.LeaseLive {
 			holder += " (lapsed)"
 		}
-		fmt.Fprintf(tw, "%s\t%s\t%s\t%s\t%d\t%d\t%d\t%s\n", s.Thread, s.Status, holder, orDash(s.ActiveRun),
+		fmt.Fprintf(tw, "%s\t%s\t%s\t%s\t%d\t%d\t%d\t%s\n", shortID(s.Thread), s.Status, holder, orDash(shortID(s.ActiveRun)),
 			s.Pending, s.Messages, s.Runs, last)
 	}
 	if err := tw.Flush(); err != nil {

@@ -105,3 +105,34 @@ func checkListen(what, host string, port int) error {
 	}
 	return l.Close()
 }
+
+// Preflight checks, creating and writing nothing, what Start would check
+// before it opens the store: that no server holds dataDir, and that the
+// client address listen is free. A caller that writes into dataDir before
+// Start (serve --auth keeps its seeds there) calls it first, so that a
+// refused start leaves nothing behind. It fails with [ErrDataDirLocked],
+// [ErrListenInUse] or an error about listen's form.
+func Preflight(dataDir, listen string) error {
+	f, err := os.Open(filepath.Join(dataDir, LockFile))
+	switch {
+	case err == nil:
+		held, lerr := tryLock(f)
+		if lerr == nil && !held {
+			holder := readHolder(f)
+			f.Close()
+			return fmt.Errorf("%w: %s is locked by another server (%s); stop it first, or pass another data directory",
+				ErrDataDirLocked, dataDir, holder)
+		}
+		if held {
+			_ = unlock(f)
+		}
+		f.Close()
+	case !errors.Is(err, os.ErrNotExist):
+		return fmt.Errorf("natsembed: data directory: %w", err)
+	}
+	host, port, err := splitHostPort(listen)
+	if err != nil {
+		return fmt.Errorf("natsembed: listen address: %w", err)
+	}
+	return checkListen("client", host, port)
+}

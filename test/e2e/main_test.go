@@ -54,12 +54,12 @@ func buildAndRun(m *testing.M) int {
 	return m.Run()
 }
 
-// childEnv is the test's environment without ARTIFACTR_NATS, so that a
-// serve embeds its server unless told --nats.
+// childEnv is the test's environment without ARTIFACTR_NATS and NATS_URL,
+// so that a serve embeds its server unless told --nats.
 func childEnv() []string {
 	var env []string
 	for _, kv := range os.Environ() {
-		if !strings.HasPrefix(kv, "ARTIFACTR_NATS=") {
+		if !strings.HasPrefix(kv, "ARTIFACTR_NATS=") && !strings.HasPrefix(kv, "NATS_URL=") {
 			env = append(env, kv)
 		}
 	}
