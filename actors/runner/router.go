@@ -118,6 +118,11 @@ type childFate struct {
 type claiming struct {
 	want want
 	envs []events.Envelope
+	// acks is how many of the thread's parked wake-ups came before the
+	// claim or peek started: their posts were stored before its marker
+	// (or its read), so it reads them. Wake-ups that came later may be for
+	// posts it never read, and stay parked.
+	acks int
 	// then is work asked for while a peek was in flight, to be done after
 	// it; thenSet says there is some.
 	then    want
@@ -358,12 +363,27 @@ func (ra *runnerActor) lookAfterHolder(th string) {
 	}
 }
 
-// ackAll acknowledges th's wake-ups: a claim holds it.
-func (ra *runnerActor) ackAll(th string) {
-	if acks := ra.acks[th]; len(acks) > 0 {
-		delete(ra.acks, th)
-		ra.ack(acks)
+// ackRead acknowledges th's wake-ups that came before cl started: a claim
+// that read their posts holds the thread, or a read after its holder let go
+// found nothing left to do. Later ones stay parked: their posts may have
+// landed after cl's read, and if its holder releases the thread without
+// them and dies before it claims again, only their redelivery brings the
+// thread back (issue 21).
+func (ra *runnerActor) ackRead(th string, cl *claiming) {
+	n := 0
+	if cl != nil {
+		n = min(cl.acks, len(ra.acks[th]))
 	}
+	if n == 0 {
+		return
+	}
+	acks := ra.acks[th]
+	if n == len(acks) {
+		delete(ra.acks, th)
+	} else {
+		ra.acks[th] = slices.Clone(acks[n:])
+	}
+	ra.ack(acks[:n:n])
 }
 
 // ack acknowledges off the actor's goroutine: an ack is a network write.
@@ -406,7 +426,7 @@ func (ra *runnerActor) pump(ctx actor.Context) {
 		if !ok || ra.children[w.thread] != nil || ra.claiming[w.thread] != nil {
 			continue
 		}
-		ra.claiming[w.thread] = &claiming{want: wt}
+		ra.claiming[w.thread] = &claiming{want: wt, acks: len(ra.acks[w.thread])}
 		self := ctx.Self()
 		th := w.thread
 		if wt == wantPeek {
@@ -505,7 +525,7 @@ func (ra *runnerActor) peeked(m peekResult) {
 		ra.enqueue(workItem{thread: m.thread, want: wantProbe})
 		return
 	}
-	ra.ackAll(m.thread) // read after its holder let go: nothing left to do
+	ra.ackRead(m.thread, cl) // read after its holder let go: nothing left to do
 }
 
 // loadSnapshot returns th's fold from its snapshot, or nil when the store
@@ -594,7 +614,7 @@ func (ra *runnerActor) claimed(ctx actor.Context, m claimResult) {
 	ctx.Watch(pid)
 	ra.children[m.thread] = &child{pid: pid, claim: m.claim, fate: fate}
 	delete(ra.skipped, m.thread)
-	ra.ackAll(m.thread)
+	ra.ackRead(m.thread, cl)
 	r.stats.held.Add(1)
 	r.stats.claims.Add(1)
 }
