@@ -573,7 +573,7 @@ func (ra *runnerActor) claimed(ctx actor.Context, m claimResult) {
 		ra.recheck(m.thread)
 		n := ra.failures[m.thread]
 		ra.failures[m.thread] = n + 1
-		delay := claimRetryDelay << min(n, 5) // up to 32x: an overloaded server needs room
+		delay := min(claimRetryDelay<<min(n, 5), maxClaimRetry) // up to 32x: an overloaded server needs room
 		r.log.Warn("claim failed; retrying", "thread", m.thread, "attempt", n+1, "in", delay, "err", m.err)
 		w := workItem{thread: m.thread, want: wantOf(cl)}
 		self := ctx.Self()
@@ -843,4 +843,29 @@ func (ra *runnerActor) describe(m debugReq) {
 		out[th] = fmt.Sprintf("session=%s queue=%d claiming=%d rechecks=%d caughtUp=%v followed=%d: %s", ra.session, len(ra.queue), len(ra.claiming), len(ra.rechecks), ra.caughtUp, ra.r.Followed(), strings.Join(parts, " "))
 	}
 	m.reply <- out
+}
+
+// maxClaimRetry is the longest pause before a failed claim is tried again
+// (see claimed).
+const maxClaimRetry = claimRetryDelay << 5
+
+// ConsumeBound is how long, once faults stop (every runner up, clocks
+// true, the store reachable), an acknowledged post may wait before a claim
+// that reads it holds its thread, for runners with session TTL claimTTL
+// sharing a work queue whose unacknowledged wake-ups come back after
+// ackWait. The terms are the longest ways back to a thread:
+//
+//   - ackWait: a wake-up left with a runner that died before a claim read
+//     its post is handed to another;
+//   - claimTTL: a dead runner's session lapses, freeing its threads;
+//   - 2 claimTTLs: a runner a lapsed session's thread did not fall to,
+//     or one that found the thread busy, looks at it again (busyCheck,
+//     orphanCheck);
+//   - 8s: a claim that failed on the store is tried again.
+//
+// The chaos and simulation tests hold the runners to it, and the
+// thread-summaries projector reports a thread that waits longer with a
+// pending message and no claim as stranded.
+func ConsumeBound(claimTTL, ackWait time.Duration) time.Duration {
+	return ackWait + (1+orphanRecheck)*claimTTL + maxClaimRetry
 }

@@ -272,3 +272,10 @@ func (q *WorkQueue) Stop() {
 
 // Name returns the durable consumer's name.
 func (q *WorkQueue) Name() string { return q.name }
+
+// AckWait returns how long a delivered post waits for its ack before the
+// server hands it to another runner.
+func (q *WorkQueue) AckWait() time.Duration { return q.ackWait }
+
+// WorkAckWait is the AckWait of the queues [Store.WorkQueue] opens.
+const WorkAckWait = workAckWait

@@ -47,6 +47,7 @@ type harness struct {
 	posts       postLog
 	stopPosters func() // set by startPosters
 	start       time.Time
+	calm        time.Time // when the faults stopped: the drain's start
 }
 
 func newHarness(t *testing.T, cfg config) *harness {
