@@ -355,6 +355,17 @@ func (ra *runnerActor) woken(w workItem) {
 	ra.enqueue(workItem{thread: th, want: wantClaim})
 }
 
+// Wake has the runner look at thread: read it and claim it if it has work
+// (a message pending, or a run to abandon), as for a look again. A detector
+// of stranded threads calls it (serve's thread-summaries projector). It
+// returns at once; call it after Start. An invalid thread id is ignored.
+func (r *Runner) Wake(thread string) {
+	if events.ValidateThreadID(thread) != nil || r.draining() {
+		return
+	}
+	r.send(workItem{thread: thread, want: wantPeek})
+}
+
 // lookAfterHolder reads th, whose holder let go, if wake-ups for it are
 // parked here.
 func (ra *runnerActor) lookAfterHolder(th string) {

@@ -212,3 +212,31 @@ func TestRunner_postAfterClaimLoadNotStranded(t *testing.T) {
 	}
 	auditClean(t, s, th)
 }
+
+// Wake has the runner read a stranded thread (a post nobody was woken for,
+// its claim released) and claim it: what serve does when its projector
+// reports one. A bad thread id is ignored.
+func TestRunner_Wake_claimsStranded(t *testing.T) {
+	const th = "w"
+	log := memstore.NewLog()
+	s := log.Open(memstore.Config{})
+	ctx := context.Background()
+	c, _, err := events.AcquireClaim(ctx, s, th, "gone/1", time.Second, time.Now())
+	if err != nil {
+		t.Fatal(err)
+	}
+	post(t, s, th, "hello")
+	if err := events.ReleaseClaim(ctx, s, c, "idle", time.Now()); err != nil {
+		t.Fatal(err)
+	}
+	work := newQueueWork() // no wake-up for the post
+	r := startRunner(t, runner.Config{Store: log.Open(memstore.Config{}), ID: "R", ClaimTTL: 300 * time.Millisecond, IdleTimeout: time.Hour, Work: work})
+	defer r.Stop(ctx)
+	r.Wake("not a thread id!")
+	r.Wake(th)
+	testkit.WaitFor(t, 10*time.Second, "the stranded post answered", settled(t, s, th))
+	if st := r.Stats(); st.Peeks != 1 || st.Claims != 1 {
+		t.Fatalf("stats %+v: want one read and one claim", st)
+	}
+	auditClean(t, s, th)
+}
