@@ -148,6 +148,16 @@ func (q *queueWork) Next(ctx context.Context) (string, func(), error) {
 
 func (q *queueWork) Stop() {}
 
+// waitClosed waits for ch to be closed, failing t after a while.
+func waitClosed(t *testing.T, ch <-chan struct{}, what string) {
+	t.Helper()
+	select {
+	case <-ch:
+	case <-time.After(10 * time.Second):
+		t.Fatalf("timed out waiting for %s", what)
+	}
+}
+
 // Issue 21: a post lands after a claim's load and before its release. Its
 // wake-up reached the claiming runner while the claim was in flight. The
 // claim (a probe of a lapsed session's thread) never saw the post, released
@@ -179,16 +189,22 @@ func TestRunner_postAfterClaimLoadNotStranded(t *testing.T) {
 	rs := newRaceStore(log.Open(memstore.Config{}), th)
 	work := newQueueWork()
 	a := startRunner(t, runner.Config{Store: rs, ID: "A", ClaimTTL: ttl, IdleTimeout: time.Hour, Work: work})
-	<-rs.loaded // A's probe has its marker and has read the thread
+	t.Cleanup(a.Kill) // when the test fails half way
+	waitClosed(t, rs.loaded, "A's probe to read the thread") // it has its marker
 
-	rs.holdPost.Store(post(t, s, th, "hello"))
+	// Held back from the follow from the start: the log is quiet until
+	// the post (the probe waits in its load).
+	rs.holdPost.Store(uint64(log.Len()) + 1)
+	if seq := post(t, s, th, "hello"); seq != rs.holdPost.Load() {
+		t.Fatalf("the post landed at %d, not %d", seq, rs.holdPost.Load())
+	}
 	work.post(th)
 	testkit.WaitFor(t, 10*time.Second, "A takes the wake-up while its claim is in flight", func() (bool, string) {
 		d := a.Describe(ctx, []string{th})[th]
 		return strings.Contains(d, "claiming(") && strings.Contains(d, "parked=1"), d
 	})
 	close(rs.goLoad)
-	<-rs.reclaim // released as idle; its re-check saw the post and it claims again
+	waitClosed(t, rs.reclaim, "A to release the thread as idle and claim it again") // its re-check saw the post
 	if v := fold(t, s, th); !v.Claim.Released || len(v.Pending()) != 1 {
 		t.Fatalf("want the claim released with the post pending: released %v, pending %d", v.Claim.Released, len(v.Pending()))
 	}
