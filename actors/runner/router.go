@@ -381,14 +381,17 @@ func (ra *runnerActor) lookAfterHolder(th string) {
 // them and dies before it claims again, only their redelivery brings the
 // thread back (issue 21).
 func (ra *runnerActor) ackRead(th string, cl *claiming) {
+	acks := ra.acks[th]
 	n := 0
 	if cl != nil {
-		n = min(cl.acks, len(ra.acks[th]))
+		n = min(cl.acks, len(acks))
+	}
+	if kept := len(acks) - n; kept > 0 {
+		ra.r.stats.keptParked.Add(int64(kept))
 	}
 	if n == 0 {
 		return
 	}
-	acks := ra.acks[th]
 	if n == len(acks) {
 		delete(ra.acks, th)
 	} else {

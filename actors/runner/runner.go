@@ -140,6 +140,10 @@ type Stats struct {
 	RechecksDue  int64 // looks again waiting for their time
 	Peeks        int64 // reads of a thread to see whether it has work
 	LiveSessions int64 // live sessions the lease watch knows of, this one included
+	// KeptParked counts wake-ups that came while a claim or read of their
+	// thread was in flight and stayed parked past it: their posts may have
+	// landed after its load (issue 21).
+	KeptParked int64
 
 	SnapshotsLoaded int64 // claims that started from a snapshot
 	SnapshotsBad    int64 // snapshots that did not verify, ignored
@@ -148,7 +152,7 @@ type Stats struct {
 
 type stats struct {
 	claims, abandoned, fenced, completed, failed, held, panics, sessions atomic.Int64
-	claimsBusy, rechecks, rechecksDue, peeks, liveSessions               atomic.Int64
+	claimsBusy, rechecks, rechecksDue, peeks, liveSessions, keptParked   atomic.Int64
 	snapshotsLoaded, snapshotsBad, snapshotsSaved                        atomic.Int64
 }
 
@@ -213,6 +217,7 @@ func (r *Runner) Stats() Stats {
 		RechecksDue:    r.stats.rechecksDue.Load(),
 		Peeks:          r.stats.peeks.Load(),
 		LiveSessions:   r.stats.liveSessions.Load(),
+		KeptParked:     r.stats.keptParked.Load(),
 	}
 }
 

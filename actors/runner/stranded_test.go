@@ -190,7 +190,8 @@ func TestRunner_postAfterClaimLoadNotStranded(t *testing.T) {
 	work := newQueueWork()
 	a := startRunner(t, runner.Config{Store: rs, ID: "A", ClaimTTL: ttl, IdleTimeout: time.Hour, Work: work})
 	t.Cleanup(a.Kill) // when the test fails half way
-	waitClosed(t, rs.loaded, "A's probe to read the thread") // it has its marker
+	// A's probe has its marker and has read the thread.
+	waitClosed(t, rs.loaded, "A's probe to read the thread")
 
 	// Held back from the follow from the start: the log is quiet until
 	// the post (the probe waits in its load).
@@ -225,6 +226,9 @@ func TestRunner_postAfterClaimLoadNotStranded(t *testing.T) {
 	}
 	if acked != 0 {
 		t.Fatalf("A acknowledged the wake-up of a post its claim never loaded")
+	}
+	if k := a.Stats().KeptParked; k != 1 {
+		t.Fatalf("A kept %d wake-ups parked past its claim, want 1", k)
 	}
 	auditClean(t, s, th)
 }

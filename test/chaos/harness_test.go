@@ -151,6 +151,7 @@ func (h *harness) addRunStats(s runner.Stats) {
 	h.runStats.Fenced += s.Fenced
 	h.runStats.Completed += s.Completed
 	h.runStats.Failed += s.Failed
+	h.runStats.KeptParked += s.KeptParked
 }
 
 // slot is one runner position: a runner with its own connection, store and
