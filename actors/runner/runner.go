@@ -60,8 +60,8 @@ type Config struct {
 	// Work yields threads with new posts, shared by the runners (natsstore's
 	// WorkQueue). The runner acknowledges a post once a claim that read it
 	// holds its thread, or a read after its holder let go found nothing to
-	// do, so a post is not lost to a
-	// runner that dies first, nor when it was made while no runner ran.
+	// do, so a post is not lost to a runner that dies first, nor when it
+	// was made while no runner ran.
 	// Default: none; the runner's follow finds posts instead (one runner
 	// each, by hash, the others looking again later), which suits runners
 	// that do not all restart at once.
