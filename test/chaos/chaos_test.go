@@ -129,8 +129,11 @@ func runSoak(t *testing.T, cfg config) {
 	}
 	// The bound: every post consumed within runner.ConsumeBound of the
 	// later of its post and the end of the faults.
-	slowest, late := h.consumedLate(envs, h.calm)
+	slowest, which, late := h.consumedLate(envs, h.calm)
 	t.Logf("%s: slowest consumption after the faults stopped (or its post): %s; bound %s", cfg.name, slowest.Round(time.Millisecond), h.bound())
+	if testing.Verbose() && which != "" {
+		t.Logf("the slowest, %s:\n%s", which, h.trails(which, 1))
+	}
 	if len(late) > 0 {
 		state := strings.Join(late[:min(len(late), 20)], " ")
 		t.Errorf("%d messages consumed past the bound %s (seed %d): %s\ntrails:\n%s", len(late), h.bound(), cfg.seed, state, h.trails(state, 3))

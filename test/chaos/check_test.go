@@ -307,7 +307,7 @@ func (h *harness) drain() time.Duration {
 // at calm: each message is consumed by h.due. It returns the slowest wait
 // past the later of calm and the post, and the late messages as the
 // drain's state (thread(...) words) for the trails.
-func (h *harness) consumedLate(envs []events.Envelope, calm time.Time) (slowest time.Duration, late []string) {
+func (h *harness) consumedLate(envs []events.Envelope, calm time.Time) (slowest time.Duration, which string, late []string) {
 	threads := byThread(envs)
 	for _, th := range slices.Sorted(maps.Keys(threads)) {
 		tenvs := threads[th]
@@ -322,13 +322,16 @@ func (h *harness) consumedLate(envs []events.Envelope, calm time.Time) (slowest 
 			}
 			at := stored[m.Consumed.Seq]
 			wait := at.Sub(later(calm, m.Posted))
-			slowest = max(slowest, wait)
+			desc := fmt.Sprintf("%s(pending seq %d consumed at seq %d after %s)", th, m.Seq, m.Consumed.Seq, wait.Round(time.Millisecond))
+			if wait > slowest {
+				slowest, which = wait, desc
+			}
 			if at.After(h.due(calm, m.Posted)) {
-				late = append(late, fmt.Sprintf("%s(pending seq %d consumed at seq %d after %s)", th, m.Seq, m.Consumed.Seq, wait.Round(time.Millisecond)))
+				late = append(late, desc)
 			}
 		}
 	}
-	return slowest, late
+	return slowest, which, late
 }
 
 // facts are the figures of a log.
