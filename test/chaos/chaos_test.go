@@ -128,11 +128,11 @@ func runSoak(t *testing.T, cfg config) {
 		t.Errorf("consumed exactly once: %s", p)
 	}
 	// The bound: every post consumed within runner.ConsumeBound of the
-	// later of its post and the end of the faults.
+	// time its thread was free to take it (h.bound).
 	slowest, which, late := h.consumedLate(envs, h.calm)
-	t.Logf("%s: slowest consumption after the faults stopped (or its post): %s; bound %s", cfg.name, slowest.Round(time.Millisecond), h.bound())
-	if testing.Verbose() && which != "" {
-		t.Logf("the slowest, %s:\n%s", which, h.trails(which, 1))
+	t.Logf("%s: slowest consumption after its thread was free to take it (faults stopped, posted, the run before ended): %s; bound %s", cfg.name, slowest.Round(time.Millisecond), h.bound())
+	if testing.Verbose() && which.desc != "" {
+		t.Logf("the slowest, %s:\n%s", which.desc, strings.Join(around(envs, which.thread, which.seq, 16), "\n"))
 	}
 	if len(late) > 0 {
 		state := strings.Join(late[:min(len(late), 20)], " ")
