@@ -863,11 +863,12 @@ func (ra *runnerActor) describe(m debugReq) {
 // (see claimed).
 const maxClaimRetry = claimRetryDelay << 5
 
-// ConsumeBound is how long, once faults stop (every runner up, clocks
-// true, the store reachable), an acknowledged post may wait before a claim
-// that reads it holds its thread, for runners with session TTL claimTTL
-// sharing a work queue whose unacknowledged wake-ups come back after
-// ackWait. The terms are the longest ways back to a thread:
+// ConsumeBound is the runners' promise: once faults stop (every runner up,
+// clocks true, the store reachable), a thread free to take its oldest
+// message (posted, and the thread's previous run ended) has it taken within
+// ConsumeBound, by a claim that read it. It is for runners with session TTL
+// claimTTL sharing a work queue whose unacknowledged wake-ups come back
+// after ackWait. The terms are the longest ways back to a thread:
 //
 //   - ackWait: a wake-up left with a runner that died before a claim read
 //     its post is handed to another;
