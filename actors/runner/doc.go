@@ -19,8 +19,10 @@
 //
 // A post to a thread that no live runner holds wakes one runner: the one a
 // shared work source (natsstore's WorkQueue) hands it to, which acknowledges
-// it once a claim holds the thread, so the post goes to another runner if
-// that one dies first. Without a work source, the post falls to one runner
+// it once a claim that read the post holds the thread (a wake-up that came
+// while a claim was in flight waits for the next read), so the post goes to
+// another runner if that one dies first. [ConsumeBound] is the promise that
+// follows. Without a work source, the post falls to one runner
 // by a hash of the thread over the live sessions, and the others look at
 // the thread again two TTLs later in case that runner died before it
 // claimed. Either way each post costs one claim, not one per runner.

@@ -118,6 +118,11 @@ type childFate struct {
 type claiming struct {
 	want want
 	envs []events.Envelope
+	// acks is how many of the thread's parked wake-ups came before the
+	// claim or peek started: their posts were stored before its marker
+	// (or its read), so it reads them. Wake-ups that came later may be for
+	// posts it never read, and stay parked.
+	acks int
 	// then is work asked for while a peek was in flight, to be done after
 	// it; thenSet says there is some.
 	then    want
@@ -350,6 +355,17 @@ func (ra *runnerActor) woken(w workItem) {
 	ra.enqueue(workItem{thread: th, want: wantClaim})
 }
 
+// Wake has the runner look at thread: read it and claim it if it has work
+// (a message pending, or a run to abandon), as for a look again. A detector
+// of stranded threads calls it (serve's thread-summaries projector). It
+// returns at once; call it after Start. An invalid thread id is ignored.
+func (r *Runner) Wake(thread string) {
+	if events.ValidateThreadID(thread) != nil || r.draining() {
+		return
+	}
+	r.send(workItem{thread: thread, want: wantPeek})
+}
+
 // lookAfterHolder reads th, whose holder let go, if wake-ups for it are
 // parked here.
 func (ra *runnerActor) lookAfterHolder(th string) {
@@ -358,12 +374,30 @@ func (ra *runnerActor) lookAfterHolder(th string) {
 	}
 }
 
-// ackAll acknowledges th's wake-ups: a claim holds it.
-func (ra *runnerActor) ackAll(th string) {
-	if acks := ra.acks[th]; len(acks) > 0 {
-		delete(ra.acks, th)
-		ra.ack(acks)
+// ackRead acknowledges th's wake-ups that came before cl started: a claim
+// that read their posts holds the thread, or a read after its holder let go
+// found nothing left to do. Later ones stay parked: their posts may have
+// landed after cl's read, and if its holder releases the thread without
+// them and dies before it claims again, only their redelivery brings the
+// thread back (issue 21).
+func (ra *runnerActor) ackRead(th string, cl *claiming) {
+	acks := ra.acks[th]
+	n := 0
+	if cl != nil {
+		n = min(cl.acks, len(acks))
 	}
+	if kept := len(acks) - n; kept > 0 {
+		ra.r.stats.keptParked.Add(int64(kept))
+	}
+	if n == 0 {
+		return
+	}
+	if n == len(acks) {
+		delete(ra.acks, th)
+	} else {
+		ra.acks[th] = slices.Clone(acks[n:])
+	}
+	ra.ack(acks[:n:n])
 }
 
 // ack acknowledges off the actor's goroutine: an ack is a network write.
@@ -406,7 +440,7 @@ func (ra *runnerActor) pump(ctx actor.Context) {
 		if !ok || ra.children[w.thread] != nil || ra.claiming[w.thread] != nil {
 			continue
 		}
-		ra.claiming[w.thread] = &claiming{want: wt}
+		ra.claiming[w.thread] = &claiming{want: wt, acks: len(ra.acks[w.thread])}
 		self := ctx.Self()
 		th := w.thread
 		if wt == wantPeek {
@@ -505,7 +539,7 @@ func (ra *runnerActor) peeked(m peekResult) {
 		ra.enqueue(workItem{thread: m.thread, want: wantProbe})
 		return
 	}
-	ra.ackAll(m.thread) // read after its holder let go: nothing left to do
+	ra.ackRead(m.thread, cl) // read after its holder let go: nothing left to do
 }
 
 // loadSnapshot returns th's fold from its snapshot, or nil when the store
@@ -553,7 +587,7 @@ func (ra *runnerActor) claimed(ctx actor.Context, m claimResult) {
 		ra.recheck(m.thread)
 		n := ra.failures[m.thread]
 		ra.failures[m.thread] = n + 1
-		delay := claimRetryDelay << min(n, 5) // up to 32x: an overloaded server needs room
+		delay := min(claimRetryDelay<<min(n, 5), maxClaimRetry) // up to 32x: an overloaded server needs room
 		r.log.Warn("claim failed; retrying", "thread", m.thread, "attempt", n+1, "in", delay, "err", m.err)
 		w := workItem{thread: m.thread, want: wantOf(cl)}
 		self := ctx.Self()
@@ -594,7 +628,7 @@ func (ra *runnerActor) claimed(ctx actor.Context, m claimResult) {
 	ctx.Watch(pid)
 	ra.children[m.thread] = &child{pid: pid, claim: m.claim, fate: fate}
 	delete(ra.skipped, m.thread)
-	ra.ackAll(m.thread)
+	ra.ackRead(m.thread, cl)
 	r.stats.held.Add(1)
 	r.stats.claims.Add(1)
 }
@@ -823,4 +857,30 @@ func (ra *runnerActor) describe(m debugReq) {
 		out[th] = fmt.Sprintf("session=%s queue=%d claiming=%d rechecks=%d caughtUp=%v followed=%d: %s", ra.session, len(ra.queue), len(ra.claiming), len(ra.rechecks), ra.caughtUp, ra.r.Followed(), strings.Join(parts, " "))
 	}
 	m.reply <- out
+}
+
+// maxClaimRetry is the longest pause before a failed claim is tried again
+// (see claimed).
+const maxClaimRetry = claimRetryDelay << 5
+
+// ConsumeBound is the runners' promise: once faults stop (every runner up,
+// clocks true, the store reachable), a thread free to take its oldest
+// message (posted, and the thread's previous run ended) has it taken within
+// ConsumeBound, by a claim that read it. It is for runners with session TTL
+// claimTTL sharing a work queue whose unacknowledged wake-ups come back
+// after ackWait. The terms are the longest ways back to a thread:
+//
+//   - ackWait: a wake-up left with a runner that died before a claim read
+//     its post is handed to another;
+//   - claimTTL: a dead runner's session lapses, freeing its threads;
+//   - 2 claimTTLs: a runner a lapsed session's thread did not fall to,
+//     or one that found the thread busy, looks at it again (busyCheck,
+//     orphanCheck);
+//   - 8s: a claim that failed on the store is tried again.
+//
+// The chaos and simulation tests hold the runners to it, and the
+// thread-summaries projector reports a thread that waits longer with a
+// pending message and no claim as stranded.
+func ConsumeBound(claimTTL, ackWait time.Duration) time.Duration {
+	return ackWait + (1+orphanRecheck)*claimTTL + maxClaimRetry
 }

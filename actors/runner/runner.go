@@ -58,9 +58,10 @@ type Config struct {
 	// 64.
 	MaxClaiming int
 	// Work yields threads with new posts, shared by the runners (natsstore's
-	// WorkQueue). The runner acknowledges a post once a claim holds its
-	// thread, here or in another live runner, so a post is not lost to a
-	// runner that dies first, nor when it was made while no runner ran.
+	// WorkQueue). The runner acknowledges a post once a claim that read it
+	// holds its thread, or a read after its holder let go found nothing to
+	// do, so a post is not lost to a runner that dies first, nor when it
+	// was made while no runner ran.
 	// Default: none; the runner's follow finds posts instead (one runner
 	// each, by hash, the others looking again later), which suits runners
 	// that do not all restart at once.
@@ -140,6 +141,10 @@ type Stats struct {
 	RechecksDue  int64 // looks again waiting for their time
 	Peeks        int64 // reads of a thread to see whether it has work
 	LiveSessions int64 // live sessions the lease watch knows of, this one included
+	// KeptParked counts wake-ups that came while a claim or read of their
+	// thread was in flight and stayed parked past it: their posts may have
+	// landed after its load (issue 21).
+	KeptParked int64
 
 	SnapshotsLoaded int64 // claims that started from a snapshot
 	SnapshotsBad    int64 // snapshots that did not verify, ignored
@@ -148,7 +153,7 @@ type Stats struct {
 
 type stats struct {
 	claims, abandoned, fenced, completed, failed, held, panics, sessions atomic.Int64
-	claimsBusy, rechecks, rechecksDue, peeks, liveSessions               atomic.Int64
+	claimsBusy, rechecks, rechecksDue, peeks, liveSessions, keptParked   atomic.Int64
 	snapshotsLoaded, snapshotsBad, snapshotsSaved                        atomic.Int64
 }
 
@@ -213,6 +218,7 @@ func (r *Runner) Stats() Stats {
 		RechecksDue:    r.stats.rechecksDue.Load(),
 		Peeks:          r.stats.peeks.Load(),
 		LiveSessions:   r.stats.liveSessions.Load(),
+		KeptParked:     r.stats.keptParked.Load(),
 	}
 }
 

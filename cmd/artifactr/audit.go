@@ -11,6 +11,7 @@ import (
 
 	"github.com/spf13/cobra"
 
+	"github.com/artifactr/artifactr/actors/runner"
 	"github.com/artifactr/artifactr/events"
 	"github.com/artifactr/artifactr/events/natsstore"
 	"github.com/artifactr/artifactr/projections/audit"
@@ -24,6 +25,7 @@ func (a *app) auditCommand() *cobra.Command {
 		from   uint64
 		asJSON bool
 		spec   bool
+		strand time.Duration
 	)
 	cmd := &cobra.Command{
 		Use:   "audit",
@@ -43,6 +45,14 @@ Go model): each thread's events, in stream order, must be steps the model
 allows; the first event of a thread that is not is reported with its seq
 and the actions the spec allowed there. It exits 1 on such an event.
 
+Stranded threads are reported as warnings, not violations: a thread with
+a message pending, no active run and no claim (never claimed, or its newest
+claim released) for longer than --stranded-after. Runners promise to claim
+such a thread within that bound (runner.ConsumeBound: the work queue's
+AckWait, three claim TTLs and a claim's retry; 68s for serve's defaults);
+one that waits longer is answered by nobody until its next post. 0 turns the
+warning off.
+
 --from SEQ starts the replay at a stream sequence; checks that need earlier
 events (which claim is newest, what was consumed) may then report findings
 that a full replay would not.
@@ -53,7 +63,7 @@ unreachable, no stream, --thread with no events; the message on stderr
 says which), 2 usage error.`,
 		Args: cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error {
-			return a.audit(cmd.Context(), &conn, thread, from, asJSON, spec)
+			return a.audit(cmd.Context(), &conn, auditOpts{thread: thread, from: from, asJSON: asJSON, spec: spec, strandedAfter: strand})
 		},
 	}
 	addConnFlags(cmd, &conn)
@@ -61,10 +71,25 @@ says which), 2 usage error.`,
 	cmd.Flags().Uint64Var(&from, "from", 1, "first stream sequence to replay")
 	cmd.Flags().BoolVar(&asJSON, "json", false, "print the report as JSON")
 	cmd.Flags().BoolVar(&spec, "spec", false, "also validate each thread's events against the spec's model")
+	cmd.Flags().DurationVar(&strand, "stranded-after", runner.ConsumeBound(defaultClaimTTL, natsstore.WorkAckWait),
+		"warn of threads with a message pending, no run and no claim for longer than this (0: off)")
 	return cmd
 }
 
-func (a *app) audit(ctx context.Context, conn *connFlags, thread string, from uint64, asJSON, withSpec bool) error {
+// auditOpts are audit's flags.
+type auditOpts struct {
+	thread        string
+	from          uint64
+	asJSON, spec  bool
+	strandedAfter time.Duration
+}
+
+func (a *app) audit(ctx context.Context, conn *connFlags, o auditOpts) error {
+	thread, from, asJSON, withSpec := o.thread, o.from, o.asJSON, o.spec
+	if o.strandedAfter < 0 {
+		return usagef("--stranded-after %s: must not be negative", o.strandedAfter)
+	}
+	aopts := audit.Options{StrandedAfter: o.strandedAfter}
 	if thread != "" {
 		if err := threadArg(thread); err != nil {
 			return err
@@ -87,9 +112,9 @@ func (a *app) audit(ctx context.Context, conn *connFlags, thread string, from ui
 	}
 	var r audit.Report
 	if thread != "" {
-		r, err = auditThread(ctx, store, thread, from, prog)
+		r, err = auditThread(ctx, store, thread, from, aopts, prog)
 	} else {
-		r, err = auditStream(ctx, store, conn.stream, from, prog)
+		r, err = auditStream(ctx, store, from, aopts, prog)
 	}
 	prog.done()
 	if errors.Is(err, errThreadEmpty) {
@@ -157,7 +182,7 @@ func writeSpecText(w io.Writer, sr spec.TraceReport) error {
 	return nil
 }
 
-func auditThread(ctx context.Context, store events.Store, thread string, from uint64, prog *progress) (audit.Report, error) {
+func auditThread(ctx context.Context, store events.Store, thread string, from uint64, o audit.Options, prog *progress) (audit.Report, error) {
 	envs, err := store.Load(ctx, thread, from)
 	if err != nil {
 		return audit.Report{}, err
@@ -165,7 +190,7 @@ func auditThread(ctx context.Context, store events.Store, thread string, from ui
 	if len(envs) == 0 {
 		return audit.Report{}, errNoEvents(thread, from)
 	}
-	au := audit.New()
+	au := audit.NewWithOptions(o)
 	prog.total = uint64(len(envs))
 	for _, env := range envs {
 		au.Add(env)
@@ -177,8 +202,9 @@ func auditThread(ctx context.Context, store events.Store, thread string, from ui
 // auditStream replays every event of the store's stream from from up to
 // its last sequence when the audit began (natsstore Replay: one ordered
 // consumer, decoding ahead of the audit in a goroutine of its own).
-func auditStream(ctx context.Context, store *natsstore.Store, _ string, from uint64, prog *progress) (audit.Report, error) {
-	au := audit.NewWithOptions(audit.Options{Subjects: store.Subjects()})
+func auditStream(ctx context.Context, store *natsstore.Store, from uint64, o audit.Options, prog *progress) (audit.Report, error) {
+	o.Subjects = store.Subjects()
+	au := audit.NewWithOptions(o)
 	last, err := store.LastStreamSeq(ctx)
 	if err != nil {
 		return audit.Report{}, err

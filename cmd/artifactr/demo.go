@@ -16,6 +16,7 @@ import (
 	"github.com/artifactr/artifactr/events/eventspb"
 	"github.com/artifactr/artifactr/events/natsstore"
 	"github.com/artifactr/artifactr/projections"
+	"github.com/artifactr/artifactr/projections/audit"
 )
 
 // demoBudget bounds the whole demo, so that a fault makes it fail rather
@@ -341,7 +342,7 @@ func demoSummary(ctx context.Context, p *livePrinter, store *natsstore.Store) er
 	if err != nil {
 		return err
 	}
-	r, err := auditStream(ctx, store, natsstore.DefaultStream, 1, newProgress(nil))
+	r, err := auditStream(ctx, store, 1, audit.Options{}, newProgress(nil))
 	if err != nil {
 		return err
 	}

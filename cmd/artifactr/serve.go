@@ -24,6 +24,10 @@ import (
 	"github.com/artifactr/artifactr/projections/summaries"
 )
 
+// defaultClaimTTL is serve's --claim-ttl, which audit's --stranded-after
+// default is derived from.
+const defaultClaimTTL = 10 * time.Second
+
 // serveFlags are serve's options.
 type serveFlags struct {
 	conn          connFlags
@@ -136,7 +140,7 @@ next runner abandons the unfinished runs (run_abandoned).`,
 	fl.DurationVar(&f.execCancelGrace, "exec-cancel-grace", agentexec.DefaultCancelGrace, "how long the exec agent's program has to exit after its run is cancelled (SIGTERM, EOF on stdin) before it is killed")
 	fl.DurationVar(&f.echoDelay, "echo-delay", 0, "keep each echo run active this long (tests)")
 	_ = fl.MarkHidden("echo-delay")
-	fl.DurationVar(&f.claimTTL, "claim-ttl", 10*time.Second, "lease TTL: how soon a dead runner's threads are taken over")
+	fl.DurationVar(&f.claimTTL, "claim-ttl", defaultClaimTTL, "lease TTL: how soon a dead runner's threads are taken over")
 	fl.DurationVar(&f.idleTimeout, "idle-timeout", 30*time.Second, "release a claim after this long with nothing to do")
 	fl.StringVar(&f.workQueue, "work-queue", natsstore.DefaultWorkQueue, "durable consumer the runners share: each post wakes one of them, and goes to another if that one dies before it claims")
 	fl.DurationVar(&f.shutdownGrace, "shutdown-grace", 5*time.Second, "on shutdown, how long active runs may take to finish")
@@ -338,7 +342,14 @@ func (a *app) serve(ctx context.Context, f *serveFlags, ag agent.Agent, external
 	}
 	so.started()
 	if f.projector {
-		stop, err := a.startProjector(ctx, store, f.summaries, r.ID()+"/summaries")
+		// The projector sees every event, once across all serves: it
+		// finds a thread that a runner left stranded, and this runner
+		// claims it.
+		bound := runner.ConsumeBound(f.claimTTL, work.AckWait())
+		stop, err := a.startProjector(ctx, store, f.summaries, r.ID()+"/summaries", bound, func(th string, _ time.Time) {
+			so.stranded()
+			r.Wake(th)
+		})
 		if err != nil {
 			r.Kill()
 			return usage(err)
@@ -352,8 +363,11 @@ func (a *app) serve(ctx context.Context, f *serveFlags, ag agent.Agent, external
 
 // startProjector runs the thread-summaries projector until the returned
 // stop is called; stop waits for it to release the read model.
-func (a *app) startProjector(ctx context.Context, store *natsstore.Store, bucket, owner string) (stop func(), err error) {
-	p, err := summaries.NewProjector(summaries.Config{Store: store, Bucket: bucket, Owner: owner, Logger: a.log})
+// It reports threads stranded for longer than strandedAfter to stranded.
+func (a *app) startProjector(ctx context.Context, store *natsstore.Store, bucket, owner string,
+	strandedAfter time.Duration, stranded func(string, time.Time)) (stop func(), err error) {
+	p, err := summaries.NewProjector(summaries.Config{Store: store, Bucket: bucket, Owner: owner, Logger: a.log,
+		StrandedAfter: strandedAfter, Stranded: stranded})
 	if err != nil {
 		return nil, err
 	}

@@ -19,6 +19,7 @@ import (
 // ask for them, and with --metrics the Prometheus endpoint.
 type serveObs struct {
 	observer      *obs.Observer
+	metrics       *obs.Metrics // nil without --metrics
 	stopTracing   func(context.Context) error
 	srv           *obs.Server // nil without --metrics
 	runnerStarted atomic.Bool
@@ -54,7 +55,7 @@ func (a *app) startObs(ctx context.Context, addr string, store *natsstore.Store,
 	if err := obs.RegisterProjectorLag(reg, lag, a.log); err != nil {
 		return nil, fail(err)
 	}
-	so.observer = obs.New(cfg)
+	so.observer, so.metrics = obs.New(cfg), cfg.Metrics
 	ready := func(ctx context.Context) error {
 		if !store.Conn().IsConnected() {
 			return errors.New("not connected to NATS")
@@ -77,6 +78,13 @@ func (a *app) startObs(ctx context.Context, addr string, store *natsstore.Store,
 
 // runnerObserver is the runner's Config.Observer.
 func (so *serveObs) runnerObserver() runner.Observer { return so.observer }
+
+// stranded counts a stranded thread the projector found.
+func (so *serveObs) stranded() {
+	if so.metrics != nil {
+		so.metrics.StrandedThreads.Inc()
+	}
+}
 
 // started marks the runner started, for /readyz.
 func (so *serveObs) started() { so.runnerStarted.Store(true) }

@@ -7,6 +7,8 @@ import (
 	"testing"
 	"time"
 
+	"go.uber.org/goleak"
+
 	"github.com/artifactr/artifactr/events"
 	"github.com/artifactr/artifactr/events/eventstest"
 	"github.com/artifactr/artifactr/internal/natsembed"
@@ -120,5 +122,33 @@ func TestStore_RenewLease_keepsServerTTL(t *testing.T) {
 	}
 	if _, err := s.RenewLease(ctxT(t), l); !errors.Is(err, events.ErrLeaseLost) {
 		t.Fatalf("renew an expired lease: %v, want ErrLeaseLost", err)
+	}
+}
+
+// A lease watch stopped while nobody reads it, with more updates delivered
+// than its channel holds, leaves no goroutine behind: nats.go's callback is
+// blocked sending on the full channel, and Stop must let it go (issue 21).
+func TestStore_WatchLeases_stopWhileFull(t *testing.T) {
+	srv := natsembed.RunForTest(t)
+	s := open(t, srv)
+	before := goleak.IgnoreCurrent()
+	w, err := s.WatchLeases(ctxT(t))
+	if err != nil {
+		t.Fatal(err)
+	}
+	const n = 300 // the watcher's channel holds 256
+	for i := range n {
+		if _, err := s.AcquireLease(ctxT(t), fmt.Sprintf("w%d", i), "A", 10*time.Second); err != nil {
+			t.Fatal(err)
+		}
+	}
+	lw := w.(*leaseWatch)
+	testkit.WaitFor(t, 10*time.Second, "the watch's channel full", func() (bool, string) {
+		return len(lw.w.Updates()) == cap(lw.w.Updates()), fmt.Sprintf("%d of %d", len(lw.w.Updates()), cap(lw.w.Updates()))
+	})
+	w.Stop()
+	w.Stop() // twice is fine
+	if err := goleak.Find(before); err != nil && strings.Contains(err.Error(), "WatchFiltered") {
+		t.Fatalf("the stopped watch left its callback blocked: %v", err)
 	}
 }

@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"strings"
+	"sync"
 	"time"
 
 	"github.com/nats-io/nats.go/jetstream"
@@ -166,8 +167,9 @@ func (s *Store) WatchLeases(ctx context.Context) (events.LeaseWatch, error) {
 }
 
 type leaseWatch struct {
-	s *Store
-	w jetstream.KeyWatcher
+	s    *Store
+	w    jetstream.KeyWatcher
+	once sync.Once
 }
 
 // Next implements [events.LeaseWatch]. Keys that are neither a valid thread
@@ -219,5 +221,30 @@ func (s *Store) leaseUpdate(e jetstream.KeyValueEntry) (events.LeaseUpdate, bool
 	return u, true
 }
 
-// Stop implements [events.LeaseWatch].
-func (lw *leaseWatch) Stop() { _ = lw.w.Stop() }
+// watchStopDrain bounds how long Stop waits for the watcher's callback to
+// let go once unsubscribed; it returns at once unless the server floods it.
+const watchStopDrain = 10 * time.Second
+
+// Stop implements [events.LeaseWatch]. nats.go's watcher callback sends on
+// the Updates channel (256 deep) under the watcher's lock, and the channel
+// is closed only once the callback has returned. So a watch stopped while
+// its channel is full would leave the callback blocked for good: Stop
+// unsubscribes, then drains the channel until it is closed.
+func (lw *leaseWatch) Stop() {
+	lw.once.Do(func() {
+		_ = lw.w.Stop()
+		t := time.NewTimer(watchStopDrain)
+		defer t.Stop()
+		for {
+			select {
+			case _, ok := <-lw.w.Updates():
+				if !ok {
+					return
+				}
+			case <-t.C:
+				lw.s.cfg.Logger.Warn("natsstore: lease watch still delivering after its stop", "waited", watchStopDrain)
+				return
+			}
+		}
+	})
+}

@@ -37,11 +37,13 @@ const (
 // them, so a post wakes one runner rather than all. It has the method set of
 // runner.WorkSource.
 //
-// Delivery is at least once: a runner acks a post once a claim holds its
-// thread, so one that dies before its claim gets the post redelivered to
-// another runner after 30s. A runner that is handed a thread another runner
-// holds acks it at once, because the holder follows its own thread; threads
-// whose holder died are found through the runners' watch of lapsed sessions.
+// Delivery is at least once: a runner acks a post once a claim that read
+// it holds its thread, so one that dies before such a claim gets the post
+// redelivered to another runner after 30s. A runner that is handed a thread
+// another runner holds keeps the post unacked until that claim ends, since
+// its holder may release the thread and die before it claims it again;
+// threads whose holder died holding them are found through the runners'
+// watch of lapsed sessions.
 //
 // The consumer is created with DeliverNewPolicy the first time a name is
 // used; after that it keeps its position, so posts made while no runner runs
@@ -272,3 +274,10 @@ func (q *WorkQueue) Stop() {
 
 // Name returns the durable consumer's name.
 func (q *WorkQueue) Name() string { return q.name }
+
+// AckWait returns how long a delivered post waits for its ack before the
+// server hands it to another runner.
+func (q *WorkQueue) AckWait() time.Duration { return q.ackWait }
+
+// WorkAckWait is the AckWait of the queues [Store.WorkQueue] opens.
+const WorkAckWait = workAckWait

@@ -33,6 +33,7 @@ type Metrics struct {
 	AppendErrors         *prometheus.CounterVec // artifactr_append_errors_total{code}
 	LeaseRenewals        prometheus.Counter     // artifactr_lease_renewals_total
 	LeaseRenewalFailures prometheus.Counter     // artifactr_lease_renewal_failures_total
+	StrandedThreads      prometheus.Counter     // artifactr_stranded_threads
 }
 
 // NewMetrics makes the collectors and registers them with reg.
@@ -80,6 +81,10 @@ func NewMetrics(reg prometheus.Registerer) (*Metrics, error) {
 			Name: "artifactr_lease_renewal_failures_total",
 			Help: "Lease renewals that failed: the lease was lost, or the store could not be reached.",
 		}),
+		StrandedThreads: prometheus.NewCounter(prometheus.CounterOpts{
+			Name: "artifactr_stranded_threads",
+			Help: "Stranded threads this serve's projector found, each then claimed by its runner: a message pending, no run and no claim for longer than the runners' bound (work-queue AckWait + 3 claim TTLs + 8s). Counted again for each further bound a thread stays stranded.",
+		}),
 	}
 	// Every outcome shows from the first scrape, so rate() and dashboards
 	// see a zero rather than no series.
@@ -89,7 +94,7 @@ func NewMetrics(reg prometheus.Registerer) (*Metrics, error) {
 	var errs []error
 	for _, c := range []prometheus.Collector{
 		m.Turns, m.RunStartLatency, m.TurnDuration, m.FencedRefusals, m.Claims, m.Takeovers,
-		m.ClaimedThreads, m.AppendErrors, m.LeaseRenewals, m.LeaseRenewalFailures,
+		m.ClaimedThreads, m.AppendErrors, m.LeaseRenewals, m.LeaseRenewalFailures, m.StrandedThreads,
 	} {
 		errs = append(errs, reg.Register(c))
 	}

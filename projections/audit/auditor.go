@@ -6,6 +6,7 @@ import (
 	"hash/maphash"
 	"slices"
 	"strings"
+	"time"
 
 	"github.com/artifactr/artifactr/events"
 	"github.com/artifactr/artifactr/events/eventspb"
@@ -25,6 +26,14 @@ type Options struct {
 	// millions of events stays in bounded memory. The counts stay exact.
 	// 0 means DefaultMaxFindings; negative means no bound.
 	MaxFindings int
+	// StrandedAfter, when positive, makes the report warn of stranded
+	// threads: with a message pending, no active run and no claim (never
+	// claimed, or its newest claim released) for longer than it by Now, as
+	// of the last event audited. Runners promise to consume a post within
+	// runner.ConsumeBound; pass that. A warning is no violation.
+	StrandedAfter time.Duration
+	// Now is the clock stranded threads are judged by. Default time.Now.
+	Now func() time.Time
 }
 
 // Auditor checks a log's events against the spec's invariants as they stream
@@ -61,6 +70,9 @@ func New() *Auditor { return NewWithOptions(Options{}) }
 func NewWithOptions(o Options) *Auditor {
 	if o.MaxFindings == 0 {
 		o.MaxFindings = DefaultMaxFindings
+	}
+	if o.Now == nil {
+		o.Now = time.Now
 	}
 	return &Auditor{
 		opts:    o,
@@ -104,6 +116,10 @@ type thread struct {
 	id       string            // the id, for reports
 	lastEnd  uint64            // the newest run's end, 0 while active
 	lastStat runStatus         // the newest run's status, 0 before the first run
+	// unclaimedSince is the stored time (unix ns) of the event since which
+	// the thread has had a message pending, no active run and no claim; 0
+	// while it has not.
+	unclaimedSince int64
 
 	strat strategyState // strategy.go
 }
@@ -165,6 +181,18 @@ func (a *Auditor) add(env *events.Envelope) {
 	env.Type = typ // the messages name it; a hand-made envelope may not
 	a.check(th, env, typ, prevClaimSubj, prevRunSubj)
 	projections.Rules(f, env, typ)
+	switch {
+	case !th.unclaimed():
+		th.unclaimedSince = 0
+	case th.unclaimedSince == 0:
+		th.unclaimedSince = max(env.Stored.UnixNano(), 1)
+	}
+}
+
+// unclaimed reports whether th has a message pending, no active run and no
+// claim: nobody is working on it, so a runner must come and claim it.
+func (th *thread) unclaimed() bool {
+	return th.next < len(th.msgs) && !th.hasActive && (th.claimSeq == 0 || th.releaseSeq != 0)
 }
 
 // check runs the audit's own checks of how env was appended, which are not
@@ -392,5 +420,38 @@ func (a *Auditor) Report() Report {
 	for c, n := range a.checked {
 		r.Checks[CheckNames[c]] = n
 	}
+	a.stranded(&r)
 	return r
+}
+
+// stranded lists the threads unclaimed for longer than StrandedAfter, oldest
+// first: one pass over the threads, at report time only.
+func (a *Auditor) stranded(r *Report) {
+	after := a.opts.StrandedAfter
+	if after <= 0 {
+		return
+	}
+	now := a.opts.Now()
+	for _, first := range a.threads {
+		for th := first; th != nil; th = th.collide {
+			if th.unclaimedSince == 0 || th.id == "" {
+				continue
+			}
+			since := time.Unix(0, th.unclaimedSince)
+			if now.Sub(since) <= after {
+				continue
+			}
+			r.StrandedCount++
+			r.Stranded = append(r.Stranded, Stranded{
+				Thread: th.id, Since: since.UTC(), Pending: len(th.msgs) - th.next,
+				OldestSeq: th.msgs[th.next].seq, ReleaseSeq: th.releaseSeq,
+			})
+		}
+	}
+	slices.SortFunc(r.Stranded, func(x, y Stranded) int {
+		return cmp.Or(x.Since.Compare(y.Since), strings.Compare(x.Thread, y.Thread))
+	})
+	if m := a.opts.MaxFindings; m >= 0 && len(r.Stranded) > m {
+		r.Stranded = r.Stranded[:m]
+	}
 }

@@ -39,6 +39,13 @@
 // honest runner's. NATS permissions exist for exactly that case: only
 // runners may publish to the claim and run subjects (examples/nats).
 //
+// A stranded thread is a warning, not a violation: with
+// Options.StrandedAfter set, the report lists the threads that have had a
+// message pending, no active run and no claim (never claimed, or its newest
+// claim released) for longer than it. Nothing in the log is wrong, but
+// nobody is answering: runners promise to consume a post within
+// runner.ConsumeBound.
+//
 // Anything else wrong with an event is an anomaly, listed apart: an
 // undecodable or unknown event, a repeated or out-of-order sequence, or an
 // event that contradicts the state, such as an answer to an unknown request,
@@ -88,7 +95,12 @@
 //	    {"thread": "T", "seq": 41, "type": "run_output",  // "" when unknown
 //	     "message": "run \"r9\" is not active: no run is"}
 //	  ],
-//	  "checks": {"I1_ConsumedAtMostOnce": 52000, ...}   // events each check examined
+//	  "checks": {"I1_ConsumedAtMostOnce": 52000, ...},  // events each check examined
+//	  "stranded_count": 1,          // warnings, with Options.StrandedAfter set
+//	  "stranded": [                 // absent when none
+//	    {"thread": "T", "since": "2026-12-01T17:53:02.5Z", "pending": 1,
+//	     "oldest_seq": 19416, "release_seq": 19467}
+//	  ]
 //	}
 //
 // "violations" and "anomalies" are [] when empty, never null. The seqs of

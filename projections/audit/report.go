@@ -6,6 +6,7 @@ import (
 	"io"
 	"strconv"
 	"strings"
+	"time"
 
 	"github.com/artifactr/artifactr/events"
 )
@@ -88,6 +89,24 @@ type Report struct {
 
 	// Checks counts, by check name, the events each check examined.
 	Checks map[string]int `json:"checks"`
+
+	// Stranded are warnings, not violations: threads with a message
+	// pending, no active run and no claim for longer than
+	// Options.StrandedAfter, oldest first (at most Options.MaxFindings);
+	// StrandedCount is their total. Empty unless StrandedAfter is set.
+	Stranded      []Stranded `json:"stranded,omitempty"`
+	StrandedCount int        `json:"stranded_count"`
+}
+
+// Stranded is a thread nobody works on although it has a message to answer.
+type Stranded struct {
+	Thread string `json:"thread"`
+	// Since is the stored time of the event since which it has been so:
+	// its newest claim's release, or the post that found it unclaimed.
+	Since      time.Time `json:"since"`
+	Pending    int       `json:"pending"`     // messages not yet taken
+	OldestSeq  uint64    `json:"oldest_seq"`  // the oldest of them
+	ReleaseSeq uint64    `json:"release_seq"` // its newest claim's thread_released, 0 when never claimed
 }
 
 // Violation is an event that breaks a check.
@@ -143,6 +162,16 @@ func (r Report) WriteText(w io.Writer) error {
 			fmt.Fprintf(&b, "  %s thread %s seqs %s: %s\n", v.Check, v.Thread, joinSeqs(v.Seqs), v.Message)
 		}
 		if n := r.ViolationCount - len(r.Violations); n > 0 {
+			fmt.Fprintf(&b, "  ... and %d more\n", n)
+		}
+	}
+	if len(r.Stranded) > 0 {
+		fmt.Fprintf(&b, "warnings: %d threads stranded (a message pending, no run, no claim; not a violation):\n", r.StrandedCount)
+		for _, st := range r.Stranded {
+			fmt.Fprintf(&b, "  thread %s: %d pending from seq %d, unclaimed since %s (release seq %d)\n",
+				st.Thread, st.Pending, st.OldestSeq, st.Since.Format(time.RFC3339Nano), st.ReleaseSeq)
+		}
+		if n := r.StrandedCount - len(r.Stranded); n > 0 {
 			fmt.Fprintf(&b, "  ... and %d more\n", n)
 		}
 	}

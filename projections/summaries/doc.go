@@ -55,6 +55,17 @@
 // harmless is the compare-and-set on each summary, the sequence check in
 // Apply, and the checkpoint write that fences it out.
 //
+// # Stranded threads
+//
+// With Config.StrandedAfter set (serve passes runner.ConsumeBound), the
+// active projector also watches for threads nobody works on: a message
+// pending, no active run and no claim ([Summary.Unclaimed]). It keeps only
+// those threads, as the events it applies anyway make them so or not, plus
+// the ones a scan of the stored summaries finds when its session starts;
+// so its cost follows the few unclaimed threads, not all of them. One still
+// unclaimed past the bound is logged as a warning and handed to
+// Config.Stranded (serve counts it and its runner claims the thread).
+//
 // # Rebuild
 //
 // [Rebuild] (`artifactr projections rebuild`) starts a new epoch at

@@ -51,6 +51,17 @@ type Config struct {
 	// Progress, if set, is called after each committed batch, on the
 	// projector's goroutine.
 	Progress func(Progress)
+	// StrandedAfter, when positive, makes the projector report stranded
+	// threads: [Summary.Unclaimed] for longer than it. Pass
+	// runner.ConsumeBound, the runners' promise. Each is logged as a
+	// warning and handed to Stranded, then again every StrandedAfter while
+	// it stays so. Default 0: off.
+	StrandedAfter time.Duration
+	// Stranded, if set, is called with each stranded thread and the stored
+	// time since which it has been unclaimed, on the projector's goroutine:
+	// it must not block. serve counts it (artifactr_stranded_threads) and
+	// has its runner claim the thread.
+	Stranded func(thread string, since time.Time)
 }
 
 func (c *Config) setDefaults() error {
@@ -83,6 +94,8 @@ func (c *Config) setDefaults() error {
 		return fmt.Errorf("summaries: Config.LeaseTTL %s is under 300ms", c.LeaseTTL)
 	case c.Batch < 1 || c.Batch > 50_000:
 		return fmt.Errorf("summaries: Config.Batch %d is not 1 to 50000", c.Batch)
+	case c.StrandedAfter < 0:
+		return fmt.Errorf("summaries: Config.StrandedAfter %s is negative", c.StrandedAfter)
 	}
 	return nil
 }
@@ -101,6 +114,7 @@ type Stats struct {
 	Conflicts uint64 // summary writes refused by compare-and-set, then resolved
 	Resets    uint64 // times the consumer was reset: each session's start and each gap
 	Batches   uint64 // batches committed
+	Stranded  uint64 // stranded threads reported (Config.StrandedAfter)
 }
 
 // Projector keeps the thread summaries of one bucket up to date from a
@@ -112,7 +126,7 @@ type Projector struct {
 	cfg   Config
 	store events.ReadModelStore
 	stats struct {
-		events, skipped, writes, conflicts, resets, batches atomic.Uint64
+		events, skipped, writes, conflicts, resets, batches, stranded atomic.Uint64
 	}
 	// hook, in tests, is called at each stage of a batch; an error ends
 	// the session there, as a crash would.
@@ -141,6 +155,7 @@ func (p *Projector) Stats() Stats {
 	return Stats{
 		Events: p.stats.events.Load(), Skipped: p.stats.skipped.Load(), Writes: p.stats.writes.Load(),
 		Conflicts: p.stats.conflicts.Load(), Resets: p.stats.resets.Load(), Batches: p.stats.batches.Load(),
+		Stranded: p.stats.stranded.Load(),
 	}
 }
 
@@ -235,6 +250,18 @@ type session struct {
 	b       events.KVBucket
 	cache   map[string]*entry // summaries as stored, by thread
 	applied uint64            // every event up to it is applied and written
+	// appliedAt is the stored time of the event at applied.
+	appliedAt time.Time
+	// unclaimed are the threads whose summary is Unclaimed, with StrandedAfter
+	// set: only those, so a sweep costs what the threads nobody holds cost.
+	unclaimed map[string]*unclaimedAt
+	swept     time.Time // the last sweep of unclaimed
+}
+
+// unclaimedAt is when a thread became unclaimed, by the stored time of the
+// event that made it so, and when it was last reported stranded.
+type unclaimedAt struct {
+	since, reported time.Time
 }
 
 // touched is what a batch did to one thread's summary.
@@ -251,10 +278,11 @@ func (p *Projector) session(ctx context.Context, own *owner, until uint64) error
 	if err != nil {
 		return err
 	}
-	s := &session{p: p, own: own, d: d, b: own.b, cache: map[string]*entry{}, applied: own.cp.Seq}
+	s := &session{p: p, own: own, d: d, b: own.b, cache: map[string]*entry{}, applied: own.cp.Seq, unclaimed: map[string]*unclaimedAt{}}
 	if err := s.reset(ctx); err != nil {
 		return err
 	}
+	s.seedUnclaimed(ctx)
 	wait := p.cfg.LeaseTTL / 6
 	for until == 0 || s.applied < until {
 		if err := ctx.Err(); err != nil {
@@ -275,8 +303,83 @@ func (p *Projector) session(ctx context.Context, own *owner, until uint64) error
 		if err := s.step(ctx, ds); err != nil {
 			return err
 		}
+		s.sweep(len(ds) < p.cfg.Batch)
 	}
 	return nil
+}
+
+// seedUnclaimed finds the threads already unclaimed when the session
+// starts, from the stored summaries: one scan of the bucket per session,
+// so that a restart or a takeover does not forget a thread stranded
+// before it. Since is their last activity, the latest it can be. A scan
+// that fails is logged; the session goes on without it.
+func (s *session) seedUnclaimed(ctx context.Context) {
+	if s.p.cfg.StrandedAfter <= 0 {
+		return
+	}
+	err := s.b.Scan(ctx, ">", func(e events.KVEntry) error {
+		if events.ValidateThreadID(e.Key) != nil {
+			return nil // the checkpoint
+		}
+		var st stored
+		if json.Unmarshal(e.Value, &st) != nil || st.Epoch != s.own.cp.Epoch || st.Thread != e.Key {
+			return nil
+		}
+		if st.Summary.Unclaimed() {
+			s.unclaimed[e.Key] = &unclaimedAt{since: st.LastActivity}
+		}
+		return nil
+	})
+	if err != nil {
+		s.p.cfg.Logger.Warn("summaries: cannot read the summaries for unclaimed threads; only those the session applies are watched", "err", err)
+	}
+}
+
+// track keeps the unclaimed set up to date with sum, env just applied.
+func (s *session) track(th string, sum *Summary, env *events.Envelope) {
+	if s.p.cfg.StrandedAfter <= 0 {
+		return
+	}
+	if !sum.Unclaimed() {
+		delete(s.unclaimed, th)
+	} else if s.unclaimed[th] == nil {
+		s.unclaimed[th] = &unclaimedAt{since: env.Stored}
+	}
+}
+
+// sweep reports the threads unclaimed for longer than StrandedAfter. It
+// looks at the unclaimed threads only, and at most four times per
+// StrandedAfter, so a projector of many threads, nearly all held or idle,
+// pays nothing per thread. Once caught up (the last fetch came back short)
+// it judges by its clock; while catching up, by the stored time of the last
+// event it applied, so that a claim it has not read yet does not make a
+// thread look stranded.
+func (s *session) sweep(caughtUp bool) {
+	after := s.p.cfg.StrandedAfter
+	if after <= 0 || len(s.unclaimed) == 0 {
+		return
+	}
+	now := s.p.cfg.Now()
+	if now.Sub(s.swept) < after/4 {
+		return
+	}
+	s.swept = now
+	horizon := s.appliedAt
+	if caughtUp {
+		horizon = now
+	}
+	for th, u := range s.unclaimed {
+		if horizon.Sub(u.since) <= after || now.Sub(u.reported) <= after {
+			continue
+		}
+		u.reported = now
+		s.p.stats.stranded.Add(1)
+		s.p.cfg.Logger.Warn("summaries: thread stranded: a message pending, no run and no claim for longer than the bound; claiming it",
+			"thread", th, "since", u.since, "for", horizon.Sub(u.since).Round(time.Millisecond), "bound", after)
+		if f := s.p.cfg.Stranded; f != nil {
+			f(th, u.since)
+		}
+	}
 }
 
 // reset makes the consumer deliver again from the event after the
@@ -366,10 +469,16 @@ func (s *session) commit(ctx context.Context, envs []events.Envelope, next uint6
 		}
 		t.envs = append(t.envs, *env)
 		e.sum.apply(env)
+		s.track(env.Thread, &e.sum, env)
 		s.p.stats.events.Add(1)
 	}
 	if err := s.write(ctx, batch, order); err != nil {
 		return err
+	}
+	for _, th := range order { // a resolved conflict may have moved a summary on
+		if e := s.cache[th]; e != nil && !e.sum.Unclaimed() {
+			delete(s.unclaimed, th)
+		}
 	}
 	if err := s.p.maybeHook(stageWritten); err != nil {
 		return err
@@ -378,7 +487,7 @@ func (s *session) commit(ctx context.Context, envs []events.Envelope, next uint6
 	if err := s.own.write(ctx); err != nil {
 		return err
 	}
-	s.applied = next
+	s.applied, s.appliedAt = next, envs[len(envs)-1].Stored
 	s.p.stats.batches.Add(1)
 	if s.p.cfg.Progress != nil {
 		s.p.cfg.Progress(Progress{Checkpoint: next, Events: s.p.stats.events.Load()})

@@ -156,6 +156,14 @@ func (s *Summary) normalize() {
 // hand-made log; its start sequence never is.
 func (s *Summary) active() bool { return s.RunStartSeq != 0 }
 
+// Unclaimed reports whether the thread has a message pending, no active run
+// and no claim (never claimed, or its newest claim released): nobody works
+// on it, so a runner must claim it. One that stays so for longer than
+// runner.ConsumeBound is stranded.
+func (s *Summary) Unclaimed() bool {
+	return len(s.PendingSeqs) > 0 && !s.active() && (s.ClaimSeq == 0 || s.Released)
+}
+
 // apply folds env into s in place with the fold rules
 // ([projections.Step]), as projections.Thread.Apply does.
 func (s *Summary) apply(env *events.Envelope) {

@@ -2,6 +2,7 @@ package chaos
 
 import (
 	"context"
+	"strings"
 	"sync"
 	"testing"
 	"time"
@@ -125,6 +126,17 @@ func runSoak(t *testing.T, cfg config) {
 	checkSpecTrace(t, envs, cfg.seed)
 	for _, p := range h.checkConsumed(envs, 30) {
 		t.Errorf("consumed exactly once: %s", p)
+	}
+	// The bound: every post consumed within runner.ConsumeBound of the
+	// time its thread was free to take it (h.bound).
+	slowest, which, late := h.consumedLate(envs, h.calm)
+	t.Logf("%s: slowest consumption after its thread was free to take it (faults stopped, posted, the run before ended): %s; bound %s", cfg.name, slowest.Round(time.Millisecond), h.bound())
+	if testing.Verbose() && which.desc != "" {
+		t.Logf("the slowest, %s:\n%s", which.desc, strings.Join(around(envs, which.thread, which.seq, 16), "\n"))
+	}
+	if len(late) > 0 {
+		state := strings.Join(late[:min(len(late), 20)], " ")
+		t.Errorf("%d messages consumed past the bound %s (seed %d): %s\ntrails:\n%s", len(late), h.bound(), cfg.seed, state, h.trails(state, 3))
 	}
 	// The run must have exercised what it claims to.
 	f := logFacts(envs)

@@ -4,6 +4,7 @@ import (
 	"context"
 	"fmt"
 	"maps"
+	"math"
 	"slices"
 	"strings"
 	"time"
@@ -11,6 +12,7 @@ import (
 	"github.com/nats-io/nats.go/jetstream"
 	"google.golang.org/protobuf/proto"
 
+	"github.com/artifactr/artifactr/actors/runner"
 	"github.com/artifactr/artifactr/events"
 	"github.com/artifactr/artifactr/events/eventspb"
 	"github.com/artifactr/artifactr/events/natsstore"
@@ -111,10 +113,51 @@ func byThread(envs []events.Envelope) map[string][]events.Envelope {
 	return m
 }
 
+// bound is the runners' promise (runner.ConsumeBound): once the faults
+// stop, a thread free to take its oldest message takes it within the bound.
+// It is free from the latest of the end of the faults, the message's post
+// and the end (completed or failed) of the run before: a thread's messages
+// wait for its runs in turn, which no bound on the runners covers. An
+// abandoned run does not count as an end: its holder was dead, and taking
+// the thread over is the runners' part.
+func (h *harness) bound() time.Duration {
+	return runner.ConsumeBound(h.cfg.ttl, natsstore.WorkAckWait)
+}
+
+// due is when a message posted at posted must be consumed by, the faults
+// having stopped at calm and the thread's run before having ended at ended.
+func (h *harness) due(calm, posted, ended time.Time) time.Time {
+	return later(later(calm, posted), ended).Add(h.bound())
+}
+
+// lastEnd is the stored time of the last run_completed or run_failed of
+// envs (one thread's, in order) before seq, zero when none.
+func lastEnd(envs []events.Envelope, seq uint64) time.Time {
+	var t time.Time
+	for _, e := range envs {
+		if e.Seq >= seq {
+			break
+		}
+		if e.Type == events.TypeRunCompleted || e.Type == events.TypeRunFailed {
+			t = e.Stored
+		}
+	}
+	return t
+}
+
+func later(a, b time.Time) time.Time {
+	if b.After(a) {
+		return b
+	}
+	return a
+}
+
 // settled reports whether every thread has no pending message and no active
-// run. Threads whose active run waits for an answer with nothing pending
-// get one (their asker's answer may be the run's last post).
-func (h *harness) settled(answered map[string]time.Time) (bool, string) {
+// run, and which pending messages are overdue: still pending past h.due,
+// the faults having stopped at calm. Threads whose active run waits for an
+// answer with nothing pending get one (their asker's answer may be the
+// run's last post).
+func (h *harness) settled(answered map[string]time.Time, calm time.Time) (ok bool, state string, overdue int) {
 	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
 	defer cancel()
 	var waiting []string
@@ -126,8 +169,10 @@ func (h *harness) settled(answered map[string]time.Time) (bool, string) {
 		return nil
 	})
 	if err != nil {
-		return false, fmt.Sprintf("replay: %v", err)
+		return false, fmt.Sprintf("replay: %v", err), 0
 	}
+	now := time.Now()
+	var late []string
 	for _, th := range h.threads {
 		envs := all[th]
 		if len(envs) == 0 {
@@ -138,8 +183,15 @@ func (h *harness) settled(answered map[string]time.Time) (bool, string) {
 		if pending == 0 && v.ActiveRun == nil {
 			continue
 		}
+		desc := fmt.Sprintf("%s(pending %d, active %v, holder %s)", th, pending, v.ActiveRun != nil, v.Claim.Holder)
+		if m, ok := v.OldestPending(); ok && now.After(h.due(calm, m.Posted, lastEnd(envs, math.MaxUint64))) {
+			overdue++
+			if len(late) < 20 {
+				late = append(late, desc)
+			}
+		}
 		if len(waiting) < 20 {
-			waiting = append(waiting, fmt.Sprintf("%s(pending %d, active %v, holder %s)", th, pending, v.ActiveRun != nil, v.Claim.Holder))
+			waiting = append(waiting, desc)
 		} else {
 			waiting[19] = "..."
 		}
@@ -150,7 +202,10 @@ func (h *harness) settled(answered map[string]time.Time) (bool, string) {
 			h.stats.add("post:drain_answer", 1)
 		}
 	}
-	return len(waiting) == 0, strings.Join(waiting, " ")
+	if overdue > 0 {
+		return false, strings.Join(late, " "), overdue // the overdue ones first, for the trails
+	}
+	return len(waiting) == 0, strings.Join(waiting, " "), 0
 }
 
 // describe asks every live runner where the threads named in state stand.
@@ -236,6 +291,7 @@ func (h *harness) trails(state string, n int) string {
 func (h *harness) drain() time.Duration {
 	h.t.Helper()
 	start := time.Now()
+	h.calm = start
 	for _, sl := range h.slots {
 		sl.skew.Store(0)
 		if !sl.up() {
@@ -252,15 +308,58 @@ func (h *harness) drain() time.Duration {
 	answered := map[string]time.Time{}
 	deadline := start.Add(h.cfg.drain)
 	for {
-		ok, state := h.settled(answered)
+		ok, state, overdue := h.settled(answered, start)
 		if ok {
 			return time.Since(start)
+		}
+		if overdue > 0 {
+			h.t.Fatalf("%s: %d threads with a post pending past the bound (%s after the thread was free to take it, runner.ConsumeBound) after %s of the drain: %s\nrunner warnings: %s\nrunners:\n%s\ntrails:\n%s",
+				h.cfg.name, overdue, h.bound(), time.Since(start).Round(time.Millisecond), state, h.lc.summary(), h.describe(state), h.trails(state, 3))
 		}
 		if time.Now().After(deadline) {
 			h.t.Fatalf("%s: not drained after %s: %s\nrunner warnings: %s\nrunners:\n%s\ntrails:\n%s", h.cfg.name, h.cfg.drain, state, h.lc.summary(), h.describe(state), h.trails(state, 3))
 		}
 		time.Sleep(250 * time.Millisecond) // poll interval
 	}
+}
+
+// consumption is a message's consumption, for a report.
+type consumption struct {
+	desc   string
+	thread string
+	seq    uint64 // the consuming event
+}
+
+// consumedLate checks the log against the bound, the faults having stopped
+// at calm: each message is consumed by h.due. It returns the slowest wait
+// past the time its thread was free to take it, which one, and the late
+// messages as the drain's state (thread(...) words) for the trails.
+func (h *harness) consumedLate(envs []events.Envelope, calm time.Time) (slowest time.Duration, which consumption, late []string) {
+	threads := byThread(envs)
+	for _, th := range slices.Sorted(maps.Keys(threads)) {
+		tenvs := threads[th]
+		stored := make(map[uint64]time.Time, len(tenvs))
+		for _, e := range tenvs {
+			stored[e.Seq] = e.Stored
+		}
+		v := projections.Fold(th, tenvs)
+		for _, m := range v.Messages {
+			if m.Consumed == nil || m.Consumed.Kind == projections.ConsumedForked {
+				continue
+			}
+			at := stored[m.Consumed.Seq]
+			ended := lastEnd(tenvs, m.Consumed.Seq)
+			wait := at.Sub(later(later(calm, m.Posted), ended))
+			desc := fmt.Sprintf("%s(pending seq %d consumed at seq %d after %s)", th, m.Seq, m.Consumed.Seq, wait.Round(time.Millisecond))
+			if wait > slowest {
+				slowest, which = wait, consumption{desc: desc, thread: th, seq: m.Consumed.Seq}
+			}
+			if at.After(h.due(calm, m.Posted, ended)) {
+				late = append(late, desc)
+			}
+		}
+	}
+	return slowest, which, late
 }
 
 // facts are the figures of a log.
@@ -388,7 +487,7 @@ func (h *harness) summary(envs []events.Envelope, rep audit.Report, drained time
 		fmt.Sprintf("  fenced writes refused=%d (%s)", h.stats.sum("refused_fenced:"), h.stats.list("refused_fenced:")),
 		fmt.Sprintf("  stale run-subject writes refused=%d (%s)", h.stats.sum("refused_cas:"), h.stats.list("refused_cas:")),
 		fmt.Sprintf("  appends with unknown outcome after retries=%d (%s); duplicate acks on append=%d", h.stats.sum("unknown_outcome:"), h.stats.list("unknown_outcome:"), h.stats.sum("duplicate_ack:")),
-		fmt.Sprintf("  runners (sum over all lives): claims=%d abandoned=%d fenced=%d completed=%d failed=%d", rs.Claims, rs.Abandoned, rs.Fenced, rs.Completed, rs.Failed),
+		fmt.Sprintf("  runners (sum over all lives): claims=%d abandoned=%d fenced=%d completed=%d failed=%d wake-ups kept parked past a claim=%d", rs.Claims, rs.Abandoned, rs.Fenced, rs.Completed, rs.Failed, rs.KeptParked),
 		fmt.Sprintf("  faults injected=%d: %s", h.faults.sum(""), h.faults.list("")),
 		fmt.Sprintf("  posts: %s", h.stats.list("post:")),
 		fmt.Sprintf("  audit: violations=%d anomalies=%d checks=%v", rep.ViolationCount, rep.AnomalyCount, rep.Checks),

@@ -47,6 +47,7 @@ type harness struct {
 	posts       postLog
 	stopPosters func() // set by startPosters
 	start       time.Time
+	calm        time.Time // when the faults stopped: the drain's start
 }
 
 func newHarness(t *testing.T, cfg config) *harness {
@@ -150,6 +151,7 @@ func (h *harness) addRunStats(s runner.Stats) {
 	h.runStats.Fenced += s.Fenced
 	h.runStats.Completed += s.Completed
 	h.runStats.Failed += s.Failed
+	h.runStats.KeptParked += s.KeptParked
 }
 
 // slot is one runner position: a runner with its own connection, store and

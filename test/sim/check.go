@@ -5,6 +5,9 @@ import (
 	"strings"
 	"time"
 
+	"github.com/artifactr/artifactr/actors/runner"
+	"github.com/artifactr/artifactr/events"
+	"github.com/artifactr/artifactr/events/natsstore"
 	"github.com/artifactr/artifactr/projections/audit"
 )
 
@@ -75,6 +78,8 @@ func (w *world) drain() {
 	for _, q := range w.procs {
 		latest = later(latest, q.clock.Now())
 	}
+	calm, from := latest, w.last // the faults stopped, by the latest clock
+	// The leases lapse, and a runner looks at the thread again.
 	p.clock.Advance(latest.Sub(p.clock.Now()) + 2*TTL)
 	w.claim(p)
 	if w.check() {
@@ -87,7 +92,88 @@ func (w *world) drain() {
 	if !w.work(p) {
 		return
 	}
+	posted, ok := w.racedRelease(p)
+	if !ok {
+		return
+	}
 	w.verifyDrained()
+	w.verifyBound(calm, from, posted)
+}
+
+// racedRelease is issue 21's interleaving, with no faults: a post lands
+// after the drainer's load and before it releases the thread as idle, so its
+// view never holds the post. The release's re-check, the shell's rule
+// (runner's threadactor.release reads the posted subject's last sequence
+// once the release is stored), must see it, and the drainer claims again
+// at once and consumes it. It returns the post's sequence and the time it
+// was posted, on the drainer's clock; none when the drainer's core never
+// releases as idle.
+func (w *world) racedRelease(p *proc) (map[uint64]time.Time, bool) {
+	if w.coreCf.IdleTicks == 0 {
+		return nil, true
+	}
+	v := p.core.View()
+	seen := v.LastPostedSubjectSeq
+	w.post()
+	if w.check() {
+		return nil, false
+	}
+	posted := map[uint64]time.Time{w.last: p.clock.Now()}
+	for range w.coreCf.IdleTicks {
+		if p.core != nil {
+			w.tick(p)
+		}
+	}
+	if p.core != nil {
+		w.fail(CheckDrain, fmt.Sprintf("the drainer %s did not release the idle thread after %d ticks", p.holder, w.coreCf.IdleTicks))
+		return nil, false
+	}
+	for len(w.zombies) > 0 { // the release lands
+		w.exec(w.zombies[0])
+		w.zombies = w.zombies[1:]
+	}
+	if w.check() {
+		return nil, false
+	}
+	last, err := p.store.LastSeq(w.ctx, threadID, events.KindPosted)
+	if err != nil {
+		w.storeFailed("the release's re-check", err)
+		return nil, false
+	}
+	w.tracef("p%d release re-check: last post %d, its view had %d", p.id, last, seen)
+	if last <= seen {
+		w.fail(CheckDrain, fmt.Sprintf("the release's re-check found no post after %d, but %d is pending", seen, w.last))
+		return nil, false
+	}
+	w.claim(p)
+	if w.check() {
+		return nil, false
+	}
+	if p.core == nil {
+		w.fail(CheckDrain, "the drainer could not claim the thread again after its release")
+		return nil, false
+	}
+	return posted, w.work(p)
+}
+
+// verifyBound checks the runners' promise on the drained log: each message
+// consumed after from (the log's end when the faults stopped at calm) was
+// consumed, on the drainer's clock, within runner.ConsumeBound of the later
+// of calm and its post (posted has the drain's own posts).
+func (w *world) verifyBound(calm time.Time, from uint64, posted map[uint64]time.Time) {
+	bound := runner.ConsumeBound(TTL, natsstore.WorkAckWait)
+	for _, m := range w.fold.Messages {
+		c := m.Consumed
+		if c == nil || c.Seq <= from {
+			continue
+		}
+		start := later(calm, posted[m.Seq])
+		at := w.envs[c.Seq-1].Event.GetTime().AsTime()
+		if wait := at.Sub(start); wait > bound {
+			w.fail(CheckBound, fmt.Sprintf("message %d consumed at seq %d, %s after the faults stopped or its post; the bound is %s", m.Seq, c.Seq, wait, bound))
+			return
+		}
+	}
 }
 
 func later(a, b time.Time) time.Time {

@@ -54,9 +54,14 @@
 // Then the drain: faults stop, zombie writes land or are refused, every
 // process crashes, every post is retried until acknowledged, and one
 // process claims the thread and works until nothing is pending, its runs
-// completing. Every posted message must have been consumed, exactly once
-// with I1, and no run may be active ([CheckDrain]); the whole log is
-// audited again from scratch and must agree ([CheckReplay]).
+// completing. When its core releases idle threads, one more post then lands
+// after its load and before its idle release (issue 21's race): the
+// release's re-check must see it and the drainer claim again. Every posted
+// message must have been consumed, exactly once with I1, and no run may be
+// active ([CheckDrain]); each consumed within runner.ConsumeBound of the
+// end of the faults or its post, on the drainer's clock ([CheckBound]);
+// the whole log is audited again from scratch and must agree
+// ([CheckReplay]).
 //
 // # The control
 //

@@ -37,6 +37,10 @@ const (
 	// CheckDrain: after the drain, every posted message, acknowledged or
 	// not, was consumed, and no run is active.
 	CheckDrain = "DrainConsumesAll"
+	// CheckBound: once the faults stop, every message is consumed within
+	// runner.ConsumeBound of the later of the end of the faults and its
+	// post, on the drainer's clock.
+	CheckBound = "ConsumedInBound"
 	// CheckReplay: auditing the whole log from scratch at the end gives the
 	// same verdict as the audit kept up after every step.
 	CheckReplay = "AuditReplay"
