@@ -36,6 +36,15 @@
 //	{"type":"done","output":"..."}        the final output; ends the turn
 //	{"type":"error","reason":"..."}       fails the turn with that reason
 //
+// Output lines are coalesced: their texts, joined with no separator, are
+// written as one run_output event 50 ms after the first arrived or once
+// 16 KiB are buffered. A turn's output has a budget (MaxOutputBytes,
+// MaxOutputEvents); past it the turn fails and the program is killed.
+// Emitting waits for the store, so a fast program is held back by its
+// stdout pipe, and Timeout covers those writes. When the turn ends the
+// program's process tree is killed, setsid children included; with
+// [StartReaper] (serve does it) also the orphans it left.
+//
 // Blank lines and unknown fields are ignored; lines are at most 1 MiB. After
 // an ask, artifactr reads no further stdout line until it has written the
 // answer; steering posted meanwhile is written after the answer. A program

@@ -38,15 +38,22 @@ func run(ctx context.Context, e agentexec.Agent, turn agent.Turn) result {
 
 // wantGone fails if the program whose pid it emitted as output[i] is still
 // around: Run must have killed and reaped it.
-func wantGone(t *testing.T, turn *agenttest.Turn, i int) {
+// With i < 0, the pid is given instead.
+func wantGone(t *testing.T, turn *agenttest.Turn, i int, given ...string) {
 	t.Helper()
-	outputs := turn.Outputs()
-	if len(outputs) <= i {
-		t.Fatalf("no pid in outputs %q", outputs)
+	var text string
+	if i < 0 {
+		text = given[0]
+	} else {
+		outputs := turn.Outputs()
+		if len(outputs) <= i {
+			t.Fatalf("no pid in outputs %q", outputs)
+		}
+		text = outputs[i]
 	}
-	pid, err := strconv.Atoi(outputs[i])
+	pid, err := strconv.Atoi(text)
 	if err != nil {
-		t.Fatalf("output %q is not a pid", outputs[i])
+		t.Fatalf("output %q is not a pid", text)
 	}
 	if err := syscall.Kill(pid, 0); !errors.Is(err, syscall.ESRCH) {
 		t.Errorf("program %d still exists after Run (kill 0: %v)", pid, err)
@@ -92,7 +99,8 @@ func TestExec_Run_done(t *testing.T) {
 	if r.err != nil || r.out != "final" {
 		t.Fatalf("output %q err %v", r.out, r.err)
 	}
-	if got := turn.Outputs(); !slices.Equal(got, []string{"one", "two"}) {
+	// Lines that come together are coalesced into one output.
+	if got := turn.Outputs(); !slices.Equal(got, []string{"onetwo"}) {
 		t.Errorf("emitted %q", got)
 	}
 	if e.Name() != "exec" || e.Steerable() {
