@@ -137,25 +137,67 @@ func (e Agent) Run(ctx context.Context, t agent.Turn) (string, error) {
 	return out, nil
 }
 
+// Protocol is the version of the exec protocol that artifactr speaks,
+// sent in the turn line as "protocol". Version 1 had no such field and
+// gave messages only in history; version 2 adds earlier runs' replies to
+// history, and a "role" to every message. Each version only adds fields
+// and entries, so a program written for an older one keeps working.
+const Protocol = 2
+
+// message is a MESSAGE of the protocol: a thread message (role "user"), or
+// an earlier run's reply (role "assistant", Run set).
+type message struct {
+	Seq    uint64 `json:"seq"`
+	ID     string `json:"id"`
+	Author string `json:"author,omitempty"`
+	Text   string `json:"text"`
+	Role   string `json:"role"`
+	Run    string `json:"run,omitempty"`
+}
+
+func wire(m agent.Message) message {
+	role := "user"
+	if m.Run != "" {
+		role = "assistant"
+	}
+	return message{Seq: m.Seq, ID: m.ID, Author: m.Author, Text: m.Text, Role: role, Run: m.Run}
+}
+
+// history is the turn's conversation before its prompt: the thread's
+// messages and earlier runs' replies, oldest first, when the turn gives
+// them ([agent.Conversational]), else its messages; never nil.
+func history(t agent.Turn) []message {
+	ms := t.History()
+	if ct, ok := t.(agent.Conversational); ok {
+		ms = ct.Conversation()
+	}
+	out := make([]message, 0, len(ms))
+	for _, m := range ms {
+		out = append(out, wire(m))
+	}
+	return out
+}
+
 // Lines artifactr writes to the program.
 type (
 	turnLine struct {
-		Type    string          `json:"type"` // "turn"
-		Token   agent.Token     `json:"token"`
-		Prompt  agent.Message   `json:"prompt"`
-		History []agent.Message `json:"history"`
+		Type     string      `json:"type"` // "turn"
+		Protocol int         `json:"protocol"`
+		Token    agent.Token `json:"token"`
+		Prompt   message     `json:"prompt"`
+		History  []message   `json:"history"`
 		// W3C trace context of the turn's span; omitted when tracing is off.
 		TraceParent string `json:"traceparent,omitempty"`
 		TraceState  string `json:"tracestate,omitempty"`
 	}
 	answerLine struct {
-		Type      string        `json:"type"` // "answer"
-		RequestID string        `json:"request_id"`
-		Message   agent.Message `json:"message"`
+		Type      string  `json:"type"` // "answer"
+		RequestID string  `json:"request_id"`
+		Message   message `json:"message"`
 	}
 	steeringLine struct {
-		Type    string        `json:"type"` // "steering"
-		Message agent.Message `json:"message"`
+		Type    string  `json:"type"` // "steering"
+		Message message `json:"message"`
 	}
 )
 
@@ -278,11 +320,7 @@ func (p *process) converse(ctx context.Context, t agent.Turn, timeout time.Durat
 // loop is the turn's loop: each case handles one input and carries out
 // its effect. It returns the final output, or the error that ends the turn.
 func (p *process) loop(ctx context.Context, t agent.Turn, b *budget, em *agent.Coalescer) (string, error) {
-	history := t.History()
-	if history == nil {
-		history = []agent.Message{}
-	}
-	first := turnLine{Type: "turn", Token: t.Token(), Prompt: t.Prompt(), History: history}
+	first := turnLine{Type: "turn", Protocol: Protocol, Token: t.Token(), Prompt: wire(t.Prompt()), History: history(t)}
 	first.TraceParent, first.TraceState = traceContext(ctx)
 	if err := p.send(ctx, b, first); err != nil {
 		return "", err
@@ -306,7 +344,7 @@ func (p *process) loop(ctx context.Context, t agent.Turn, b *budget, em *agent.C
 				return "", err
 			}
 		case m := <-steer:
-			if err := p.send(ctx, b, steeringLine{Type: "steering", Message: m}); err != nil {
+			if err := p.send(ctx, b, steeringLine{Type: "steering", Message: wire(m)}); err != nil {
 				return "", err
 			}
 		case status := <-waitc:
@@ -428,7 +466,7 @@ func (p *process) ask(ctx context.Context, t agent.Turn, b *budget, l programLin
 	if err != nil {
 		return fmt.Errorf("exec: ask: %w", err)
 	}
-	return p.send(ctx, b, answerLine{Type: "answer", RequestID: id, Message: answer})
+	return p.send(ctx, b, answerLine{Type: "answer", RequestID: id, Message: wire(answer)})
 }
 
 // send writes one line to stdin. A program that stopped reading stdin is not
