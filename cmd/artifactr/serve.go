@@ -102,13 +102,14 @@ next runner abandons the unfinished runs (run_abandoned).`,
 				// Reachable from other hosts: nobody gets in without a key.
 				f.auth = true
 			}
-			ag, err := f.agent(cmd, args)
+			ag, err := f.agent(cmd, args, a.log)
 			if err != nil {
 				return err
 			}
 			if err := f.validate(external); err != nil {
 				return err
 			}
+			f.openai.probe(cmd.Context(), a.log)
 			return a.serve(cmd.Context(), &f, ag, external)
 		},
 	}
@@ -146,7 +147,7 @@ next runner abandons the unfinished runs (run_abandoned).`,
 }
 
 // agent builds the agent from --agent and the arguments after --.
-func (f *serveFlags) agent(cmd *cobra.Command, args []string) (agent.Agent, error) {
+func (f *serveFlags) agent(cmd *cobra.Command, args []string, log *slog.Logger) (agent.Agent, error) {
 	dash := cmd.ArgsLenAtDash()
 	if dash > 0 || (dash < 0 && len(args) > 0) {
 		return nil, usagef("serve takes no arguments; the exec agent's program goes after --")
@@ -156,7 +157,7 @@ func (f *serveFlags) agent(cmd *cobra.Command, args []string) (agent.Agent, erro
 			return nil, usagef("--%s is for --agent exec, not %s", n, f.agentName)
 		}
 	}
-	if a, err := f.openai.openaiAgent(cmd, f.agentName, args, f.steer); a != nil || err != nil {
+	if a, err := f.openai.openaiAgent(cmd, f.agentName, args, f.steer, log); a != nil || err != nil {
 		return a, err
 	}
 	switch f.agentName {

@@ -73,7 +73,7 @@ func (a *Agent) Run(ctx context.Context, t agent.Turn) (string, error) {
 	msgs = a.appendThread(msgs, st.take())
 	for round := 1; ; round++ {
 		if round > a.cfg.MaxToolRounds {
-			return "", fmt.Errorf("openai: still going after %d requests in one turn (MaxToolRounds): the model kept calling tools, or was kept steered", a.cfg.MaxToolRounds)
+			return "", fmt.Errorf("openai: still going after %d requests in one turn (serve --openai-max-tool-rounds): the model kept calling tools, or was kept steered", a.cfg.MaxToolRounds)
 		}
 		r, err := a.complete(ctx, msgs, em, st)
 		if err != nil {
@@ -242,6 +242,10 @@ func (a *Agent) complete(ctx context.Context, msgs []chatMessage, em *agent.Coal
 			if m.last {
 				if m.err != nil {
 					return nil, a.streamError(ctx, req, m.err)
+				}
+				if m.noDone {
+					a.cfg.Logger.Warn("openai: the stream ended after its finish_reason without data: [DONE]; taking the reply as whole",
+						"endpoint", a.endpoint)
 				}
 				return r, nil
 			}
