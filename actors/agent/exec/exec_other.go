@@ -22,3 +22,8 @@ func termGroup(*osexec.Cmd) {}
 func setUser(_ *osexec.Cmd, name string) error {
 	return fmt.Errorf("exec: running programs as user %q needs Unix", name)
 }
+
+// LookupUser fails: running a program as another user needs Unix.
+func LookupUser(name string) (*struct{}, error) {
+	return nil, fmt.Errorf("exec: running programs as user %q needs Unix", name)
+}
