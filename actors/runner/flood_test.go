@@ -30,7 +30,7 @@ import (
 // a prompt "flood", then done; for any other prompt it answers "ok".
 const floodAgent = `read -r line
 case "$line" in
-*'"text":"flood"},"history"'*)
+*'"text":"flood","role":"user"},"history"'*)
 	awk 'BEGIN { for (i = 0; i < 200000; i++) printf "{\"type\":\"output\",\"text\":\"%0100d\"}\n", i }'
 	echo '{"type":"done"}' ;;
 *) echo '{"type":"done","output":"ok"}' ;;
