@@ -65,7 +65,7 @@ type Result struct {
 	// the run asks a question (Question is set).
 	Status  projections.RunStatus
 	Outputs []string // its run_output texts
-	Output  string   // run_completed's output, else its outputs joined (split outputs are one text)
+	Output  string   // the run's reply ([projections.Run.Reply]): run_completed's output, else its outputs joined
 	Reason  string   // why it failed or was abandoned
 	// Question and RequestID are the request the run opened and waits on:
 	// the thread's next message answers it.
@@ -154,9 +154,9 @@ func (w *waiter) step(env events.Envelope, busy bool) (Result, error, bool) {
 		return Result{}, fmt.Errorf("client: wait: message %d of %s was consumed by run %s, which is not in the log", w.seq, t.ID, c.RunID), true
 	}
 	res := Result{Thread: t.ID, MessageSeq: w.seq, RunID: r.ID, TakenAs: c.Kind, Status: r.Status,
-		Outputs: r.Outputs, Output: r.Output, Reason: r.Reason}
-	if r.Status == projections.RunCompleted && res.Output == "" {
-		res.Output = strings.Join(r.Outputs, "")
+		Outputs: r.Outputs, Reason: r.Reason}
+	if r.Status == projections.RunCompleted {
+		res.Output = r.Reply()
 	}
 	if r.Status != projections.RunActive {
 		return res, nil, true

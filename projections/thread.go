@@ -2,6 +2,7 @@ package projections
 
 import (
 	"slices"
+	"strings"
 	"time"
 
 	"github.com/artifactr/artifactr/events"
@@ -215,6 +216,18 @@ func (t *Thread) Clone() *Thread {
 	}
 	c.Anomalies = slices.Clone(t.Anomalies)
 	return &c
+}
+
+// Reply is what the run answered, by the one rule that post --wait, show,
+// the agents' conversations and the HTTP API share: run_completed's output
+// when it is not empty, else the run's run_output texts joined with no
+// separator. For a run that did not complete it is the outputs joined,
+// what the run said before it ended.
+func (r *Run) Reply() string {
+	if r.Output != "" {
+		return r.Output
+	}
+	return strings.Join(r.Outputs, "")
 }
 
 func (r *Run) clone() *Run {

@@ -151,6 +151,12 @@ func (a *threadActor) Receive(ctx actor.Context) {
 	case thread.RunFinished:
 		delete(a.runs, m.RunID)
 		a.decide(ctx, m)
+	case thread.RunOutput:
+		if !a.decide(ctx, m) {
+			if h := a.runs[m.RunID]; h != nil {
+				h.written(len(m.Text)) // never to be written: do not hold Emit
+			}
+		}
 	case thread.Input:
 		a.decide(ctx, m)
 	case sessionGone:
@@ -202,16 +208,18 @@ func (a *threadActor) started(ctx actor.Context) {
 	}
 }
 
-func (a *threadActor) decide(ctx actor.Context, in thread.Input) {
+// decide reports whether the core took the input.
+func (a *threadActor) decide(ctx actor.Context, in thread.Input) bool {
 	if a.stopping {
-		return
+		return false
 	}
 	rd, err := a.core.Decide(in)
 	if err != nil {
 		a.log().Debug("input rejected", "input", fmt.Sprintf("%T", in), "err", err)
-		return
+		return false
 	}
 	a.exec(ctx, rd)
+	return true
 }
 
 // exec carries out a Ready in the order its contract gives.
@@ -342,6 +350,10 @@ func (a *threadActor) append(ap *thread.Append) {
 	chk, id := ap.Check, ap.MsgID
 	ctx := a.ctx
 	observed := a.r.cfg.Observer.Appending(a.claim, ev, a.core.View())
+	var out *runHandle // the run whose Emit waits for this output
+	if o := ev.GetRunOutput(); o != nil {
+		out = a.runs[o.GetRunId()]
+	}
 	a.end.begin()
 	a.r.goDo(func() {
 		if hook := a.r.cfg.BeforeAppend; hook != nil {
@@ -349,6 +361,9 @@ func (a *threadActor) append(ap *thread.Append) {
 		}
 		ack, err := a.r.store.Append(ctx, ev, chk, events.WithMsgID(id))
 		observed(ack, err)
+		if out != nil {
+			out.written(len(ev.GetRunOutput().GetText()))
+		}
 		if a.end.done() {
 			a.r.cfg.Observer.ClaimEnded(a.claim)
 		}
@@ -429,7 +444,7 @@ func (a *threadActor) startRun(s thread.StartRun) {
 	rctx = a.r.cfg.Observer.RunContext(rctx, a.claim, s.RunID)
 	h := &runHandle{
 		a: a, id: s.RunID, start: s, cancel: cancel,
-		answers: make(map[string]chan agent.Message),
+		answers: make(map[string]chan agent.Message), wrote: make(chan struct{}, 1),
 	}
 	a.runs[s.RunID] = h
 	a.r.goDo(func() {
@@ -464,10 +479,32 @@ type runHandle struct {
 	start  thread.StartRun
 	cancel context.CancelFunc
 
-	mu       sync.Mutex // protects answers, asked and steering
+	mu       sync.Mutex // protects answers, asked, steering and unwritten
 	answers  map[string]chan agent.Message
 	asked    int
 	steering chan agent.Message // made on first use: most runs are never steered
+	// unwritten counts the bytes of output emitted and not yet appended;
+	// wrote is signalled when it drops.
+	unwritten int
+	wrote     chan struct{}
+}
+
+// maxUnwrittenOutput bounds the output a run may have emitted that is not
+// yet written. Emit waits past it, so an agent that writes faster than the
+// store holds the actor's queues (and the process's memory) to this, and
+// its run's time limit covers its appends.
+const maxUnwrittenOutput = 64 << 10
+
+// written records that n bytes of the run's output were appended, or
+// never will be.
+func (h *runHandle) written(n int) {
+	h.mu.Lock()
+	h.unwritten -= n
+	h.mu.Unlock()
+	select {
+	case h.wrote <- struct{}{}:
+	default:
+	}
 }
 
 func (h *runHandle) Token() agent.Token       { return h.start.Token }
@@ -495,8 +532,23 @@ func (h *runHandle) Emit(ctx context.Context, text string) error {
 	if err := ctx.Err(); err != nil {
 		return fmt.Errorf("%w: %w", agent.ErrRunEnded, err) // as agenttest.Turn
 	}
+	h.mu.Lock()
+	h.unwritten += len(text)
+	h.mu.Unlock()
 	h.a.send(thread.RunOutput{RunID: h.id, Text: text})
-	return nil
+	for {
+		h.mu.Lock()
+		over := h.unwritten > maxUnwrittenOutput
+		h.mu.Unlock()
+		if !over {
+			return nil
+		}
+		select {
+		case <-h.wrote:
+		case <-ctx.Done():
+			return fmt.Errorf("%w: %w", agent.ErrRunEnded, ctx.Err())
+		}
+	}
 }
 
 func (h *runHandle) Ask(ctx context.Context, question string) (agent.Message, error) {

@@ -3,7 +3,6 @@ package thread
 import (
 	"errors"
 	"fmt"
-	"strings"
 	"time"
 	"unicode/utf8"
 
@@ -541,10 +540,7 @@ func conversation(v *projections.Thread, history []agent.Message, promptSeq uint
 		if r.Status == projections.RunActive || r.RolledBack || r.PromptSeq >= promptSeq {
 			continue
 		}
-		text := r.Output
-		if text == "" {
-			text = strings.Join(r.Outputs, "")
-		}
+		text := r.Reply()
 		if text == "" {
 			continue
 		}

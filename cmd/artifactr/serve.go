@@ -54,6 +54,9 @@ type serveFlags struct {
 	execCancelGrace time.Duration
 	natsFrom        string // " (from NATS_URL)" when the environment named the server
 	json            bool
+	execMaxBytes    int
+	execMaxEvents   int
+	execUser        string
 }
 
 func (a *app) serveCommand() *cobra.Command {
@@ -114,13 +117,14 @@ next runner abandons the unfinished runs (run_abandoned).`,
 				// Reachable from other hosts: nobody gets in without a key.
 				f.auth = true
 			}
-			ag, err := f.agent(cmd, args)
+			ag, err := f.agent(cmd, args, a.log)
 			if err != nil {
 				return err
 			}
 			if err := f.validate(external); err != nil {
 				return err
 			}
+			f.openai.probe(cmd.Context(), a.log)
 			return a.serve(cmd.Context(), &f, ag, external)
 		},
 	}
@@ -138,6 +142,9 @@ next runner abandons the unfinished runs (run_abandoned).`,
 	fl.BoolVar(&f.steer, "steer", false, "give messages posted during a run to the run as steering")
 	fl.DurationVar(&f.execTimeout, "exec-timeout", agentexec.DefaultTimeout, "bound on one turn of the exec agent (time waiting for answers not counted)")
 	fl.DurationVar(&f.execCancelGrace, "exec-cancel-grace", agentexec.DefaultCancelGrace, "how long the exec agent's program has to exit after its run is cancelled (SIGTERM, EOF on stdin) before it is killed")
+	fl.IntVar(&f.execMaxBytes, "exec-max-output-bytes", agentexec.DefaultMaxOutputBytes, "output budget of one exec turn in bytes (outputs, questions, final output); past it the run fails and the program is killed")
+	fl.IntVar(&f.execMaxEvents, "exec-max-output-events", agentexec.DefaultMaxOutputEvents, "output budget of one exec turn in events (run_output, request_opened); past it the run fails and the program is killed")
+	fl.StringVar(&f.execUser, "exec-user", "", "run the exec agent's program as this user (needs serve to run as root), so it cannot read serve's environment or data")
 	fl.DurationVar(&f.echoDelay, "echo-delay", 0, "keep each echo run active this long (tests)")
 	_ = fl.MarkHidden("echo-delay")
 	fl.DurationVar(&f.claimTTL, "claim-ttl", defaultClaimTTL, "lease TTL: how soon a dead runner's threads are taken over")
@@ -156,12 +163,17 @@ next runner abandons the unfinished runs (run_abandoned).`,
 }
 
 // agent builds the agent from --agent and the arguments after --.
-func (f *serveFlags) agent(cmd *cobra.Command, args []string) (agent.Agent, error) {
+func (f *serveFlags) agent(cmd *cobra.Command, args []string, log *slog.Logger) (agent.Agent, error) {
 	dash := cmd.ArgsLenAtDash()
 	if dash > 0 || (dash < 0 && len(args) > 0) {
 		return nil, usagef("serve takes no arguments; the exec agent's program goes after --")
 	}
-	if a, err := f.openai.openaiAgent(cmd, f.agentName, args, f.steer); a != nil || err != nil {
+	for _, n := range []string{"exec-max-output-bytes", "exec-max-output-events", "exec-user"} {
+		if f.agentName != "exec" && cmd.Flags().Changed(n) {
+			return nil, usagef("--%s is for --agent exec, not %s", n, f.agentName)
+		}
+	}
+	if a, err := f.openai.openaiAgent(cmd, f.agentName, args, f.steer, log); a != nil || err != nil {
 		return a, err
 	}
 	switch f.agentName {
@@ -183,7 +195,19 @@ func (f *serveFlags) agent(cmd *cobra.Command, args []string) (agent.Agent, erro
 		if err != nil {
 			return nil, err
 		}
-		return agentexec.Agent{Path: args[0], Args: args[1:], Timeout: f.execTimeout, Steer: f.steer, Env: env, PassEnv: pass, CancelGrace: f.execCancelGrace}, nil
+		switch {
+		case f.execMaxBytes <= 0:
+			return nil, usagef("--exec-max-output-bytes %d: must be positive", f.execMaxBytes)
+		case f.execMaxEvents <= 0:
+			return nil, usagef("--exec-max-output-events %d: must be positive", f.execMaxEvents)
+		}
+		if f.execUser != "" {
+			if _, err := agentexec.LookupUser(f.execUser); err != nil {
+				return nil, usagef("--exec-user: %v", err)
+			}
+		}
+		return agentexec.Agent{Path: args[0], Args: args[1:], Timeout: f.execTimeout, Steer: f.steer, Env: env, PassEnv: pass, CancelGrace: f.execCancelGrace,
+			MaxOutputBytes: f.execMaxBytes, MaxOutputEvents: f.execMaxEvents, User: f.execUser}, nil
 	}
 	return nil, usagef("--agent %q: want echo, exec or openai", f.agentName)
 }
@@ -293,6 +317,16 @@ func (a *app) serve(ctx context.Context, f *serveFlags, ag agent.Agent, external
 		signal.Notify(ch, os.Interrupt, syscall.SIGTERM)
 		defer signal.Stop(ch)
 		sigs = ch
+	}
+	if _, ok := ag.(agentexec.Agent); ok {
+		// The programs' orphans become serve's, to be killed with their
+		// runs; the last are killed when serve exits (deferred first, so
+		// run last).
+		if stop, err := agentexec.StartReaper(); err == nil {
+			defer stop()
+		} else {
+			a.log.Warn("processes an exec program leaves outside its process group may outlive its run", "err", err)
+		}
 	}
 
 	if !external {

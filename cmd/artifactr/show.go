@@ -206,6 +206,7 @@ type (
 		Agent     string   `json:"agent"`
 		Outputs   []string `json:"outputs"`
 		Output    string   `json:"output"`
+		Reply     string   `json:"reply"` // projections.Run.Reply: the one rule for outputs and output
 		Reason    string   `json:"reason"`
 		Steering  []uint64 `json:"steering"`
 		Requests  []string `json:"requests"`
@@ -257,7 +258,7 @@ func showView(t *projections.Thread) threadView {
 	for _, r := range t.Runs {
 		v.Runs = append(v.Runs, runView{
 			ID: r.ID, Status: string(r.Status), PromptSeq: r.PromptSeq, StartSeq: r.StartSeq, EndSeq: r.EndSeq,
-			ClaimSeq: r.ClaimSeq, Holder: r.Holder, Agent: r.Agent, Outputs: nonNil(r.Outputs), Output: r.Output,
+			ClaimSeq: r.ClaimSeq, Holder: r.Holder, Agent: r.Agent, Outputs: nonNil(r.Outputs), Output: r.Output, Reply: r.Reply(),
 			Reason: r.Reason, Steering: nonNil(r.Steering), Requests: nonNil(r.Requests),
 		})
 	}
@@ -366,7 +367,7 @@ func writeRuns(b *strings.Builder, t *projections.Thread) {
 		writeRunStrategy(b, r) // show_strategy.go
 		switch r.Status {
 		case projections.RunCompleted:
-			fmt.Fprintf(b, "      result:  %s\n", quote(r.Output))
+			fmt.Fprintf(b, "      result:  %s\n", quote(r.Reply())) // the reply, by projections.Run.Reply
 		case projections.RunFailed, projections.RunAbandoned:
 			fmt.Fprintf(b, "      reason:  %s\n", quote(r.Reason))
 		}

@@ -12,15 +12,17 @@
 //
 // [Agent] starts its program once per turn and speaks JSON lines: one JSON
 // object per line, UTF-8, ending in "\n", on the program's stdin and stdout.
-// Every object has a "type". Messages are [Message] objects:
-// {"seq":N,"id":"...","author":"...","text":"..."} ("author" omitted if
-// empty).
+// Every object has a "type". Messages are objects
+// {"seq":N,"id":"...","author":"...","text":"...","role":"user"}: role
+// "user" for a thread message, "assistant" (with "run") for an earlier
+// run's reply in history.
 //
 // artifactr writes to stdin:
 //
-//	{"type":"turn","token":{"thread":"T","claim_seq":N,"run_id":"R"},"prompt":MESSAGE,"history":[MESSAGE...]}
-//	    first line, exactly once. history holds the messages before the
-//	    prompt, oldest first; it is [] when empty, never null.
+//	{"type":"turn","protocol":2,"token":{"thread":"T","claim_seq":N,"run_id":"R"},"prompt":MESSAGE,"history":[MESSAGE...]}
+//	    first line, exactly once. protocol is [Protocol]. history is the
+//	    conversation before the prompt, oldest first: messages and earlier
+//	    runs' replies; it is [] when empty, never null.
 //	{"type":"answer","request_id":"ID","message":MESSAGE}
 //	    the answer to an ask, written only after the program asked.
 //	{"type":"steering","message":MESSAGE}
@@ -33,8 +35,18 @@
 //	                                      answer line; "request_id" is optional
 //	                                      and echoed back, else it is "1", "2"...
 //	                                      in order of asking
-//	{"type":"done","output":"..."}        the final output; ends the turn
+//	{"type":"done","output":"..."}        ends the turn; a non-empty output is
+//	                                      the run's reply, else its outputs joined
 //	{"type":"error","reason":"..."}       fails the turn with that reason
+//
+// Output lines are coalesced: their texts, joined with no separator, are
+// written as one run_output event 50 ms after the first arrived or once
+// 16 KiB are buffered. A turn's output has a budget (MaxOutputBytes,
+// MaxOutputEvents); past it the turn fails and the program is killed.
+// Emitting waits for the store, so a fast program is held back by its
+// stdout pipe, and Timeout covers those writes. When the turn ends the
+// program's process tree is killed, setsid children included; with
+// [StartReaper] (serve does it) also the orphans it left.
 //
 // Blank lines and unknown fields are ignored; lines are at most 1 MiB. After
 // an ask, artifactr reads no further stdout line until it has written the

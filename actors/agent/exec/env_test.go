@@ -18,8 +18,9 @@ func TestExec_Run_scrubbedEnv(t *testing.T) {
 	t.Setenv("AWS_SECRET_ACCESS_KEY", "not-for-agents")
 	t.Setenv("AGENT_MODEL", "small")
 	t.Setenv("HOME", "/home/agent")
-	// The program prints its whole environment, one variable per output.
-	e := sh(`read -r turn; env | while IFS= read -r l; do printf '{"type":"output","text":"%s"}\n' "$l"; done; echo '{"type":"done","output":"ok"}'`)
+	// The program prints its whole environment, one variable per output
+	// line; the lines are coalesced into outputs, so they end in "\n".
+	e := sh(`read -r turn; env | while IFS= read -r l; do printf '{"type":"output","text":"%s\\n"}\n' "$l"; done; echo '{"type":"done","output":"ok"}'`)
 	e.PassEnv = []string{"AGENT_MODEL", "ARTIFACTR_NATS", "NATS_URL"} // the secret ones are dropped even when named
 	e.Env = []string{"GREETING=hello", "ARTIFACTR_NKEY=/x"}
 	turn := agenttest.NewTurn("hi")
@@ -27,7 +28,7 @@ func TestExec_Run_scrubbedEnv(t *testing.T) {
 		t.Fatalf("run: %v", r.err)
 	}
 	env := map[string]string{}
-	for _, l := range turn.Outputs() {
+	for _, l := range strings.Split(strings.TrimSuffix(strings.Join(turn.Outputs(), ""), "\n"), "\n") {
 		k, v, _ := strings.Cut(l, "=")
 		env[k] = v
 	}

@@ -20,6 +20,20 @@ import (
 // DefaultTimeout bounds a turn of an [Agent] whose Timeout is zero.
 const DefaultTimeout = 60 * time.Second
 
+// Defaults of an [Agent]'s output budget: past either, its run fails and
+// its program is killed.
+const (
+	DefaultMaxOutputBytes  = 8 << 20
+	DefaultMaxOutputEvents = 4096
+)
+
+// Coalescing of output lines into run_output events: buffered text is
+// emitted flushEvery after its first byte, or once flushBytes are buffered.
+const (
+	flushEvery = 50 * time.Millisecond
+	flushBytes = 16 << 10
+)
+
 // DefaultCancelGrace is how long the program of an [Exec] agent whose
 // CancelGrace is zero has to exit after its run is cancelled.
 const DefaultCancelGrace = 2 * time.Second
@@ -75,6 +89,17 @@ type Agent struct {
 	// gets SIGTERM (its process group) and EOF on stdin, and is killed
 	// when the grace is over. Zero means [DefaultCancelGrace].
 	CancelGrace time.Duration
+	// MaxOutputBytes and MaxOutputEvents are the run's output budget: the
+	// bytes of output text, questions and final output, and the
+	// run_output and request_opened events written. A program that goes
+	// past either fails its run and is killed. Zero means
+	// [DefaultMaxOutputBytes] and [DefaultMaxOutputEvents].
+	MaxOutputBytes  int
+	MaxOutputEvents int
+	// User, when set, runs the program as this user (a name or a numeric
+	// uid), with the user's primary group. Only a process running as root
+	// may do so.
+	User string
 }
 
 // Name returns "exec".
@@ -98,6 +123,8 @@ func (e Agent) Run(ctx context.Context, t agent.Turn) (string, error) {
 	if err != nil {
 		return "", err
 	}
+	p.maxBytes = cmp.Or(e.MaxOutputBytes, DefaultMaxOutputBytes)
+	p.maxEvents = cmp.Or(e.MaxOutputEvents, DefaultMaxOutputEvents)
 	out, err := p.converse(ctx, t, timeout)
 	if err != nil && ctx.Err() != nil {
 		p.interrupt(cmp.Or(e.CancelGrace, DefaultCancelGrace))
@@ -110,25 +137,67 @@ func (e Agent) Run(ctx context.Context, t agent.Turn) (string, error) {
 	return out, nil
 }
 
+// Protocol is the version of the exec protocol that artifactr speaks,
+// sent in the turn line as "protocol". Version 1 had no such field and
+// gave messages only in history; version 2 adds earlier runs' replies to
+// history, and a "role" to every message. Each version only adds fields
+// and entries, so a program written for an older one keeps working.
+const Protocol = 2
+
+// message is a MESSAGE of the protocol: a thread message (role "user"), or
+// an earlier run's reply (role "assistant", Run set).
+type message struct {
+	Seq    uint64 `json:"seq"`
+	ID     string `json:"id"`
+	Author string `json:"author,omitempty"`
+	Text   string `json:"text"`
+	Role   string `json:"role"`
+	Run    string `json:"run,omitempty"`
+}
+
+func wire(m agent.Message) message {
+	role := "user"
+	if m.Run != "" {
+		role = "assistant"
+	}
+	return message{Seq: m.Seq, ID: m.ID, Author: m.Author, Text: m.Text, Role: role, Run: m.Run}
+}
+
+// history is the turn's conversation before its prompt: the thread's
+// messages and earlier runs' replies, oldest first, when the turn gives
+// them ([agent.Conversational]), else its messages; never nil.
+func history(t agent.Turn) []message {
+	ms := t.History()
+	if ct, ok := t.(agent.Conversational); ok {
+		ms = ct.Conversation()
+	}
+	out := make([]message, 0, len(ms))
+	for _, m := range ms {
+		out = append(out, wire(m))
+	}
+	return out
+}
+
 // Lines artifactr writes to the program.
 type (
 	turnLine struct {
-		Type    string          `json:"type"` // "turn"
-		Token   agent.Token     `json:"token"`
-		Prompt  agent.Message   `json:"prompt"`
-		History []agent.Message `json:"history"`
+		Type     string      `json:"type"` // "turn"
+		Protocol int         `json:"protocol"`
+		Token    agent.Token `json:"token"`
+		Prompt   message     `json:"prompt"`
+		History  []message   `json:"history"`
 		// W3C trace context of the turn's span; omitted when tracing is off.
 		TraceParent string `json:"traceparent,omitempty"`
 		TraceState  string `json:"tracestate,omitempty"`
 	}
 	answerLine struct {
-		Type      string        `json:"type"` // "answer"
-		RequestID string        `json:"request_id"`
-		Message   agent.Message `json:"message"`
+		Type      string  `json:"type"` // "answer"
+		RequestID string  `json:"request_id"`
+		Message   message `json:"message"`
 	}
 	steeringLine struct {
-		Type    string        `json:"type"` // "steering"
-		Message agent.Message `json:"message"`
+		Type    string  `json:"type"` // "steering"
+		Message message `json:"message"`
 	}
 )
 
@@ -165,6 +234,10 @@ type process struct {
 	status error          // cmd.Wait's result
 	steer  bool           // forward steering (Agent.Steer)
 	asks   int            // asks so far, for default request ids
+
+	// The output budget, and what was spent of it.
+	maxBytes, maxEvents int
+	bytes, events       int
 }
 
 func (e Agent) start(ctx context.Context) (*process, error) {
@@ -176,6 +249,12 @@ func (e Agent) start(ctx context.Context) (*process, error) {
 	cmd.Env = e.env()
 	cmd.WaitDelay = waitDelay
 	setProcessGroup(cmd)
+	if e.User != "" {
+		if err := setUser(cmd, e.User); err != nil {
+			cancel()
+			return nil, err
+		}
+	}
 	// Our own pipes, not StdinPipe/StdoutPipe: their write deadlines bound
 	// writes to a program that stopped reading, and Wait may run while we
 	// still read.
@@ -192,7 +271,7 @@ func (e Agent) start(ctx context.Context) (*process, error) {
 	}
 	stderr := &tailBuffer{max: stderrTailBytes}
 	cmd.Stdin, cmd.Stdout, cmd.Stderr = inR, outW, stderr
-	err = cmd.Start()
+	err = startTracked(cmd.Start, func() int { return cmd.Process.Pid })
 	closeAll(inR, outW) // the child holds its own copies
 	if err != nil {
 		cancel()
@@ -207,21 +286,41 @@ func (e Agent) start(ctx context.Context) (*process, error) {
 		lines: make(chan lineEvent), quit: make(chan struct{}),
 		read: make(chan struct{}), waitc: make(chan error, 1),
 	}
-	go func() { p.waitc <- cmd.Wait() }()
+	go func() {
+		err := cmd.Wait()
+		forget(cmd.Process.Pid)
+		p.waitc <- err
+	}()
 	go p.readLines()
 	return p, nil
 }
 
-// converse is the turn's loop: each case handles one input and carries out
-// its effect. It returns the final output, or the error that ends the turn.
+// converse talks to the program for one turn, its outputs coalesced into
+// few run_output events. It returns the final output, or the error that
+// ends the turn.
 func (p *process) converse(ctx context.Context, t agent.Turn, timeout time.Duration) (string, error) {
 	b := newBudget(timeout)
 	defer b.timer.Stop()
-	history := t.History()
-	if history == nil {
-		history = []agent.Message{}
+	em := agent.NewCoalescer(func(ctx context.Context, text string) error { return p.emit(ctx, t, b, text) }, flushEvery, flushBytes)
+	defer em.Stop()
+	out, err := p.loop(ctx, t, b, em)
+	if err == nil || ctx.Err() == nil {
+		// Written before the run's end: on a failure too, what the
+		// program said is kept. After a timeout this fails at once.
+		if ferr := em.Flush(ctx); err == nil {
+			err = ferr
+		}
 	}
-	first := turnLine{Type: "turn", Token: t.Token(), Prompt: t.Prompt(), History: history}
+	if err != nil {
+		return "", err
+	}
+	return out, nil
+}
+
+// loop is the turn's loop: each case handles one input and carries out
+// its effect. It returns the final output, or the error that ends the turn.
+func (p *process) loop(ctx context.Context, t agent.Turn, b *budget, em *agent.Coalescer) (string, error) {
+	first := turnLine{Type: "turn", Protocol: Protocol, Token: t.Token(), Prompt: wire(t.Prompt()), History: history(t)}
 	first.TraceParent, first.TraceState = traceContext(ctx)
 	if err := p.send(ctx, b, first); err != nil {
 		return "", err
@@ -240,8 +339,12 @@ func (p *process) converse(ctx context.Context, t agent.Turn, timeout time.Durat
 			return "", b.timedOut()
 		case <-drain:
 			return "", p.exitedBeforeDone()
+		case <-em.Due():
+			if err := em.Flush(ctx); err != nil {
+				return "", err
+			}
 		case m := <-steer:
-			if err := p.send(ctx, b, steeringLine{Type: "steering", Message: m}); err != nil {
+			if err := p.send(ctx, b, steeringLine{Type: "steering", Message: wire(m)}); err != nil {
 				return "", err
 			}
 		case status := <-waitc:
@@ -261,7 +364,7 @@ func (p *process) converse(ctx context.Context, t agent.Turn, timeout time.Durat
 				}
 				continue // stdout closed; wait for exit or timeout
 			}
-			out, done, err := p.handle(ctx, t, b, ev)
+			out, done, err := p.handle(ctx, t, b, em, ev)
 			if err != nil || done {
 				return out, err
 			}
@@ -270,7 +373,7 @@ func (p *process) converse(ctx context.Context, t agent.Turn, timeout time.Durat
 }
 
 // handle carries out one stdout line. done reports that the turn is over.
-func (p *process) handle(ctx context.Context, t agent.Turn, b *budget, ev lineEvent) (out string, done bool, err error) {
+func (p *process) handle(ctx context.Context, t agent.Turn, b *budget, em *agent.Coalescer, ev lineEvent) (out string, done bool, err error) {
 	if ev.err != nil {
 		if errors.Is(ev.err, bufio.ErrTooLong) {
 			return "", true, fmt.Errorf("exec: line %d longer than %d bytes", ev.n, maxLineBytes)
@@ -286,19 +389,67 @@ func (p *process) handle(ctx context.Context, t agent.Turn, b *budget, ev lineEv
 	}
 	switch l.Type {
 	case "output":
-		if err := t.Emit(ctx, l.Text); err != nil {
-			return "", true, fmt.Errorf("exec: emit: %w", err)
+		if err := p.spend(len(l.Text), 0); err != nil {
+			return "", true, err
+		}
+		if err := em.Add(ctx, l.Text); err != nil {
+			return "", true, err
 		}
 		return "", false, nil
 	case "ask":
+		// The outputs before the question are recorded before it.
+		if err := em.Flush(ctx); err != nil {
+			return "", true, err
+		}
+		if err := p.spend(len(l.Question), 1); err != nil {
+			return "", true, err
+		}
 		return "", false, p.ask(ctx, t, b, l)
 	case "done":
+		if err := p.spend(len(l.Output), 0); err != nil {
+			return "", true, err
+		}
 		return l.Output, true, nil
 	case "error":
 		return "", true, fmt.Errorf("exec: program error: %s", l.Reason)
 	default:
 		return "", true, fmt.Errorf("exec: unknown type %q on line %d: %s", l.Type, ev.n, quote(ev.line))
 	}
+}
+
+// spend takes n bytes and events events from the output budget, or fails
+// the turn when they are past it.
+func (p *process) spend(n, events int) error {
+	p.bytes += n
+	p.events += events
+	switch {
+	case p.bytes > p.maxBytes:
+		return fmt.Errorf("exec: output over the run's budget of %d bytes (serve --exec-max-output-bytes); the program was killed", p.maxBytes)
+	case p.events > p.maxEvents:
+		return fmt.Errorf("exec: output over the run's budget of %d events (serve --exec-max-output-events); the program was killed", p.maxEvents)
+	}
+	return nil
+}
+
+// emit records coalesced output as one run_output event. It waits while
+// the store is behind (Turn.Emit holds a fast writer back), but no longer
+// than the turn's time limit.
+func (p *process) emit(ctx context.Context, t agent.Turn, b *budget, text string) error {
+	if err := p.spend(0, 1); err != nil {
+		return err
+	}
+	ectx, cancel := context.WithDeadline(ctx, b.deadline())
+	defer cancel()
+	err := t.Emit(ectx, text)
+	switch {
+	case err == nil:
+		return nil
+	case ctx.Err() != nil:
+		return fmt.Errorf("exec: %w", context.Cause(ctx))
+	case ectx.Err() != nil:
+		return b.timedOut()
+	}
+	return fmt.Errorf("exec: emit: %w", err)
 }
 
 // ask opens a request for the program and writes the answer back. The turn's
@@ -315,7 +466,7 @@ func (p *process) ask(ctx context.Context, t agent.Turn, b *budget, l programLin
 	if err != nil {
 		return fmt.Errorf("exec: ask: %w", err)
 	}
-	return p.send(ctx, b, answerLine{Type: "answer", RequestID: id, Message: answer})
+	return p.send(ctx, b, answerLine{Type: "answer", RequestID: id, Message: wire(answer)})
 }
 
 // send writes one line to stdin. A program that stopped reading stdin is not
@@ -377,11 +528,17 @@ func (p *process) stop(graceful bool) {
 		}
 		timer.Stop()
 	}
+	if !p.exited {
+		// While the program lives its descendants are found through it,
+		// those that left its process group (setsid) too.
+		killTree(p.cmd.Process.Pid)
+	}
 	p.cancel()
 	if !p.exited {
 		p.exited, p.status = true, <-p.waitc
 	}
 	killGroup(p.cmd) // children left behind must not outlive the turn
+	sweepOrphans()   // and those whose parent exited, when serve reaps them
 	close(p.quit)
 	_ = p.stdout.Close()
 	<-p.read

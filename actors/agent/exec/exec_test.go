@@ -38,15 +38,22 @@ func run(ctx context.Context, e agentexec.Agent, turn agent.Turn) result {
 
 // wantGone fails if the program whose pid it emitted as output[i] is still
 // around: Run must have killed and reaped it.
-func wantGone(t *testing.T, turn *agenttest.Turn, i int) {
+// With i < 0, the pid is given instead.
+func wantGone(t *testing.T, turn *agenttest.Turn, i int, given ...string) {
 	t.Helper()
-	outputs := turn.Outputs()
-	if len(outputs) <= i {
-		t.Fatalf("no pid in outputs %q", outputs)
+	var text string
+	if i < 0 {
+		text = given[0]
+	} else {
+		outputs := turn.Outputs()
+		if len(outputs) <= i {
+			t.Fatalf("no pid in outputs %q", outputs)
+		}
+		text = outputs[i]
 	}
-	pid, err := strconv.Atoi(outputs[i])
+	pid, err := strconv.Atoi(text)
 	if err != nil {
-		t.Fatalf("output %q is not a pid", outputs[i])
+		t.Fatalf("output %q is not a pid", text)
 	}
 	if err := syscall.Kill(pid, 0); !errors.Is(err, syscall.ESRCH) {
 		t.Errorf("program %d still exists after Run (kill 0: %v)", pid, err)
@@ -59,9 +66,9 @@ const emitPID = `echo "{\"type\":\"output\",\"text\":\"$$\"}"; `
 func TestExec_Run_turnLine(t *testing.T) {
 	turn := agenttest.NewTurn("hi")
 	turn.Hist = []agent.Message{{Seq: 0, ID: "m0", Text: "before"}}
-	want := `{"type":"turn","token":{"thread":"t1","claim_seq":1,"run_id":"run-1"},` +
-		`"prompt":{"seq":1,"id":"m1","author":"user","text":"hi"},` +
-		`"history":[{"seq":0,"id":"m0","text":"before"}]}`
+	want := `{"type":"turn","protocol":2,"token":{"thread":"t1","claim_seq":1,"run_id":"run-1"},` +
+		`"prompt":{"seq":1,"id":"m1","author":"user","text":"hi","role":"user"},` +
+		`"history":[{"seq":0,"id":"m0","text":"before","role":"user"}]}`
 	e := sh(`read -r turn; if [ "$turn" = '` + want + `' ]; then
 		echo '{"type":"done","output":"ok"}'
 	else
@@ -92,7 +99,8 @@ func TestExec_Run_done(t *testing.T) {
 	if r.err != nil || r.out != "final" {
 		t.Fatalf("output %q err %v", r.out, r.err)
 	}
-	if got := turn.Outputs(); !slices.Equal(got, []string{"one", "two"}) {
+	// Lines that come together are coalesced into one output.
+	if got := turn.Outputs(); !slices.Equal(got, []string{"onetwo"}) {
 		t.Errorf("emitted %q", got)
 	}
 	if e.Name() != "exec" || e.Steerable() {
@@ -220,8 +228,8 @@ func TestExec_Run_askAnswer(t *testing.T) {
 		read -r a1
 		echo '{"type":"ask","question":"colour?","request_id":"q-7"}'
 		read -r a2
-		if [ "$a1" = '{"type":"answer","request_id":"1","message":{"seq":2,"id":"answer-2","author":"tester","text":"bob"}}' ] &&
-		   [ "$a2" = '{"type":"answer","request_id":"q-7","message":{"seq":3,"id":"answer-3","author":"tester","text":"blue"}}' ]; then
+		if [ "$a1" = '{"type":"answer","request_id":"1","message":{"seq":2,"id":"answer-2","author":"tester","text":"bob","role":"user"}}' ] &&
+		   [ "$a2" = '{"type":"answer","request_id":"q-7","message":{"seq":3,"id":"answer-3","author":"tester","text":"blue","role":"user"}}' ]; then
 			echo '{"type":"done","output":"ok"}'
 		else
 			echo "a1=$a1 a2=$a2" >&2; exit 1
@@ -268,7 +276,7 @@ func TestExec_Run_steering(t *testing.T) {
 	turn := agenttest.NewTurn("hi")
 	turn.Steer("go left")
 	e := sh(`read -r turn; read -r s
-		if [ "$s" = '{"type":"steering","message":{"seq":2,"id":"steer-2","author":"tester","text":"go left"}}' ]; then
+		if [ "$s" = '{"type":"steering","message":{"seq":2,"id":"steer-2","author":"tester","text":"go left","role":"user"}}' ]; then
 			echo '{"type":"done","output":"steered"}'
 		else
 			echo "got $s" >&2; exit 1
@@ -372,5 +380,27 @@ func TestExec_Run_pythonExampleAsk(t *testing.T) {
 	}
 	if got := turn.Questions(); !slices.Equal(got, []string{"what is your name?"}) {
 		t.Errorf("questions %q", got)
+	}
+}
+
+// convTurn is a turn that gives its conversation, as the runner's does.
+type convTurn struct {
+	*agenttest.Turn
+	conv []agent.Message
+}
+
+func (c convTurn) Conversation() []agent.Message { return c.conv }
+
+// Protocol 2: history carries earlier runs' replies, with their roles.
+func TestExec_Run_historyWithReplies(t *testing.T) {
+	turn := convTurn{agenttest.NewTurn("and now?"), []agent.Message{
+		{Seq: 1, ID: "m1", Author: "ann", Text: "hi"},
+		{Seq: 3, Author: "assistant", Text: "hello ann", Run: "r2"},
+	}}
+	want := `"history":[{"seq":1,"id":"m1","author":"ann","text":"hi","role":"user"},` +
+		`{"seq":3,"id":"","author":"assistant","text":"hello ann","role":"assistant","run":"r2"}]}`
+	e := sh(`read -r turn; case "$turn" in *'` + want + `') echo '{"type":"done","output":"ok"}';; *) echo "got $turn" >&2; exit 1;; esac`)
+	if r := run(t.Context(), e, turn); r.err != nil || r.out != "ok" {
+		t.Fatalf("output %q err %v", r.out, r.err)
 	}
 }

@@ -3,6 +3,7 @@ package openai
 import (
 	"errors"
 	"fmt"
+	"log/slog"
 	"net/http"
 	"net/url"
 	"strings"
@@ -73,6 +74,11 @@ type Config struct {
 	// servers that refuse tools.
 	NoTools bool
 
+	// Logger gets the agent's warnings: each retry, a stream that ended
+	// without [DONE], and what [Agent.Probe] found. Nil means
+	// slog.Default().
+	Logger *slog.Logger
+
 	// HTTPClient sends the requests. Its Timeout must be zero, as streams
 	// outlive any fixed bound; RequestTimeout bounds them instead. Default:
 	// a client of its own over a clone of http.DefaultTransport.
@@ -107,6 +113,9 @@ func (c *Config) setDefaults() {
 	}
 	if c.MaxToolRounds == 0 {
 		c.MaxToolRounds = DefaultMaxToolRounds
+	}
+	if c.Logger == nil {
+		c.Logger = slog.Default()
 	}
 	if c.HTTPClient == nil {
 		c.HTTPClient = &http.Client{Transport: http.DefaultTransport.(*http.Transport).Clone()}

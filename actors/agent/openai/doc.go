@@ -74,13 +74,20 @@
 //   - it answers 429, 500, 502, 503 or 504 more than [Config.MaxRetries]
 //     times, or asks (Retry-After, in seconds or as an HTTP date, or
 //     retry-after-ms) to wait longer than [Config.MaxRetryWait]; until then
-//     the request is retried after that wait, or after 0.5 s doubling;
+//     the request is retried after that wait, or after 0.5 s doubling,
+//     each retry logged at WARN ([Config.Logger]);
 //   - a request outlasts [Config.RequestTimeout], or the server sends no
 //     byte for [Config.IdleTimeout];
 //   - the stream is malformed: a chunk is not JSON, it carries an error
-//     object, or the stream ends before "data: [DONE]";
+//     object, or the stream ends before "data: [DONE]" and before a
+//     finish_reason (a stream that ends after its finish_reason without
+//     [DONE], as some servers send, is taken as whole, with a warning);
 //   - the run's context is cancelled (its claim was lost, or serve stops):
 //     Run returns at once and closes the response body.
+//
+// Reasons name the serve flags that set a limit, as in "(serve
+// --openai-idle-timeout)". [Agent.Probe] checks at start that BaseURL
+// answers.
 //
 // No request is retried once its stream has begun, so no text is sent to
 // the thread twice. Text streamed before a failure is kept as run_output.

@@ -183,7 +183,7 @@ func TestAgent_Run_malformedStream(t *testing.T) {
 		{"no done", func(w http.ResponseWriter, r *http.Request, n int) {
 			s := startStream(w)
 			s.content("before")
-			s.data(chunkJSON(map[string]any{}, ptr("stop")))
+			s.data(chunkJSON(map[string]any{}, nil)) // no finish_reason
 		}, "stream ended before data: [DONE] (truncated)"},
 		{"cut mid-event", func(w http.ResponseWriter, r *http.Request, n int) {
 			s := startStream(w)
@@ -338,7 +338,7 @@ func TestAgent_Run_idleTimeout(t *testing.T) {
 			})
 			a := newAgent(t, f, openai.Config{IdleTimeout: 50 * time.Millisecond})
 			_, err := a.Run(runCtx(t), agenttest.NewTurn("hi"))
-			if err == nil || !strings.Contains(err.Error(), "no data from "+f.url()+"/chat/completions for 50ms (IdleTimeout)") {
+			if err == nil || !strings.Contains(err.Error(), "no data from "+f.url()+"/chat/completions for 50ms (serve --openai-idle-timeout)") {
 				t.Fatalf("err = %v", err)
 			}
 			<-disconnected
@@ -367,7 +367,7 @@ func TestAgent_Run_requestTimeout(t *testing.T) {
 	a := newAgent(t, f, openai.Config{RequestTimeout: 1500 * time.Millisecond, IdleTimeout: 500 * time.Millisecond})
 	turn := agenttest.NewTurn("hi")
 	_, err := a.Run(runCtx(t), turn)
-	if err == nil || !strings.Contains(err.Error(), "timed out after 1.5s (RequestTimeout)") {
+	if err == nil || !strings.Contains(err.Error(), "timed out after 1.5s (serve --openai-timeout)") {
 		t.Fatalf("err = %v", err)
 	}
 	if len(turn.Outputs()) == 0 {

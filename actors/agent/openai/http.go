@@ -59,11 +59,13 @@ func (a *Agent) open(ctx context.Context, body []byte) (*request, error) {
 		if errors.As(err, &se) && se.retryAfter >= 0 {
 			wait = se.retryAfter
 			if wait > a.cfg.MaxRetryWait {
-				return nil, fmt.Errorf("%w: the server asks to retry after %s, over the %s limit (MaxRetryWait)", err, wait, a.cfg.MaxRetryWait)
+				return nil, fmt.Errorf("%w: the server asks to retry after %s, over the %s limit (serve --openai-max-retry-wait)", err, wait, a.cfg.MaxRetryWait)
 			}
 		} else {
 			wait = backoff(attempt, a.cfg.MaxRetryWait)
 		}
+		a.cfg.Logger.Warn("openai: request refused; retrying", "endpoint", a.endpoint, "status", status,
+			"retry", attempt+1, "of", a.cfg.MaxRetries, "in", wait, "err", err)
 		if !a.sleep(ctx, wait) {
 			return nil, fmt.Errorf("openai: %w while waiting %s to retry after: %v", context.Cause(ctx), wait, err)
 		}
@@ -124,9 +126,9 @@ func (a *Agent) cause(ctx, rctx context.Context, err error) error {
 	case ctx.Err() != nil:
 		return fmt.Errorf("openai: %w", context.Cause(ctx))
 	case errors.Is(c, errIdle):
-		return fmt.Errorf("openai: no data from %s for %s (IdleTimeout)", a.endpoint, a.cfg.IdleTimeout)
+		return fmt.Errorf("openai: no data from %s for %s (serve --openai-idle-timeout)", a.endpoint, a.cfg.IdleTimeout)
 	case errors.Is(c, errRequestTimeout):
-		return fmt.Errorf("openai: request to %s timed out after %s (RequestTimeout)", a.endpoint, a.cfg.RequestTimeout)
+		return fmt.Errorf("openai: request to %s timed out after %s (serve --openai-timeout)", a.endpoint, a.cfg.RequestTimeout)
 	}
 	return fmt.Errorf("openai: POST %s: %w", a.endpoint, err)
 }

@@ -58,8 +58,13 @@ func (a *Agent) Steerable() bool { return a.cfg.Steer }
 // separator.
 func (a *Agent) Run(ctx context.Context, t agent.Turn) (string, error) {
 	msgs := a.conversation(t)
-	em := newEmitter(t, a.cfg.FlushInterval, a.cfg.FlushBytes)
-	defer em.stop()
+	em := agent.NewCoalescer(func(ctx context.Context, text string) error {
+		if err := t.Emit(ctx, text); err != nil {
+			return fmt.Errorf("openai: emit: %w", err)
+		}
+		return nil
+	}, a.cfg.FlushInterval, a.cfg.FlushBytes)
+	defer em.Stop()
 	st := &steering{}
 	if a.cfg.Steer {
 		st.ch = t.Steering()
@@ -68,19 +73,19 @@ func (a *Agent) Run(ctx context.Context, t agent.Turn) (string, error) {
 	msgs = a.appendThread(msgs, st.take())
 	for round := 1; ; round++ {
 		if round > a.cfg.MaxToolRounds {
-			return "", fmt.Errorf("openai: still going after %d requests in one turn (MaxToolRounds): the model kept calling tools, or was kept steered", a.cfg.MaxToolRounds)
+			return "", fmt.Errorf("openai: still going after %d requests in one turn (serve --openai-max-tool-rounds): the model kept calling tools, or was kept steered", a.cfg.MaxToolRounds)
 		}
 		r, err := a.complete(ctx, msgs, em, st)
 		if err != nil {
 			if ctx.Err() == nil {
 				// Keep what was streamed before the failure; the run
 				// fails anyway.
-				_ = em.flush(ctx)
+				_ = em.Flush(ctx)
 			}
 			return "", err
 		}
 		// Recorded before any request_opened, in the order it came.
-		if err := em.flush(ctx); err != nil {
+		if err := em.Flush(ctx); err != nil {
 			return "", err
 		}
 		st.drain()
@@ -209,7 +214,7 @@ func (a *Agent) appendThread(msgs []chatMessage, ms []agent.Message) []chatMessa
 
 // complete makes one streamed request and returns the reply, its text
 // already handed to em.
-func (a *Agent) complete(ctx context.Context, msgs []chatMessage, em *emitter, st *steering) (*reply, error) {
+func (a *Agent) complete(ctx context.Context, msgs []chatMessage, em *agent.Coalescer, st *steering) (*reply, error) {
 	body, err := json.Marshal(a.request(msgs))
 	if err != nil {
 		return nil, fmt.Errorf("openai: encode request: %w", err)
@@ -238,13 +243,17 @@ func (a *Agent) complete(ctx context.Context, msgs []chatMessage, em *emitter, s
 				if m.err != nil {
 					return nil, a.streamError(ctx, req, m.err)
 				}
+				if m.noDone {
+					a.cfg.Logger.Warn("openai: the stream ended after its finish_reason without data: [DONE]; taking the reply as whole",
+						"endpoint", a.endpoint)
+				}
 				return r, nil
 			}
 			if err := a.apply(ctx, r, m.c, em); err != nil {
 				return nil, err
 			}
-		case <-em.due():
-			if err := em.flush(ctx); err != nil {
+		case <-em.Due():
+			if err := em.Flush(ctx); err != nil {
 				return nil, err
 			}
 		case m := <-st.ch:
@@ -265,14 +274,14 @@ func (a *Agent) request(msgs []chatMessage) chatRequest {
 
 // apply folds one chunk into r, streaming its text. Only the first choice
 // counts: the agent asks for one.
-func (a *Agent) apply(ctx context.Context, r *reply, c chunk, em *emitter) error {
+func (a *Agent) apply(ctx context.Context, r *reply, c chunk, em *agent.Coalescer) error {
 	for _, ch := range c.Choices {
 		if ch.Index != 0 {
 			continue
 		}
 		if s := ch.Delta.Content; s != nil && *s != "" {
 			r.text.WriteString(*s)
-			if err := em.add(ctx, *s); err != nil {
+			if err := em.Add(ctx, *s); err != nil {
 				return err
 			}
 		}

@@ -75,11 +75,14 @@ func (r *sseReader) next() (string, error) {
 }
 
 // streamMsg is what the stream's reader hands to the run: a chunk, or the
-// end of the stream (last), with err nil only after [DONE].
+// end of the stream (last), with err nil after [DONE], or at the end of a
+// stream whose reply had a finish_reason (noDone: some servers never send
+// [DONE]).
 type streamMsg struct {
-	c    chunk
-	last bool
-	err  error
+	c      chunk
+	last   bool
+	err    error
+	noDone bool
 }
 
 // readStream parses the chunks of body and sends them on out, ending with
@@ -94,9 +97,13 @@ func readStream(body io.Reader, out chan<- streamMsg, stop <-chan struct{}) {
 		}
 	}
 	sr := newSSEReader(body)
+	finished := false // a finish_reason came: the reply is whole
 	for {
 		data, err := sr.next()
 		switch {
+		case errors.Is(err, io.EOF) && finished:
+			send(streamMsg{last: true, noDone: true})
+			return
 		case errors.Is(err, io.EOF):
 			send(streamMsg{last: true, err: errNoDone})
 			return
@@ -117,6 +124,11 @@ func readStream(body io.Reader, out chan<- streamMsg, stop <-chan struct{}) {
 		if (len(c.Error) > 0 && string(c.Error) != "null") || c.Object == "error" {
 			send(streamMsg{last: true, err: fmt.Errorf("server error in stream: %s", errorMessage([]byte(data)))})
 			return
+		}
+		for _, ch := range c.Choices {
+			if ch.Index == 0 && ch.FinishReason != nil && *ch.FinishReason != "" {
+				finished = true
+			}
 		}
 		if !send(streamMsg{c: c}) {
 			return
