@@ -15,7 +15,7 @@ func TestServe_openaiProbeWarns(t *testing.T) {
 	s := startServe(t, t.TempDir(), "--agent", "openai", "--base-url", dead, "--model", "m")
 	s.stop()
 	errOut := s.errOut.String()
-	if !strings.Contains(errOut, "level=WARN") || !strings.Contains(errOut, "--base-url") || !strings.Contains(errOut, dead+" does not answer") {
+	if !strings.Contains(errOut, " WARN ") || !strings.Contains(errOut, "--base-url") || !strings.Contains(errOut, dead+" does not answer") {
 		t.Errorf("no warning about --base-url; stderr:\n%s", errOut)
 	}
 }
