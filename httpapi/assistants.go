@@ -165,7 +165,7 @@ func (s *Server) assistantSchemas(w http.ResponseWriter, r *http.Request) error 
 	}
 	writeJSON(w, http.StatusOK, map[string]any{
 		"graph_id": a.GraphID, "input_schema": state, "output_schema": state, "state_schema": state,
-		"config_schema": map[string]any{"type": "object", "properties": map[string]any{}},
+		"config_schema":  map[string]any{"type": "object", "properties": map[string]any{}},
 		"context_schema": map[string]any{"type": "object", "properties": map[string]any{}},
 	})
 	return nil

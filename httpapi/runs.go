@@ -68,16 +68,16 @@ type inputMessage struct {
 
 // runPlan is a checked run request.
 type runPlan struct {
-	thread     string
-	stateless  bool
-	assistant  Assistant
-	posts      []post
-	resume     bool
-	strategy   string
-	checkpoint uint64
-	after      time.Duration
-	create     bool
-	modes      []string
+	thread             string
+	stateless          bool
+	assistant          Assistant
+	posts              []post
+	resume             bool
+	strategy           string
+	checkpoint         uint64
+	after              time.Duration
+	create             bool
+	modes              []string
 	cancelOnDisconnect bool
 	deleteAfter        bool
 	webhook            string
