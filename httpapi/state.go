@@ -45,7 +45,6 @@ func aiMessage(id, text string) message {
 // aiChunk is a streamed token chunk of run id's reply.
 func aiChunk(id, text string) message {
 	m := aiMessage(id, text)
-	m.Type = "AIMessageChunk"
 	none := []struct{}{}
 	m.ToolCallChunks = &none
 	return m

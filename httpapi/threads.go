@@ -11,6 +11,7 @@ import (
 	"slices"
 	"strconv"
 	"strings"
+	"time"
 
 	"github.com/artifactr/artifactr/client"
 	"github.com/artifactr/artifactr/events"
@@ -225,17 +226,49 @@ func (s *Server) fork(ctx context.Context, src *projections.Thread, seq uint64, 
 	return s.loadThread(ctx, id)
 }
 
-// checkpoints returns the sequences of t's run ends: one state per run
-// end, as history lists them.
-func checkpoints(t *projections.Thread) []uint64 {
-	var out []uint64
+// A checkpoint is a stream sequence where the thread's state (its values
+// or its interrupts) changed: a message taken (a run's input), a run's
+// reply, a request opened, a rollback, a fork. History lists one state per
+// checkpoint; the current state is at the newest.
+
+// stateChanging reports whether events of type t can change the state.
+func stateChanging(t events.Type) bool {
+	switch t {
+	case events.TypeRunStarted, events.TypeAnswerGiven, events.TypeSteeringGiven, events.TypeRunCompleted,
+		events.TypeRunFailed, events.TypeRunAbandoned, events.TypeRequestOpened, events.TypeThreadForked,
+		events.TypeRunInterrupted, events.TypeCancelRequested:
+		return true
+	}
+	return false
+}
+
+// stateSig is what a checkpoint compares.
+func stateSig(t *projections.Thread) [3]int {
+	n := 0
 	for _, r := range t.Runs {
-		if r.EndSeq != 0 && (out == nil || out[len(out)-1] != r.EndSeq) {
-			out = append(out, r.EndSeq)
+		if r.Status == projections.RunCompleted {
+			n++
 		}
 	}
-	slices.Sort(out)
-	return slices.Compact(out)
+	return [3]int{len(messages(t)), len(t.OpenRequests()), n}
+}
+
+// foldCheckpoints folds envs and calls at with the fold after each
+// checkpoint, in stream order.
+func foldCheckpoints(id string, envs []events.Envelope, at func(t *projections.Thread, env events.Envelope)) *projections.Thread {
+	t := projections.New(id)
+	var sig [3]int
+	for _, env := range envs {
+		t.Apply(env)
+		if !stateChanging(events.TypeOf(env.Event)) {
+			continue
+		}
+		if now := stateSig(t); now != sig {
+			sig = now
+			at(t, env)
+		}
+	}
+	return t
 }
 
 // parentOf returns the newest checkpoint before seq, 0 when none.
@@ -247,13 +280,34 @@ func parentOf(cps []uint64, seq uint64) uint64 {
 	return cps[i-1]
 }
 
+// loadEvents returns thread id's events: 404 when it has none or was
+// deleted.
+func (s *Server) loadEvents(ctx context.Context, id string) ([]events.Envelope, error) {
+	if _, err := s.loadThread(ctx, id); err != nil {
+		return nil, err
+	}
+	return s.c.Events(ctx, id)
+}
+
 func (s *Server) getState(w http.ResponseWriter, r *http.Request) error {
-	t, err := s.loadThread(r.Context(), r.PathValue("thread_id"))
+	id := r.PathValue("thread_id")
+	envs, err := s.loadEvents(r.Context(), id)
 	if err != nil {
 		return err
 	}
-	cps := checkpoints(t)
-	writeJSON(w, http.StatusOK, stateOf(t, t.LastSeq, parentOf(cps, t.LastSeq), len(cps), t.LastActivity))
+	var cps []uint64
+	var at time.Time
+	t := foldCheckpoints(id, envs, func(_ *projections.Thread, env events.Envelope) {
+		cps = append(cps, env.Seq)
+		at = env.Stored
+	})
+	seq := envs[0].Seq
+	if n := len(cps); n > 0 {
+		seq = cps[n-1]
+	} else {
+		at = envs[0].Stored
+	}
+	writeJSON(w, http.StatusOK, stateOf(t, seq, parentOf(cps, seq), len(cps), at))
 	return nil
 }
 
@@ -271,22 +325,24 @@ func (s *Server) stateAt(w http.ResponseWriter, r *http.Request, thread, id stri
 	if err != nil {
 		return err
 	}
-	full, err := s.loadThread(r.Context(), thread)
+	envs, err := s.loadEvents(r.Context(), thread)
 	if err != nil {
 		return err
 	}
-	if seq > full.LastSeq {
-		return errorf(http.StatusNotFound, "checkpoint %d is after thread %s's last event %d", seq, thread, full.LastSeq)
+	if last := envs[len(envs)-1].Seq; seq > last || seq < envs[0].Seq {
+		return errorf(http.StatusNotFound, "checkpoint %d is not in thread %s (its events are at %d..%d)", seq, thread, envs[0].Seq, last)
 	}
-	t, err := s.c.Thread(r.Context(), thread, client.AtSeq(seq))
-	if err != nil {
-		return err
+	i, _ := slices.BinarySearchFunc(envs, seq, func(e events.Envelope, s uint64) int { return cmp.Compare(e.Seq, s) })
+	if i < len(envs) && envs[i].Seq == seq {
+		i++
 	}
-	if t.LastSeq == 0 {
-		return errorf(http.StatusNotFound, "thread %s has no events by checkpoint %d", thread, seq)
-	}
-	cps := checkpoints(t)
-	writeJSON(w, http.StatusOK, stateOf(t, seq, parentOf(cps, seq), len(cps), t.LastActivity))
+	var cps []uint64
+	at := envs[0].Stored
+	t := foldCheckpoints(thread, envs[:i], func(_ *projections.Thread, env events.Envelope) {
+		cps = append(cps, env.Seq)
+		at = env.Stored
+	})
+	writeJSON(w, http.StatusOK, stateOf(t, seq, parentOf(cps, seq), len(cps), at))
 	return nil
 }
 
@@ -373,26 +429,16 @@ func (s *Server) history(w http.ResponseWriter, r *http.Request) error {
 		}
 	}
 	id := r.PathValue("thread_id")
-	if _, err := s.loadThread(r.Context(), id); err != nil {
-		return err
-	}
-	envs, err := s.c.Events(r.Context(), id)
+	envs, err := s.loadEvents(r.Context(), id)
 	if err != nil {
 		return err
 	}
-	t := projections.New(id)
 	var states []threadState
 	var prev uint64
-	for _, env := range envs {
-		was, runs := t.ActiveRun, len(t.Runs)
-		t.Apply(env)
-		ended := (was != nil && was.EndSeq == env.Seq) || (t.Fork != nil && t.Fork.Seq == env.Seq && len(t.Runs) > runs)
-		if !ended {
-			continue
-		}
-		states = append(states, stateOf(t.Clone(), env.Seq, prev, len(states)+1, env.Stored))
+	foldCheckpoints(id, envs, func(t *projections.Thread, env events.Envelope) {
+		states = append(states, stateOf(t, env.Seq, prev, len(states)+1, env.Stored))
 		prev = env.Seq
-	}
+	})
 	slices.Reverse(states)
 	out := []threadState{}
 	for _, st := range states {
