@@ -175,7 +175,20 @@ func (s *Server) streamEvents(w http.ResponseWriter, r *http.Request, thread, ru
 	}()
 	tick := time.NewTicker(heartbeat)
 	defer tick.Stop()
+	// gone handles a client that left before the end: a failed write, or
+	// the request's context ending.
+	gone := func() error {
+		cancel()
+		if cancelOnDisconnect {
+			<-done
+			if artifactrRun != "" {
+				s.cancelQuietly(thread, artifactrRun)
+			}
+		}
+		return nil
+	}
 	var buf []byte
+	unflushed := false
 	for {
 		select {
 		case e, ok := <-ch:
@@ -187,34 +200,30 @@ func (s *Server) streamEvents(w http.ResponseWriter, r *http.Request, thread, ru
 				}
 				return nil
 			}
-			if md := modeOf(e.event); md != "" && !slices.Contains(modes, md) {
-				continue
-			}
-			buf = appendSSE(buf[:0], e.id(), e.event, e.data)
-			if _, err := w.Write(buf); err != nil {
-				return nil
+			if md := modeOf(e.event); md == "" || slices.Contains(modes, md) {
+				buf = appendSSE(buf[:0], e.id(), e.event, e.data)
+				if _, err := w.Write(buf); err != nil {
+					return gone()
+				}
+				unflushed = true
 			}
 			if e.event == "end" {
 				_ = rc.Flush()
 				return nil
 			}
-			if len(ch) == 0 {
-				_ = rc.Flush()
+			// Flush once the burst of events is written.
+			if unflushed && len(ch) == 0 {
+				if rc.Flush() != nil {
+					return gone()
+				}
+				unflushed = false
 			}
 		case <-tick.C:
-			if _, err := w.Write([]byte(": heartbeat\n\n")); err != nil {
-				return nil
+			if _, err := w.Write([]byte(": heartbeat\n\n")); err != nil || rc.Flush() != nil {
+				return gone()
 			}
-			_ = rc.Flush()
 		case <-r.Context().Done():
-			cancel()
-			if cancelOnDisconnect {
-				<-done
-				if artifactrRun != "" {
-					s.cancelQuietly(thread, artifactrRun)
-				}
-			}
-			return nil
+			return gone()
 		}
 	}
 }
