@@ -34,8 +34,9 @@ func TestMain(m *testing.M) { goleak.VerifyTestMain(m) }
 type env struct {
 	t     *testing.T
 	url   string
-	store *natsstore.Store
-	api   *httpapi.Server
+	store  *natsstore.Store
+	api    *httpapi.Server
+	client *client.Client
 }
 
 func newEnv(t *testing.T, tokens map[string]httpapi.Role) *env {
@@ -93,7 +94,7 @@ func newEnv(t *testing.T, tokens map[string]httpapi.Role) *env {
 		c.Close()
 		store.Close()
 	})
-	return &env{t: t, url: hs.URL, store: store, api: api}
+	return &env{t: t, url: hs.URL, store: store, api: api, client: c}
 }
 
 // do sends a request and returns the status and the body.

@@ -373,6 +373,9 @@ func (s *Server) postAll(ctx context.Context, p *runPlan, strategy string) (uint
 		if p.assistant.GraphID != s.cfg.Default {
 			opts = append(opts, client.WithAssistant(p.assistant.GraphID))
 		}
+		if p.webhook != "" && i == len(p.posts)-1 {
+			opts = append(opts, client.WithWebhook(p.webhook))
+		}
 		posted, err := s.c.Post(ctx, p.thread, m.text, opts...)
 		if err != nil {
 			if errors.Is(err, events.ErrThreadBusy) {
@@ -464,7 +467,6 @@ func (s *Server) createRun(w http.ResponseWriter, r *http.Request) error {
 	if err != nil {
 		return err
 	}
-	s.maybeWebhook(p, run)
 	w.Header().Set("Content-Location", runPath(run.ThreadID, run.RunID))
 	writeJSON(w, http.StatusOK, run)
 	return nil
@@ -479,7 +481,6 @@ func (s *Server) waitRun(w http.ResponseWriter, r *http.Request) error {
 	if err != nil {
 		return err
 	}
-	s.maybeWebhook(p, run)
 	w.Header().Set("Content-Location", runPath(run.ThreadID, run.RunID))
 	out, err := s.waitOutput(r.Context(), run.ThreadID, run.RunID, p.cancelOnDisconnect)
 	if err != nil {

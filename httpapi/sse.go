@@ -260,7 +260,6 @@ func (s *Server) streamRun(w http.ResponseWriter, r *http.Request) error {
 	if err != nil {
 		return err
 	}
-	s.maybeWebhook(p, run)
 	err = s.streamEvents(w, r, run.ThreadID, run.RunID, p.modes, pos, p.cancelOnDisconnect)
 	if p.deleteAfter {
 		s.deleteQuietly(run.ThreadID)

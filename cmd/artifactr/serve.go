@@ -265,7 +265,7 @@ func (a *app) serve(ctx context.Context, f *serveFlags, ag agent.Agent, external
 		}
 		defer stop()
 	}
-	stopHTTP, err := a.startHTTP(ctx, f, ag)
+	stopHTTP, err := a.startHTTP(ctx, f, ag, store)
 	if err != nil {
 		r.Kill()
 		return err

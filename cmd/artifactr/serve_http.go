@@ -10,6 +10,7 @@ import (
 
 	"github.com/artifactr/artifactr/actors/agent"
 	"github.com/artifactr/artifactr/client"
+	"github.com/artifactr/artifactr/events"
 	"github.com/artifactr/artifactr/httpapi"
 	"github.com/artifactr/artifactr/internal/natsauth"
 )
@@ -64,7 +65,7 @@ func (f *serveFlags) withConfig(ag agent.Agent, cmd *cobra.Command) (agent.Agent
 }
 
 // startHTTP starts the HTTP API if --http is set; stop closes it.
-func (a *app) startHTTP(ctx context.Context, f *serveFlags, ag agent.Agent) (stop func(), err error) {
+func (a *app) startHTTP(ctx context.Context, f *serveFlags, ag agent.Agent, store events.ReadModelStore) (stop func(), err error) {
 	h := &f.http
 	if h.addr == "" {
 		return func() {}, nil
@@ -116,6 +117,16 @@ func (a *app) startHTTP(ctx context.Context, f *serveFlags, ag agent.Agent) (sto
 		c.Close()
 		return nil, fail(err)
 	}
+	// Webhooks follow the log through a durable consumer of serve's own
+	// store (the runner's role may acknowledge it; a client's may not).
+	wctx, stopWebhooks := context.WithCancel(context.WithoutCancel(ctx))
+	wdone := make(chan struct{})
+	go func() {
+		defer close(wdone)
+		if err := api.RunWebhooks(wctx, store); err != nil {
+			a.log.Warn("webhooks stopped", "err", err)
+		}
+	}()
 	fmt.Fprintf(a.stdout, "artifactr serve: HTTP API listening on %s\n", l.URL)
 	if f.auth {
 		dir, _ := filepath.Abs(f.data)
@@ -126,6 +137,8 @@ func (a *app) startHTTP(ctx context.Context, f *serveFlags, ag agent.Agent) (sto
 		sctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), 2*time.Second)
 		defer cancel()
 		_ = l.Close(sctx)
+		stopWebhooks()
+		<-wdone
 		c.Close()
 	}, nil
 }
