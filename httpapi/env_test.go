@@ -32,8 +32,8 @@ func TestMain(m *testing.M) { goleak.VerifyTestMain(m) }
 // an echo that keeps each run active 400 ms), the summaries projector, and
 // the API on an httptest server.
 type env struct {
-	t     *testing.T
-	url   string
+	t      *testing.T
+	url    string
 	store  *natsstore.Store
 	api    *httpapi.Server
 	client *client.Client
