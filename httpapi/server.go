@@ -13,6 +13,7 @@ import (
 	"time"
 
 	"github.com/artifactr/artifactr/client"
+	"github.com/artifactr/artifactr/events"
 	"github.com/artifactr/artifactr/projections/summaries"
 )
 
@@ -69,6 +70,8 @@ type Server struct {
 
 	mu      sync.Mutex // protects delayed
 	delayed map[string]delayedRun
+
+	hub *hub
 }
 
 // delayedRun is a run created with after_seconds whose post is not made
@@ -95,8 +98,24 @@ func New(cfg Config) (*Server, error) {
 	if cfg.Logger == nil {
 		cfg.Logger = slog.New(slog.DiscardHandler)
 	}
-	s := &Server{cfg: cfg, c: cfg.Client, log: cfg.Logger, delayed: map[string]delayedRun{}}
+	s := &Server{cfg: cfg, c: cfg.Client, log: cfg.Logger, delayed: map[string]delayedRun{}, hub: newHub()}
 	s.ctx, s.cancel = context.WithCancel(context.Background())
+	// The hub follows from the stream's end now, so that it misses
+	// nothing stored after a subscription.
+	ctx, cancel := context.WithTimeout(s.ctx, 10*time.Second)
+	last, err := s.c.LastSeq(ctx)
+	cancel()
+	if err != nil {
+		s.cancel()
+		return nil, fmt.Errorf("httpapi: %w", err)
+	}
+	s.wg.Add(1)
+	go func() {
+		defer s.wg.Done()
+		s.hub.run(s.ctx, func(ctx context.Context) func(func(events.Envelope, error) bool) {
+			return s.c.Watch(ctx, "", last+1)
+		})
+	}()
 	s.routes()
 	return s, nil
 }

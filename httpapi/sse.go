@@ -135,7 +135,7 @@ const heartbeat = 10 * time.Second
 
 // streamEvents writes run's SSE events after pos, in modes, until its end
 // event; with cancelOnDisconnect a client gone first cancels the run.
-func (s *Server) streamEvents(w http.ResponseWriter, r *http.Request, thread, run string, modes []string, pos position, cancelOnDisconnect bool) error {
+func (s *Server) streamEvents(w http.ResponseWriter, r *http.Request, thread, run string, modes []string, pos position, cancelOnDisconnect bool, f *follower) error {
 	h := w.Header()
 	h.Set("Content-Type", "text/event-stream")
 	h.Set("Cache-Control", "no-cache")
@@ -153,7 +153,7 @@ func (s *Server) streamEvents(w http.ResponseWriter, r *http.Request, thread, ru
 	done := make(chan error, 1)
 	go func() {
 		defer close(ch)
-		done <- s.follow(ctx, thread, run, func(t *projections.Thread, env events.Envelope, prev, cur lgRun, posted bool) bool {
+		done <- s.follow(ctx, thread, run, f, func(t *projections.Thread, env events.Envelope, prev, cur lgRun, posted bool) bool {
 			if !posted {
 				return false
 			}
@@ -256,11 +256,12 @@ func (s *Server) streamRun(w http.ResponseWriter, r *http.Request) error {
 	if err != nil {
 		return err
 	}
-	run, err := s.start(r.Context(), p)
+	run, f, err := s.start(r.Context(), p)
 	if err != nil {
 		return err
 	}
-	err = s.streamEvents(w, r, run.ThreadID, run.RunID, p.modes, pos, p.cancelOnDisconnect)
+	defer s.unfollow(f)
+	err = s.streamEvents(w, r, run.ThreadID, run.RunID, p.modes, pos, p.cancelOnDisconnect, f)
 	if p.deleteAfter {
 		s.deleteQuietly(run.ThreadID)
 	}
@@ -288,5 +289,5 @@ func (s *Server) joinStream(w http.ResponseWriter, r *http.Request) error {
 	if _, _, err := s.existingRun(r.Context(), thread, run); err != nil {
 		return err
 	}
-	return s.streamEvents(w, r, thread, run, modes, pos, cancelOnDisconnect)
+	return s.streamEvents(w, r, thread, run, modes, pos, cancelOnDisconnect, nil)
 }
