@@ -562,7 +562,17 @@ type follower struct {
 // followThread subscribes to thread, then folds it (an empty fold when it
 // has no events yet).
 func (s *Server) followThread(ctx context.Context, thread string) (*follower, error) {
-	f := &follower{sub: s.hub.subscribe(thread)}
+	// The hub's fold of thread is used once the hub has applied every
+	// event stored before now: a reply read a moment ago is in it.
+	fresh := false
+	if last, err := s.c.LastSeq(ctx); err == nil {
+		fresh = s.hub.waitPos(ctx, last)
+	}
+	sb, t, hf := s.hub.subscribe(thread)
+	if t != nil && fresh {
+		return &follower{t: t, sub: sb}, nil
+	}
+	f := &follower{sub: sb, t: projections.New(thread)}
 	envs, err := s.c.Events(ctx, thread)
 	switch {
 	case errors.Is(err, client.ErrNoEvents):
@@ -570,7 +580,9 @@ func (s *Server) followThread(ctx context.Context, thread string) (*follower, er
 		s.hub.unsubscribe(f.sub)
 		return nil, err
 	}
-	f.t = projections.New(thread)
+	if hf != nil {
+		s.hub.verify(thread, hf, envs)
+	}
 	for _, env := range envs {
 		f.t.Apply(env)
 	}
@@ -611,7 +623,8 @@ func (s *Server) follow(ctx context.Context, thread, run string, f *follower, st
 		return done
 	}
 	if f == nil {
-		f = &follower{sub: s.hub.subscribe(thread)}
+		sb, _, _ := s.hub.subscribe(thread)
+		f = &follower{sub: sb}
 		defer s.unfollow(f)
 		envs, err := s.c.Events(ctx, thread)
 		if err != nil && !errors.Is(err, client.ErrNoEvents) {

@@ -98,7 +98,7 @@ func New(cfg Config) (*Server, error) {
 	if cfg.Logger == nil {
 		cfg.Logger = slog.New(slog.DiscardHandler)
 	}
-	s := &Server{cfg: cfg, c: cfg.Client, log: cfg.Logger, delayed: map[string]delayedRun{}, hub: newHub()}
+	s := &Server{cfg: cfg, c: cfg.Client, log: cfg.Logger, delayed: map[string]delayedRun{}}
 	s.ctx, s.cancel = context.WithCancel(context.Background())
 	// The hub follows from the stream's end now, so that it misses
 	// nothing stored after a subscription.
@@ -109,6 +109,7 @@ func New(cfg Config) (*Server, error) {
 		s.cancel()
 		return nil, fmt.Errorf("httpapi: %w", err)
 	}
+	s.hub = newHub(last + 1)
 	s.wg.Add(1)
 	go func() {
 		defer s.wg.Done()
