@@ -768,18 +768,15 @@ func (s *Server) listRuns(w http.ResponseWriter, r *http.Request) error {
 	return nil
 }
 
-// deleteRun writes nothing: a run's events are part of the audit log. A
-// run that is not active is answered 204; an active one 409.
+// deleteRun refuses: a run is a posted message and the events of the run
+// that took it, part of the thread's log, which is the audit log and never
+// loses an event. Deleting the thread writes a tombstone instead.
 func (s *Server) deleteRun(w http.ResponseWriter, r *http.Request) error {
-	t, m, err := s.existingRun(r.Context(), r.PathValue("thread_id"), r.PathValue("run_id"))
-	if err != nil {
+	if _, _, err := s.existingRun(r.Context(), r.PathValue("thread_id"), r.PathValue("run_id")); err != nil {
 		return err
 	}
-	if m == nil || !runOf(t, m).Final() {
-		return errorf(http.StatusConflict, "run %s is pending or running: cancel it first", r.PathValue("run_id"))
-	}
-	w.WriteHeader(http.StatusNoContent)
-	return nil
+	w.Header().Set("Allow", "GET")
+	return errorf(http.StatusMethodNotAllowed, "runs cannot be deleted: a run is part of its thread's log, the audit log; delete the thread (a tombstone) or cancel the run")
 }
 
 func boolParam(v string) (bool, error) {
