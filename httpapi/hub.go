@@ -3,6 +3,7 @@ package httpapi
 import (
 	"context"
 	"sync"
+	"time"
 
 	"github.com/artifactr/artifactr/events"
 	"github.com/artifactr/artifactr/projections"
@@ -159,6 +160,20 @@ func (h *hub) waitPos(ctx context.Context, seq uint64) bool {
 		h.cond.Wait()
 	}
 	return h.pos >= seq && !h.down
+}
+
+// caughtUpWait bounds how long an answer waits for the hub to reach what
+// it read or wrote; past it the answer goes out anyway.
+const caughtUpWait = 2 * time.Second
+
+// caughtUp waits until the hub has applied seq, so that a request made
+// after this answer finds the hub's folds at least as new as the answer:
+// what the API answered, later runs and waits see (monotonic reads and
+// read-your-writes through the API).
+func (s *Server) caughtUp(ctx context.Context, seq uint64) {
+	ctx, cancel := context.WithTimeout(ctx, caughtUpWait)
+	defer cancel()
+	s.hub.waitPos(ctx, seq)
 }
 
 // subscribe returns a subscription to thread's events applied from now on

@@ -526,6 +526,7 @@ func (s *Server) waitOutput(ctx context.Context, thread, run string, cancelOnDis
 		}
 		return nil, err
 	}
+	s.caughtUp(ctx, t.LastSeq) // when it followed alone, past a lost subscription
 	return outputOf(t, lr), nil
 }
 
@@ -562,14 +563,10 @@ type follower struct {
 // followThread subscribes to thread, then folds it (an empty fold when it
 // has no events yet).
 func (s *Server) followThread(ctx context.Context, thread string) (*follower, error) {
-	// The hub's fold of thread is used once the hub has applied every
-	// event stored before now: a reply read a moment ago is in it.
-	fresh := false
-	if last, err := s.c.LastSeq(ctx); err == nil {
-		fresh = s.hub.waitPos(ctx, last)
-	}
+	// The hub's fold is as new as anything the API has answered: every
+	// answer waits for the hub to reach what it read or wrote (caughtUp).
 	sb, t, hf := s.hub.subscribe(thread)
-	if t != nil && fresh {
+	if t != nil {
 		return &follower{t: t, sub: sb}, nil
 	}
 	f := &follower{sub: sb, t: projections.New(thread)}
@@ -816,9 +813,11 @@ func (s *Server) cancelRun(w http.ResponseWriter, r *http.Request) error {
 		if action == "rollback" {
 			cancel = s.c.CancelRollback
 		}
-		if _, err := cancel(r.Context(), thread, lr.Run.ID, ""); err != nil {
+		seq, err := cancel(r.Context(), thread, lr.Run.ID, "")
+		if err != nil {
 			return err
 		}
+		s.caughtUp(r.Context(), seq)
 	}
 	if !wait {
 		w.WriteHeader(http.StatusAccepted)

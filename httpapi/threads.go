@@ -50,6 +50,7 @@ func (s *Server) loadThread(ctx context.Context, id string) (*projections.Thread
 	case t.DeletedSeq != 0:
 		return nil, errorf(http.StatusNotFound, "thread %s was deleted (thread_deleted at %d; its events are kept, the stream is the audit log)", id, t.DeletedSeq)
 	}
+	s.caughtUp(ctx, t.LastSeq)
 	return t, nil
 }
 
@@ -184,9 +185,11 @@ func (s *Server) deleteThread(w http.ResponseWriter, r *http.Request) error {
 	if _, err := s.loadThread(r.Context(), id); err != nil {
 		return err
 	}
-	if _, err := s.c.DeleteThread(r.Context(), id); err != nil {
+	seq, err := s.c.DeleteThread(r.Context(), id)
+	if err != nil {
 		return err
 	}
+	s.caughtUp(r.Context(), seq)
 	w.WriteHeader(http.StatusNoContent)
 	return nil
 }
@@ -286,7 +289,11 @@ func (s *Server) loadEvents(ctx context.Context, id string) ([]events.Envelope, 
 	if _, err := s.loadThread(ctx, id); err != nil {
 		return nil, err
 	}
-	return s.c.Events(ctx, id)
+	envs, err := s.c.Events(ctx, id)
+	if err == nil && len(envs) > 0 {
+		s.caughtUp(ctx, envs[len(envs)-1].Seq)
+	}
+	return envs, err
 }
 
 func (s *Server) getState(w http.ResponseWriter, r *http.Request) error {
@@ -509,6 +516,7 @@ func (s *Server) matchingThreads(ctx context.Context, q threadSearch) ([]summari
 	if err != nil {
 		return nil, err
 	}
+	s.caughtUp(ctx, snap.LastSeq)
 	var out []summaries.Summary
 	for i := range snap.Summaries {
 		sm := &snap.Summaries[i]
