@@ -3,6 +3,7 @@ package main
 import (
 	"context"
 	"fmt"
+	"net"
 	"path/filepath"
 	"time"
 
@@ -41,6 +42,14 @@ func (f *serveFlags) withConfig(ag agent.Agent, cmd *cobra.Command) (agent.Agent
 		return nil, usagef("--http-cors-origin needs --http")
 	case h.addr != "" && !httpapi.IsLoopback(h.addr) && !f.auth:
 		return nil, usagef("--http %s is not loopback: anyone who reaches it could post and read every thread; add --auth (bearer tokens in DATA/auth) or listen on 127.0.0.1", h.addr)
+	}
+	if h.addr != "" {
+		// Taken is found now, before the data directory is opened.
+		ln, err := net.Listen("tcp", h.addr)
+		if err != nil {
+			return nil, failf("--http %s: %v", h.addr, err)
+		}
+		ln.Close()
 	}
 	if h.config == "" {
 		return ag, nil
