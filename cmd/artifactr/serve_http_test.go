@@ -2,6 +2,7 @@ package main
 
 import (
 	"io"
+	"net"
 	"net/http"
 	"os"
 	"path/filepath"
@@ -44,6 +45,24 @@ func TestRun_serveHTTPRefused(t *testing.T) {
 				t.Fatalf("the data directory was made: %v", err)
 			}
 		})
+	}
+}
+
+// A taken --http address fails before anything is opened.
+func TestRun_serveHTTPTaken(t *testing.T) {
+	t.Setenv(envNATS, "")
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer ln.Close()
+	data := filepath.Join(t.TempDir(), "data")
+	code, _, stderr := runCLI(t, t.Context(), "serve", "--data", data, "--listen", "127.0.0.1:0", "--http", ln.Addr().String())
+	if code != exitFail || !strings.Contains(stderr, ln.Addr().String()) {
+		t.Fatalf("exit %d, stderr %q", code, stderr)
+	}
+	if _, err := os.Stat(data); !os.IsNotExist(err) {
+		t.Fatalf("the data directory was made: %v", err)
 	}
 }
 
