@@ -58,6 +58,13 @@ func newHub(start uint64) *hub {
 	return h
 }
 
+// restart makes a hub that is down follow again from start.
+func (h *hub) restart(start uint64) {
+	h.mu.Lock()
+	defer h.mu.Unlock()
+	h.start, h.pos, h.down = start, start-1, false
+}
+
 // run follows the stream until ctx ends or the follow fails; then every
 // subscription is closed and later ones follow on their own.
 func (h *hub) run(ctx context.Context, watch func(ctx context.Context) func(func(events.Envelope, error) bool)) {
