@@ -340,3 +340,41 @@ func TestServer_auth(t *testing.T) {
 }
 
 var _ = http.MethodGet
+
+// A cancel with rollback leaves the run's prompt out of the state; a post
+// with the rollback strategy does the same to the run it interrupts.
+func TestServer_rollback(t *testing.T) {
+	e := newEnv(t, nil)
+	th := e.newThread()
+	e.json("POST", "/threads/"+th+"/runs/wait", `{"assistant_id":"echo","input":{"messages":[{"role":"user","content":"kept"}]}}`, 200, nil)
+	running := func(id string) {
+		testkit.WaitFor(t, 10*time.Second, "run "+id+" to start", func() (bool, string) {
+			var r struct{ Status string }
+			e.json("GET", "/threads/"+th+"/runs/"+id, "", 200, &r)
+			return r.Status == "running", r.Status
+		})
+	}
+	e.json("POST", "/threads/"+th+"/runs", `{"assistant_id":"slow","input":{"messages":[{"role":"user","content":"dropped","id":"rb1"}]}}`, 200, nil)
+	running("rb1")
+	if code, body := e.do("POST", "/threads/"+th+"/runs/rb1/cancel?wait=1&action=rollback", ""); code != 204 {
+		t.Fatalf("cancel rollback: %d %s", code, body)
+	}
+	e.json("POST", "/threads/"+th+"/runs", `{"assistant_id":"slow","input":{"messages":[{"role":"user","content":"dropped too","id":"rb2"}]}}`, 200, nil)
+	running("rb2")
+	var out map[string][]json.RawMessage
+	e.json("POST", "/threads/"+th+"/runs/wait", `{"assistant_id":"echo","multitask_strategy":"rollback","input":{"messages":[{"role":"user","content":"last"}]}}`, 200, &out)
+	var texts []string
+	for _, m := range messagesOf(t, out["messages"]) {
+		texts = append(texts, m.Content)
+	}
+	if got := strings.Join(texts, "|"); got != "kept|echo: kept|last|echo: last" {
+		t.Fatalf("state after rollbacks: %s", got)
+	}
+	for _, id := range []string{"rb1", "rb2"} {
+		var r struct{ Status string }
+		e.json("GET", "/threads/"+th+"/runs/"+id, "", 200, &r)
+		if r.Status != "interrupted" {
+			t.Fatalf("run %s is %s", id, r.Status)
+		}
+	}
+}
