@@ -7,6 +7,7 @@ import (
 
 	"github.com/artifactr/artifactr/events"
 	"github.com/artifactr/artifactr/projections"
+	"github.com/artifactr/artifactr/projections/summaries"
 )
 
 // hub is one follow of the whole stream, live from the server's start,
@@ -181,6 +182,24 @@ func (s *Server) caughtUp(ctx context.Context, seq uint64) {
 	ctx, cancel := context.WithTimeout(ctx, caughtUpWait)
 	defer cancel()
 	s.hub.waitPos(ctx, seq)
+}
+
+// newer returns the summaries of the hub's folds that are newer than have
+// (thread -> last sequence of its summary): a thread missing from have
+// began after have was read, so its fold is complete; one in have is used
+// only when the fold is known complete. Search uses it so that a thread
+// the API just wrote is found even when the read model lags.
+func (h *hub) newer(have map[string]uint64) []summaries.Summary {
+	h.mu.Lock()
+	defer h.mu.Unlock()
+	var out []summaries.Summary
+	for th, f := range h.folds {
+		last, ok := have[th]
+		if (!ok || f.complete) && f.t.LastSeq > last {
+			out = append(out, summaries.FromThread(f.t))
+		}
+	}
+	return out
 }
 
 // subscribe returns a subscription to thread's events applied from now on

@@ -517,9 +517,22 @@ func (s *Server) matchingThreads(ctx context.Context, q threadSearch) ([]summari
 		return nil, err
 	}
 	s.caughtUp(ctx, snap.LastSeq)
+	have := make(map[string]uint64, len(snap.Summaries))
+	idx := make(map[string]int, len(snap.Summaries))
+	for i, sm := range snap.Summaries {
+		have[sm.Thread], idx[sm.Thread] = sm.LastSeq, i
+	}
+	all := snap.Summaries
+	for _, sm := range s.hub.newer(have) {
+		if i, ok := idx[sm.Thread]; ok {
+			all[i] = sm
+		} else {
+			all = append(all, sm)
+		}
+	}
 	var out []summaries.Summary
-	for i := range snap.Summaries {
-		sm := &snap.Summaries[i]
+	for i := range all {
+		sm := &all[i]
 		if sm.DeletedSeq != 0 || (len(q.IDs) > 0 && !slices.Contains(q.IDs, sm.Thread)) ||
 			(q.Status != "" && summaryStatus(sm) != q.Status) || !rawMatches(sm.Metadata, q.Metadata) {
 			continue
