@@ -145,7 +145,16 @@ func (a *app) benchHTTP(ctx context.Context, f *benchHTTPFlags) error {
 		f.threads, f.messages, rate, res.Elapsed.Round(time.Millisecond),
 		float64((serverCPU+res.CPU).Microseconds())/1000/turns, float64(serverCPU.Microseconds())/1000/turns, float64(res.CPU.Microseconds())/1000/turns)
 	fmt.Fprintf(a.stdout, "  latency: request -> response p50 %s p99 %s\n", res.P50.Round(10*time.Microsecond), res.P99.Round(10*time.Microsecond))
-	fmt.Fprintf(a.stdout, "http / nats-direct: %.2f x turns/s (nats-direct %.0f turns/s, CPU %.2f ms per turn)\n",
+	// NATS-direct again, after HTTP, so that neither phase has the warm
+	// runner to itself: the ratio is against the better of the two.
+	cpu2, t2 := cpuTime(), time.Now()
+	if err := a.closedPhase(ctx, clients, "nats-direct (again)", "nd2", f.threads, f.messages); err != nil {
+		return err
+	}
+	if again := float64(f.threads*f.messages) / time.Since(t2).Seconds(); again > natsRate {
+		natsRate, natsCPU = again, cpuTime()-cpu2
+	}
+	fmt.Fprintf(a.stdout, "http / nats-direct: %.2f x turns/s (nats-direct, the better run: %.0f turns/s, CPU %.2f ms per turn)\n",
 		rate/natsRate, natsRate, float64(natsCPU.Microseconds())/1000/float64(f.threads*f.messages))
 	return nil
 }
