@@ -115,7 +115,12 @@ func (h *hub) apply(env events.Envelope) {
 		if len(h.folds) >= maxFolds {
 			h.evict()
 		}
-		f = &fold{t: projections.New(env.Thread), used: h.clock}
+		// A thread_metadata that created the thread (POST /threads checks
+		// the thread had no event) or a thread_forked (the fold rules
+		// admit it only as the first event) begins the thread: its fold is
+		// complete from the start.
+		complete := env.Event.GetThreadMetadata().GetCreated() || env.Event.GetThreadForked() != nil
+		f = &fold{t: projections.New(env.Thread), used: h.clock, complete: complete}
 		h.folds[env.Thread] = f
 	}
 	f.t.Apply(env)
@@ -184,18 +189,19 @@ func (s *Server) caughtUp(ctx context.Context, seq uint64) {
 	s.hub.waitPos(ctx, seq)
 }
 
-// newer returns the summaries of the hub's folds that are newer than have
+// newer returns the summaries of the hub's folds to use in place of have
 // (thread -> last sequence of its summary): a thread missing from have
-// began after have was read, so its fold is complete; one in have is used
-// only when the fold is known complete. Search uses it so that a thread
-// the API just wrote is found even when the read model lags.
+// began after have was read, so its fold is complete; one in have is
+// replaced when the fold is known complete and not older. Search uses it
+// so that a thread the API just wrote is found even when the read model
+// lags or misses it.
 func (h *hub) newer(have map[string]uint64) []summaries.Summary {
 	h.mu.Lock()
 	defer h.mu.Unlock()
 	var out []summaries.Summary
 	for th, f := range h.folds {
 		last, ok := have[th]
-		if (!ok || f.complete) && f.t.LastSeq > last {
+		if (!ok && f.t.LastSeq > last) || (f.complete && f.t.LastSeq >= last) {
 			out = append(out, summaries.FromThread(f.t))
 		}
 	}
