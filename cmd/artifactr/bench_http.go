@@ -10,6 +10,7 @@ import (
 	"net/http"
 	"os"
 	"os/exec"
+	"runtime/pprof"
 	"strings"
 	"sync"
 	"time"
@@ -28,6 +29,7 @@ type benchHTTPFlags struct {
 	maxTime           time.Duration
 	clientURL         string // set in the client process
 	prefix            string
+	cpuProfile        string
 }
 
 func (a *app) benchHTTPCommand() *cobra.Command {
@@ -61,6 +63,7 @@ percentiles and CPU per turn (server and client processes) for each.`,
 	fl.DurationVar(&f.maxTime, "max-time", 10*time.Minute, "give up after this long")
 	fl.StringVar(&f.clientURL, "client-url", "", "run as the HTTP client process against this API")
 	fl.StringVar(&f.prefix, "prefix", "h", "thread id prefix (client process)")
+	fl.StringVar(&f.cpuProfile, "cpuprofile", "", "write a CPU profile of the server process during the HTTP phase to this file")
 	_ = fl.MarkHidden("client-url")
 	_ = fl.MarkHidden("prefix")
 	return cmd
@@ -126,6 +129,16 @@ func (a *app) benchHTTP(ctx context.Context, f *benchHTTPFlags) error {
 	if err != nil {
 		return err
 	}
+	if f.cpuProfile != "" {
+		pf, err := os.Create(f.cpuProfile)
+		if err != nil {
+			return err
+		}
+		defer pf.Close()
+		if err := pprof.StartCPUProfile(pf); err != nil {
+			return err
+		}
+	}
 	cpu1 := cpuTime()
 	cmd := exec.CommandContext(ctx, exe, "bench", "http", "--client-url", l.URL, "--prefix", "h",
 		"--threads", fmt.Sprint(f.threads), "--messages", fmt.Sprint(f.messages), "--max-time", f.maxTime.String())
@@ -135,6 +148,9 @@ func (a *app) benchHTTP(ctx context.Context, f *benchHTTPFlags) error {
 		return fmt.Errorf("the HTTP client process: %w", err)
 	}
 	serverCPU := cpuTime() - cpu1
+	if f.cpuProfile != "" {
+		pprof.StopCPUProfile()
+	}
 	var res httpLoopResult
 	if err := json.Unmarshal(bytes.TrimSpace(out), &res); err != nil {
 		return fmt.Errorf("the HTTP client process said %q: %w", out, err)
