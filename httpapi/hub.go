@@ -177,7 +177,7 @@ func (h *hub) waitPos(ctx context.Context, seq uint64) bool {
 
 // caughtUpWait bounds how long an answer waits for the hub to reach what
 // it read or wrote; past it the answer goes out anyway.
-const caughtUpWait = 2 * time.Second
+const caughtUpWait = 5 * time.Second
 
 // caughtUp waits until the hub has applied seq, so that a request made
 // after this answer finds the hub's folds at least as new as the answer:
