@@ -14,7 +14,8 @@ import (
 type PostOption func(*postOptions) error
 
 type postOptions struct {
-	id, author              string
+	id, author, assistant   string
+	webhook                 string
 	traceParent, traceState string
 	strategy                events.Strategy
 }
@@ -48,6 +49,25 @@ func WithMessageID(id string) PostOption {
 			return fmt.Errorf("client: %w", err)
 		}
 		o.id = id
+		return nil
+	}
+}
+
+// WithAssistant names the configured agent that runs the message when it is
+// a prompt (serve --config); "" or a name the runner does not know runs the
+// runner's default agent.
+func WithAssistant(name string) PostOption {
+	return func(o *postOptions) error {
+		o.assistant = name
+		return nil
+	}
+}
+
+// WithWebhook stores url with the message: the HTTP API's webhook
+// dispatcher POSTs the run's JSON there when the message's run ends.
+func WithWebhook(url string) PostOption {
+	return func(o *postOptions) error {
+		o.webhook = url
 		return nil
 	}
 }
@@ -91,7 +111,7 @@ func (c *Client) Post(ctx context.Context, thread, text string, opts ...PostOpti
 	if o.traceParent != "" {
 		popts = append(popts, events.WithTraceContext(o.traceParent, o.traceState))
 	}
-	m := &eventspb.MessagePosted{MessageId: o.id, Author: o.author, Text: text, Strategy: string(o.strategy)}
+	m := &eventspb.MessagePosted{MessageId: o.id, Author: o.author, Text: text, Strategy: string(o.strategy), Assistant: o.assistant, Webhook: o.webhook}
 	ack, err := doubletext.Poster{Store: c.store}.Post(ctx, thread, m, popts...)
 	if err != nil {
 		return Posted{}, fmt.Errorf("client: post to %s: %w", thread, err)
@@ -104,7 +124,22 @@ func (c *Client) Post(ctx context.Context, thread, text string, opts ...PostOpti
 // run no longer active then is left alone. requestID makes the request
 // idempotent; "" picks a fresh one. It needs only a client's permissions.
 func (c *Client) Cancel(ctx context.Context, thread, run, requestID string) (uint64, error) {
-	ack, err := doubletext.Cancel(ctx, c.store, thread, run, requestID, time.Now())
+	return c.cancel(ctx, thread, run, requestID, false)
+}
+
+// CancelRollback is [Client.Cancel], and the cancelled run (its prompt, the
+// messages it consumed, its outputs) is left out of the history later runs
+// get, as a rollback post does.
+func (c *Client) CancelRollback(ctx context.Context, thread, run, requestID string) (uint64, error) {
+	return c.cancel(ctx, thread, run, requestID, true)
+}
+
+func (c *Client) cancel(ctx context.Context, thread, run, requestID string, rollback bool) (uint64, error) {
+	cancel := doubletext.Cancel
+	if rollback {
+		cancel = doubletext.CancelRollback
+	}
+	ack, err := cancel(ctx, c.store, thread, run, requestID, time.Now())
 	if err != nil {
 		return 0, fmt.Errorf("client: cancel in %s: %w", thread, err)
 	}

@@ -45,6 +45,9 @@ const (
 	TypeThreadConfigured Type = "thread_configured"
 	TypeCancelRequested  Type = "cancel_requested"
 	TypeRunInterrupted   Type = "run_interrupted"
+
+	TypeThreadMetadata Type = "thread_metadata"
+	TypeThreadDeleted  Type = "thread_deleted"
 )
 
 // TypeOf returns the type of ev's body, or "" when it has none.
@@ -80,6 +83,10 @@ func TypeOf(ev *eventspb.Event) Type {
 		return TypeCancelRequested
 	case *eventspb.Event_RunInterrupted:
 		return TypeRunInterrupted
+	case *eventspb.Event_ThreadMetadata:
+		return TypeThreadMetadata
+	case *eventspb.Event_ThreadDeleted:
+		return TypeThreadDeleted
 	}
 	return ""
 }
@@ -87,7 +94,8 @@ func TypeOf(ev *eventspb.Event) Type {
 // Kind returns the subject the type is written to, or "" for an unknown type.
 func (t Type) Kind() Kind {
 	switch t {
-	case TypeMessagePosted, TypeThreadForked, TypeThreadConfigured, TypeCancelRequested:
+	case TypeMessagePosted, TypeThreadForked, TypeThreadConfigured, TypeCancelRequested,
+		TypeThreadMetadata, TypeThreadDeleted:
 		return KindPosted
 	case TypeThreadClaimed, TypeThreadReleased:
 		return KindClaim

@@ -1,6 +1,7 @@
 package events
 
 import (
+	"encoding/json"
 	"fmt"
 	"time"
 
@@ -61,7 +62,7 @@ func (s Strategy) Interrupts() bool { return s == StrategyInterrupt || s == Stra
 // the posted subject, with no check: only their Nats-Msg-Id deduplicates
 // them. Such events never consume a message.
 func (t Type) ClientWritten() bool {
-	return t == TypeThreadConfigured || t == TypeCancelRequested
+	return t == TypeThreadConfigured || t == TypeCancelRequested || t == TypeThreadMetadata || t == TypeThreadDeleted
 }
 
 // NewThreadConfigured builds thread_configured, which a client appends with
@@ -121,6 +122,32 @@ func checkClientWritten(ev *eventspb.Event, t Type, chk Check) error {
 				return err
 			}
 		}
+	case *eventspb.Event_ThreadMetadata:
+		if !MetadataValid(b.ThreadMetadata.GetMetadataJson()) {
+			return fmt.Errorf("%w: thread_metadata is not a JSON object", ErrInvalidEvent)
+		}
 	}
 	return nil
+}
+
+// MetadataValid reports whether s is a JSON object, as thread_metadata's
+// metadata_json must be.
+func MetadataValid(s string) bool {
+	var m map[string]json.RawMessage
+	return json.Unmarshal([]byte(s), &m) == nil && m != nil
+}
+
+// NewThreadMetadata builds thread_metadata, setting the keys of metadata
+// (a JSON object); created marks the thread's creation. A client appends it
+// with no check (Check{}).
+func NewThreadMetadata(thread string, now time.Time, metadataJSON string, created bool) *eventspb.Event {
+	return &eventspb.Event{Thread: thread, Time: timestamppb.New(now),
+		Body: &eventspb.Event_ThreadMetadata{ThreadMetadata: &eventspb.ThreadMetadata{MetadataJson: metadataJSON, Created: created}}}
+}
+
+// NewThreadDeleted builds thread_deleted, a tombstone that erases nothing.
+// A client appends it with no check (Check{}).
+func NewThreadDeleted(thread string, now time.Time, reason string) *eventspb.Event {
+	return &eventspb.Event{Thread: thread, Time: timestamppb.New(now),
+		Body: &eventspb.Event_ThreadDeleted{ThreadDeleted: &eventspb.ThreadDeleted{Reason: reason}}}
 }

@@ -111,6 +111,9 @@ func (t *Thread) activeRequest(id string) *Request {
 
 // Seen implements [State].
 func (t threadFold) Seen(env *events.Envelope, kind events.Kind) {
+	if t.Created.IsZero() {
+		t.Created = env.Stored
+	}
 	t.LastActivity = env.Stored
 	switch kind {
 	case events.KindClaim:
@@ -130,6 +133,8 @@ func (t threadFold) Post(env *events.Envelope, b *eventspb.MessagePosted) {
 		Author:    b.GetAuthor(),
 		Text:      b.GetText(),
 		Posted:    env.Stored,
+		Assistant: b.GetAssistant(),
+		Webhook:   b.GetWebhook(),
 	})
 	t.Messages[len(t.Messages)-1].TraceParent = env.TraceParent
 }

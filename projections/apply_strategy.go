@@ -42,8 +42,14 @@ func (t threadFold) PostStrategy(env *events.Envelope, st events.Strategy) {
 	}
 }
 
-// Cancel implements [State].
-func (t threadFold) Cancel(env *events.Envelope) { t.ActiveRun.CancelSeq = env.Seq }
+// Cancel implements [State]. A cancel with rollback leaves the run out of
+// later histories, as a rollback post does.
+func (t threadFold) Cancel(env *events.Envelope) {
+	t.ActiveRun.CancelSeq = env.Seq
+	if env.Event.GetCancelRequested().GetRollback() {
+		t.ActiveRun.RolledBack = true
+	}
+}
 
 // Interrupt implements [State].
 func (t threadFold) Interrupt(env *events.Envelope, b *eventspb.RunInterrupted) {

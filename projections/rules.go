@@ -1,6 +1,7 @@
 package projections
 
 import (
+	"encoding/json"
 	"fmt"
 
 	"github.com/artifactr/artifactr/events"
@@ -75,6 +76,7 @@ const (
 	CodeUnknownStrategy                  // a post or thread_configured naming no known strategy
 	CodeInterruptedAgain                 // a run_interrupted of a run interrupted already
 	CodeNotInterrupting                  // a run_interrupted naming a post whose strategy does not interrupt
+	CodeBadMetadata                      // a thread_metadata whose metadata is not a JSON object
 )
 
 // Finding is an event a rule refused, in part or whole. Reason is one
@@ -166,6 +168,11 @@ type State interface {
 	Cancel(env *events.Envelope)
 	// Interrupt records the active run's run_interrupted.
 	Interrupt(env *events.Envelope, b *eventspb.RunInterrupted)
+	// SetMetadata merges keys, a thread_metadata's, into the thread's
+	// metadata; created marks the thread's creation.
+	SetMetadata(env *events.Envelope, keys map[string]json.RawMessage, created bool)
+	// Delete records a thread_deleted tombstone.
+	Delete(env *events.Envelope)
 	// Anomaly records a finding on env.
 	Anomaly(env *events.Envelope, f Finding)
 }
@@ -281,6 +288,15 @@ func Rules(s State, env *events.Envelope, typ events.Type) {
 		cancel(s, env, b.CancelRequested)
 	case *eventspb.Event_RunInterrupted:
 		interrupt(s, env, b.RunInterrupted)
+	case *eventspb.Event_ThreadMetadata:
+		var keys map[string]json.RawMessage
+		if err := json.Unmarshal([]byte(b.ThreadMetadata.GetMetadataJson()), &keys); err != nil || keys == nil {
+			anomalyf(s, env, CodeBadMetadata, "thread_metadata whose metadata is not a JSON object; the thread keeps its metadata")
+			return
+		}
+		s.SetMetadata(env, keys, b.ThreadMetadata.GetCreated())
+	case *eventspb.Event_ThreadDeleted:
+		s.Delete(env)
 	}
 }
 

@@ -1,6 +1,8 @@
 package projections
 
 import (
+	"encoding/json"
+	"maps"
 	"slices"
 	"strings"
 	"time"
@@ -59,6 +61,15 @@ type Thread struct {
 	// thread_configured's, or its first post's; "" means enqueue. See
 	// [Thread.StrategyOf].
 	Strategy events.Strategy
+
+	// Created is the Stored time of the thread's first event.
+	Created time.Time `json:",omitempty"`
+	// Metadata is the thread's metadata, merged from its thread_metadata
+	// events (nil when none); a value is the JSON the event gave.
+	Metadata map[string]json.RawMessage `json:",omitempty"`
+	// DeletedSeq is the thread's first thread_deleted, 0 when none: the
+	// thread reads as deleted from then on, and its events stay.
+	DeletedSeq uint64 `json:",omitempty"`
 }
 
 // Message is a posted message.
@@ -74,6 +85,10 @@ type Message struct {
 	TraceParent string
 	// Strategy is the strategy its post named, "" for the thread's.
 	Strategy events.Strategy `json:",omitempty"`
+	// Assistant is the agent its post named, "" for the runner's default.
+	Assistant string `json:",omitempty"`
+	// Webhook is the URL its post asked to be told of its run's end.
+	Webhook string `json:",omitempty"`
 }
 
 // ConsumptionKind says how a message was consumed.
@@ -215,6 +230,7 @@ func (t *Thread) Clone() *Thread {
 		}
 	}
 	c.Anomalies = slices.Clone(t.Anomalies)
+	c.Metadata = maps.Clone(t.Metadata)
 	return &c
 }
 

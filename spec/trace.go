@@ -218,6 +218,8 @@ func (v *TraceValidator) step(th *threadTrace, env *events.Envelope) *Nonconform
 		return nil
 	case *eventspb.Event_ThreadConfigured, *eventspb.Event_CancelRequested, *eventspb.Event_RunInterrupted:
 		return th.strategyEvent(env) // trace_strategy.go
+	case *eventspb.Event_ThreadMetadata, *eventspb.Event_ThreadDeleted:
+		return nil // no part of the protocol's state
 	case *eventspb.Event_ThreadClaimed:
 		if hn := b.ThreadClaimed.GetHolder(); hn != "" {
 			holder = hn

@@ -18,6 +18,9 @@ type Message struct {
 	// Run is set on a run's reply in a [Conversational] turn's
 	// conversation: the run that wrote it. Empty on a posted message.
 	Run string `json:"run,omitempty"`
+	// Assistant is the configured agent the message's post named, "" for
+	// the default (see [Assistants]).
+	Assistant string `json:"assistant,omitempty"`
 }
 
 // Conversational is a [Turn] that also gives the conversation before its

@@ -563,7 +563,7 @@ func (c *Core) message(seq uint64) agent.Message {
 }
 
 func toAgent(m projections.Message) agent.Message {
-	return agent.Message{Seq: m.Seq, ID: m.MessageID, Author: m.Author, Text: m.Text}
+	return agent.Message{Seq: m.Seq, ID: m.MessageID, Author: m.Author, Text: m.Text, Assistant: m.Assistant}
 }
 
 func (c *Core) appendDone(in AppendDone) Ready {

@@ -57,6 +57,7 @@ type serveFlags struct {
 	execMaxBytes    int
 	execMaxEvents   int
 	execUser        string
+	http            httpFlags
 }
 
 func (a *app) serveCommand() *cobra.Command {
@@ -121,6 +122,9 @@ next runner abandons the unfinished runs (run_abandoned).`,
 			if err != nil {
 				return err
 			}
+			if ag, err = f.withConfig(ag, cmd); err != nil {
+				return err
+			}
 			if err := f.validate(external); err != nil {
 				return err
 			}
@@ -159,6 +163,7 @@ next runner abandons the unfinished runs (run_abandoned).`,
 	fl.StringArrayVar(&f.agentEnv, "agent-env", nil, "environment variable the exec agent may see (repeatable); it gets only these plus PATH, HOME and LANG")
 	addOpenAIFlags(cmd, &f.openai)
 	fl.BoolVar(&f.json, "json", false, `print the status lines (where serve listens, "ready", "stopped") as JSON objects, one per line: {"time","msg"}; with --log-format json the log on stderr is JSON too`)
+	addHTTPFlags(cmd, &f.http)
 	return cmd
 }
 
@@ -390,6 +395,12 @@ func (a *app) serve(ctx context.Context, f *serveFlags, ag agent.Agent, external
 		}
 		defer stop()
 	}
+	stopHTTP, err := a.startHTTP(ctx, f, ag, store)
+	if err != nil {
+		r.Kill()
+		return err
+	}
+	defer stopHTTP()
 	fmt.Fprintf(a.stdout, "artifactr serve: runner %s ready on stream %s (agent %s, claim TTL %s)\n",
 		r.ID(), f.conn.stream, ag.Name(), f.claimTTL)
 	return a.awaitStop(ctx, sigs, r, f)

@@ -59,6 +59,8 @@ type Event struct {
 	//	*Event_CancelRequested
 	//	*Event_RunInterrupted
 	//	*Event_ThreadForked
+	//	*Event_ThreadMetadata
+	//	*Event_ThreadDeleted
 	Body          isEvent_Body `protobuf_oneof:"body"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
@@ -264,6 +266,24 @@ func (x *Event) GetThreadForked() *ThreadForked {
 	return nil
 }
 
+func (x *Event) GetThreadMetadata() *ThreadMetadata {
+	if x != nil {
+		if x, ok := x.Body.(*Event_ThreadMetadata); ok {
+			return x.ThreadMetadata
+		}
+	}
+	return nil
+}
+
+func (x *Event) GetThreadDeleted() *ThreadDeleted {
+	if x != nil {
+		if x, ok := x.Body.(*Event_ThreadDeleted); ok {
+			return x.ThreadDeleted
+		}
+	}
+	return nil
+}
+
 type isEvent_Body interface {
 	isEvent_Body()
 }
@@ -330,6 +350,15 @@ type Event_ThreadForked struct {
 	ThreadForked *ThreadForked `protobuf:"bytes,50,opt,name=thread_forked,json=threadForked,proto3,oneof"`
 }
 
+type Event_ThreadMetadata struct {
+	// Thread metadata and deletion (the HTTP API's threads).
+	ThreadMetadata *ThreadMetadata `protobuf:"bytes,60,opt,name=thread_metadata,json=threadMetadata,proto3,oneof"`
+}
+
+type Event_ThreadDeleted struct {
+	ThreadDeleted *ThreadDeleted `protobuf:"bytes,61,opt,name=thread_deleted,json=threadDeleted,proto3,oneof"`
+}
+
 func (*Event_MessagePosted) isEvent_Body() {}
 
 func (*Event_ThreadClaimed) isEvent_Body() {}
@@ -360,6 +389,10 @@ func (*Event_RunInterrupted) isEvent_Body() {}
 
 func (*Event_ThreadForked) isEvent_Body() {}
 
+func (*Event_ThreadMetadata) isEvent_Body() {}
+
+func (*Event_ThreadDeleted) isEvent_Body() {}
+
 // MessagePosted is a message from an agent or a person. Subject threads.T.posted.
 type MessagePosted struct {
 	state protoimpl.MessageState `protogen:"open.v1"`
@@ -375,7 +408,15 @@ type MessagePosted struct {
 	// post carries Nats-Expected-Last-Subject-Sequence on threads.T.run, so
 	// it lands only if no run started or ended since the poster saw the
 	// thread idle.
-	Strategy      string `protobuf:"bytes,40,opt,name=strategy,proto3" json:"strategy,omitempty"`
+	Strategy string `protobuf:"bytes,40,opt,name=strategy,proto3" json:"strategy,omitempty"`
+	// assistant names the configured agent (an assistant of the HTTP API)
+	// that runs this message when it is a prompt. Empty means the runner's
+	// default agent; so does a name the runner does not know.
+	Assistant string `protobuf:"bytes,41,opt,name=assistant,proto3" json:"assistant,omitempty"`
+	// webhook is a URL that gets one POST of the run's JSON (the HTTP API's
+	// run) when the run of this message ends: at least once, retried with
+	// backoff a bounded number of times, by the serve that runs the HTTP API.
+	Webhook       string `protobuf:"bytes,42,opt,name=webhook,proto3" json:"webhook,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
@@ -434,6 +475,20 @@ func (x *MessagePosted) GetText() string {
 func (x *MessagePosted) GetStrategy() string {
 	if x != nil {
 		return x.Strategy
+	}
+	return ""
+}
+
+func (x *MessagePosted) GetAssistant() string {
+	if x != nil {
+		return x.Assistant
+	}
+	return ""
+}
+
+func (x *MessagePosted) GetWebhook() string {
+	if x != nil {
+		return x.Webhook
 	}
 	return ""
 }
@@ -1346,7 +1401,11 @@ type CancelRequested struct {
 	// stored. A request for a run that is not active then is ignored.
 	RunId string `protobuf:"bytes,1,opt,name=run_id,json=runId,proto3" json:"run_id,omitempty"`
 	// request_id is chosen by the client and makes the request idempotent.
-	RequestId     string `protobuf:"bytes,2,opt,name=request_id,json=requestId,proto3" json:"request_id,omitempty"`
+	RequestId string `protobuf:"bytes,2,opt,name=request_id,json=requestId,proto3" json:"request_id,omitempty"`
+	// rollback leaves the cancelled run (its prompt, the messages it consumed
+	// and its outputs) out of the history later runs are given, as a
+	// rollback post does.
+	Rollback      bool `protobuf:"varint,3,opt,name=rollback,proto3" json:"rollback,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
@@ -1393,6 +1452,13 @@ func (x *CancelRequested) GetRequestId() string {
 		return x.RequestId
 	}
 	return ""
+}
+
+func (x *CancelRequested) GetRollback() bool {
+	if x != nil {
+		return x.Rollback
+	}
+	return false
 }
 
 // RunInterrupted records that a post with the "interrupt" or "rollback"
@@ -1462,6 +1528,112 @@ func (x *RunInterrupted) GetRollback() bool {
 	return false
 }
 
+// ThreadMetadata sets keys of the thread's metadata, a JSON object (the
+// HTTP API's thread metadata). Written by clients. Subject
+// threads.T.posted; no check, deduplicated by Nats-Msg-Id. The fold merges
+// its keys into the thread's metadata, the later value winning.
+type ThreadMetadata struct {
+	state protoimpl.MessageState `protogen:"open.v1"`
+	// metadata_json is a JSON object.
+	MetadataJson string `protobuf:"bytes,1,opt,name=metadata_json,json=metadataJson,proto3" json:"metadata_json,omitempty"`
+	// created marks the event that created the thread (POST /threads).
+	Created       bool `protobuf:"varint,2,opt,name=created,proto3" json:"created,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *ThreadMetadata) Reset() {
+	*x = ThreadMetadata{}
+	mi := &file_events_proto_msgTypes[18]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *ThreadMetadata) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*ThreadMetadata) ProtoMessage() {}
+
+func (x *ThreadMetadata) ProtoReflect() protoreflect.Message {
+	mi := &file_events_proto_msgTypes[18]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use ThreadMetadata.ProtoReflect.Descriptor instead.
+func (*ThreadMetadata) Descriptor() ([]byte, []int) {
+	return file_events_proto_rawDescGZIP(), []int{18}
+}
+
+func (x *ThreadMetadata) GetMetadataJson() string {
+	if x != nil {
+		return x.MetadataJson
+	}
+	return ""
+}
+
+func (x *ThreadMetadata) GetCreated() bool {
+	if x != nil {
+		return x.Created
+	}
+	return false
+}
+
+// ThreadDeleted is a tombstone: the thread reads as deleted from then on.
+// It erases nothing: the thread's events stay in the stream, the audit log.
+// Written by clients. Subject threads.T.posted; no check, deduplicated by
+// Nats-Msg-Id.
+type ThreadDeleted struct {
+	state         protoimpl.MessageState `protogen:"open.v1"`
+	Reason        string                 `protobuf:"bytes,1,opt,name=reason,proto3" json:"reason,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *ThreadDeleted) Reset() {
+	*x = ThreadDeleted{}
+	mi := &file_events_proto_msgTypes[19]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *ThreadDeleted) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*ThreadDeleted) ProtoMessage() {}
+
+func (x *ThreadDeleted) ProtoReflect() protoreflect.Message {
+	mi := &file_events_proto_msgTypes[19]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use ThreadDeleted.ProtoReflect.Descriptor instead.
+func (*ThreadDeleted) Descriptor() ([]byte, []int) {
+	return file_events_proto_rawDescGZIP(), []int{19}
+}
+
+func (x *ThreadDeleted) GetReason() string {
+	if x != nil {
+		return x.Reason
+	}
+	return ""
+}
+
 // Lease is the value of a key in the claims KV bucket. The key is the thread
 // id, or _session.<id> for a runner session, whose holder is its owner.
 type Lease struct {
@@ -1481,7 +1653,7 @@ type Lease struct {
 
 func (x *Lease) Reset() {
 	*x = Lease{}
-	mi := &file_events_proto_msgTypes[18]
+	mi := &file_events_proto_msgTypes[20]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1493,7 +1665,7 @@ func (x *Lease) String() string {
 func (*Lease) ProtoMessage() {}
 
 func (x *Lease) ProtoReflect() protoreflect.Message {
-	mi := &file_events_proto_msgTypes[18]
+	mi := &file_events_proto_msgTypes[20]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1506,7 +1678,7 @@ func (x *Lease) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use Lease.ProtoReflect.Descriptor instead.
 func (*Lease) Descriptor() ([]byte, []int) {
-	return file_events_proto_rawDescGZIP(), []int{18}
+	return file_events_proto_rawDescGZIP(), []int{20}
 }
 
 func (x *Lease) GetHolder() string {
@@ -1541,7 +1713,7 @@ var File_events_proto protoreflect.FileDescriptor
 
 const file_events_proto_rawDesc = "" +
 	"\n" +
-	"\fevents.proto\x12\x13artifactr.events.v1\x1a\x1fgoogle/protobuf/timestamp.proto\"\xf4\t\n" +
+	"\fevents.proto\x12\x13artifactr.events.v1\x1a\x1fgoogle/protobuf/timestamp.proto\"\x91\v\n" +
 	"\x05Event\x12\x16\n" +
 	"\x06thread\x18\x01 \x01(\tR\x06thread\x12.\n" +
 	"\x04time\x18\x02 \x01(\v2\x1a.google.protobuf.TimestampR\x04time\x12\x1b\n" +
@@ -1565,14 +1737,18 @@ const file_events_proto_rawDesc = "" +
 	"\x11thread_configured\x18( \x01(\v2%.artifactr.events.v1.ThreadConfiguredH\x00R\x10threadConfigured\x12Q\n" +
 	"\x10cancel_requested\x18) \x01(\v2$.artifactr.events.v1.CancelRequestedH\x00R\x0fcancelRequested\x12N\n" +
 	"\x0frun_interrupted\x18* \x01(\v2#.artifactr.events.v1.RunInterruptedH\x00R\x0erunInterrupted\x12H\n" +
-	"\rthread_forked\x182 \x01(\v2!.artifactr.events.v1.ThreadForkedH\x00R\fthreadForkedB\x06\n" +
-	"\x04body\"v\n" +
+	"\rthread_forked\x182 \x01(\v2!.artifactr.events.v1.ThreadForkedH\x00R\fthreadForked\x12N\n" +
+	"\x0fthread_metadata\x18< \x01(\v2#.artifactr.events.v1.ThreadMetadataH\x00R\x0ethreadMetadata\x12K\n" +
+	"\x0ethread_deleted\x18= \x01(\v2\".artifactr.events.v1.ThreadDeletedH\x00R\rthreadDeletedB\x06\n" +
+	"\x04body\"\xae\x01\n" +
 	"\rMessagePosted\x12\x1d\n" +
 	"\n" +
 	"message_id\x18\x01 \x01(\tR\tmessageId\x12\x16\n" +
 	"\x06author\x18\x02 \x01(\tR\x06author\x12\x12\n" +
 	"\x04text\x18\x03 \x01(\tR\x04text\x12\x1a\n" +
-	"\bstrategy\x18( \x01(\tR\bstrategy\"p\n" +
+	"\bstrategy\x18( \x01(\tR\bstrategy\x12\x1c\n" +
+	"\tassistant\x18) \x01(\tR\tassistant\x12\x18\n" +
+	"\awebhook\x18* \x01(\tR\awebhook\"p\n" +
 	"\rThreadClaimed\x12\x16\n" +
 	"\x06holder\x18\x01 \x01(\tR\x06holder\x12%\n" +
 	"\x0elease_revision\x18\x02 \x01(\x04R\rleaseRevision\x12 \n" +
@@ -1641,16 +1817,22 @@ const file_events_proto_rawDesc = "" +
 	"\x06status\x18\x06 \x01(\tR\x06status\x12\x16\n" +
 	"\x06reason\x18\a \x01(\tR\x06reason\".\n" +
 	"\x10ThreadConfigured\x12\x1a\n" +
-	"\bstrategy\x18\x01 \x01(\tR\bstrategy\"G\n" +
+	"\bstrategy\x18\x01 \x01(\tR\bstrategy\"c\n" +
 	"\x0fCancelRequested\x12\x15\n" +
 	"\x06run_id\x18\x01 \x01(\tR\x05runId\x12\x1d\n" +
 	"\n" +
-	"request_id\x18\x02 \x01(\tR\trequestId\"d\n" +
+	"request_id\x18\x02 \x01(\tR\trequestId\x12\x1a\n" +
+	"\brollback\x18\x03 \x01(\bR\brollback\"d\n" +
 	"\x0eRunInterrupted\x12\x15\n" +
 	"\x06run_id\x18\x01 \x01(\tR\x05runId\x12\x1f\n" +
 	"\vmessage_seq\x18\x02 \x01(\x04R\n" +
 	"messageSeq\x12\x1a\n" +
-	"\brollback\x18\x03 \x01(\bR\brollback\"|\n" +
+	"\brollback\x18\x03 \x01(\bR\brollback\"O\n" +
+	"\x0eThreadMetadata\x12#\n" +
+	"\rmetadata_json\x18\x01 \x01(\tR\fmetadataJson\x12\x18\n" +
+	"\acreated\x18\x02 \x01(\bR\acreated\"'\n" +
+	"\rThreadDeleted\x12\x16\n" +
+	"\x06reason\x18\x01 \x01(\tR\x06reason\"|\n" +
 	"\x05Lease\x12\x16\n" +
 	"\x06holder\x18\x01 \x01(\tR\x06holder\x12*\n" +
 	"\x11expires_unix_nano\x18\x02 \x01(\x03R\x0fexpiresUnixNano\x12\x15\n" +
@@ -1669,7 +1851,7 @@ func file_events_proto_rawDescGZIP() []byte {
 	return file_events_proto_rawDescData
 }
 
-var file_events_proto_msgTypes = make([]protoimpl.MessageInfo, 19)
+var file_events_proto_msgTypes = make([]protoimpl.MessageInfo, 21)
 var file_events_proto_goTypes = []any{
 	(*Event)(nil),                 // 0: artifactr.events.v1.Event
 	(*MessagePosted)(nil),         // 1: artifactr.events.v1.MessagePosted
@@ -1689,11 +1871,13 @@ var file_events_proto_goTypes = []any{
 	(*ThreadConfigured)(nil),      // 15: artifactr.events.v1.ThreadConfigured
 	(*CancelRequested)(nil),       // 16: artifactr.events.v1.CancelRequested
 	(*RunInterrupted)(nil),        // 17: artifactr.events.v1.RunInterrupted
-	(*Lease)(nil),                 // 18: artifactr.events.v1.Lease
-	(*timestamppb.Timestamp)(nil), // 19: google.protobuf.Timestamp
+	(*ThreadMetadata)(nil),        // 18: artifactr.events.v1.ThreadMetadata
+	(*ThreadDeleted)(nil),         // 19: artifactr.events.v1.ThreadDeleted
+	(*Lease)(nil),                 // 20: artifactr.events.v1.Lease
+	(*timestamppb.Timestamp)(nil), // 21: google.protobuf.Timestamp
 }
 var file_events_proto_depIdxs = []int32{
-	19, // 0: artifactr.events.v1.Event.time:type_name -> google.protobuf.Timestamp
+	21, // 0: artifactr.events.v1.Event.time:type_name -> google.protobuf.Timestamp
 	1,  // 1: artifactr.events.v1.Event.message_posted:type_name -> artifactr.events.v1.MessagePosted
 	2,  // 2: artifactr.events.v1.Event.thread_claimed:type_name -> artifactr.events.v1.ThreadClaimed
 	3,  // 3: artifactr.events.v1.Event.thread_released:type_name -> artifactr.events.v1.ThreadReleased
@@ -1709,14 +1893,16 @@ var file_events_proto_depIdxs = []int32{
 	16, // 13: artifactr.events.v1.Event.cancel_requested:type_name -> artifactr.events.v1.CancelRequested
 	17, // 14: artifactr.events.v1.Event.run_interrupted:type_name -> artifactr.events.v1.RunInterrupted
 	12, // 15: artifactr.events.v1.Event.thread_forked:type_name -> artifactr.events.v1.ThreadForked
-	13, // 16: artifactr.events.v1.ThreadForked.messages:type_name -> artifactr.events.v1.ForkedMessage
-	14, // 17: artifactr.events.v1.ThreadForked.runs:type_name -> artifactr.events.v1.ForkedRun
-	19, // 18: artifactr.events.v1.ForkedMessage.posted:type_name -> google.protobuf.Timestamp
-	19, // [19:19] is the sub-list for method output_type
-	19, // [19:19] is the sub-list for method input_type
-	19, // [19:19] is the sub-list for extension type_name
-	19, // [19:19] is the sub-list for extension extendee
-	0,  // [0:19] is the sub-list for field type_name
+	18, // 16: artifactr.events.v1.Event.thread_metadata:type_name -> artifactr.events.v1.ThreadMetadata
+	19, // 17: artifactr.events.v1.Event.thread_deleted:type_name -> artifactr.events.v1.ThreadDeleted
+	13, // 18: artifactr.events.v1.ThreadForked.messages:type_name -> artifactr.events.v1.ForkedMessage
+	14, // 19: artifactr.events.v1.ThreadForked.runs:type_name -> artifactr.events.v1.ForkedRun
+	21, // 20: artifactr.events.v1.ForkedMessage.posted:type_name -> google.protobuf.Timestamp
+	21, // [21:21] is the sub-list for method output_type
+	21, // [21:21] is the sub-list for method input_type
+	21, // [21:21] is the sub-list for extension type_name
+	21, // [21:21] is the sub-list for extension extendee
+	0,  // [0:21] is the sub-list for field type_name
 }
 
 func init() { file_events_proto_init() }
@@ -1740,6 +1926,8 @@ func file_events_proto_init() {
 		(*Event_CancelRequested)(nil),
 		(*Event_RunInterrupted)(nil),
 		(*Event_ThreadForked)(nil),
+		(*Event_ThreadMetadata)(nil),
+		(*Event_ThreadDeleted)(nil),
 	}
 	type x struct{}
 	out := protoimpl.TypeBuilder{
@@ -1747,7 +1935,7 @@ func file_events_proto_init() {
 			GoPackagePath: reflect.TypeOf(x{}).PkgPath(),
 			RawDescriptor: unsafe.Slice(unsafe.StringData(file_events_proto_rawDesc), len(file_events_proto_rawDesc)),
 			NumEnums:      0,
-			NumMessages:   19,
+			NumMessages:   21,
 			NumExtensions: 0,
 			NumServices:   0,
 		},

@@ -122,6 +122,16 @@ func reposted(v *projections.Thread, m *eventspb.MessagePosted) (events.Ack, boo
 // "cancelled"; a run that is not active when the request is stored is left
 // alone.
 func Cancel(ctx context.Context, s events.Appender, thread, runID, requestID string, now time.Time) (events.Ack, error) {
+	return cancel(ctx, s, thread, runID, requestID, now, false)
+}
+
+// CancelRollback is [Cancel], and the run is left out of the history later
+// runs get, as under a rollback post.
+func CancelRollback(ctx context.Context, s events.Appender, thread, runID, requestID string, now time.Time) (events.Ack, error) {
+	return cancel(ctx, s, thread, runID, requestID, now, true)
+}
+
+func cancel(ctx context.Context, s events.Appender, thread, runID, requestID string, now time.Time, rollback bool) (events.Ack, error) {
 	if requestID == "" {
 		var b [12]byte
 		_, _ = rand.Read(b[:]) // never fails (crypto/rand)
@@ -131,6 +141,7 @@ func Cancel(ctx context.Context, s events.Appender, thread, runID, requestID str
 		return events.Ack{}, fmt.Errorf("doubletext: cancel request id: %w", err)
 	}
 	ev := events.NewCancelRequested(thread, now, runID, requestID)
+	ev.GetCancelRequested().Rollback = rollback
 	return s.Append(ctx, ev, events.Check{}, events.WithMsgID(thread+":cancel:"+requestID))
 }
 

@@ -1,7 +1,9 @@
 package summaries
 
 import (
+	"encoding/json"
 	"fmt"
+	"maps"
 	"slices"
 	"time"
 
@@ -80,6 +82,16 @@ type Summary struct {
 	// below it, so a redelivery never applies twice.
 	LastActivity time.Time `json:"last_activity"`
 	LastSeq      uint64    `json:"last_seq"`
+
+	// Created is the stored time of the thread's first event.
+	Created time.Time `json:"created,omitzero"`
+	// Metadata is the thread's metadata, merged from its thread_metadata
+	// events; DeletedSeq its first thread_deleted, 0 when none.
+	Metadata   map[string]json.RawMessage `json:"metadata,omitempty"`
+	DeletedSeq uint64                     `json:"deleted_seq,omitempty"`
+	// LastRunReason is why the newest run failed or was abandoned, when
+	// it ended in this thread (not in a fork's source).
+	LastRunReason string `json:"last_run_reason,omitempty"`
 }
 
 // Request is an open request of the active run.
@@ -126,6 +138,7 @@ func (s Summary) Clone() Summary {
 	s.OpenRequests = slices.Clone(s.OpenRequests)
 	s.Answered = slices.Clone(s.Answered)
 	s.PendingSeqs = slices.Clone(s.PendingSeqs)
+	s.Metadata = maps.Clone(s.Metadata)
 	return s
 }
 
@@ -228,6 +241,9 @@ func (f summaryFold) RequestOf(id string) (projections.ReqInfo, bool) {
 
 func (f summaryFold) Seen(env *events.Envelope, _ events.Kind) {
 	f.s.LastActivity = env.Stored.UTC() // JSON keeps the instant, not the zone
+	if f.s.Created.IsZero() {
+		f.s.Created = f.s.LastActivity
+	}
 }
 
 func (f summaryFold) Post(env *events.Envelope, _ *eventspb.MessagePosted) {
@@ -257,7 +273,7 @@ func (f summaryFold) StartRun(env *events.Envelope, b *eventspb.RunStarted) {
 	s.Runs++
 	s.ActiveRun, s.RunStartSeq, s.RunClaimSeq = b.GetRunId(), env.Seq, env.Event.GetClaimSeq()
 	s.RunCancelSeq, s.RunInterruptSeq = 0, 0
-	s.LastRun, s.LastRunStatus = s.ActiveRun, string(projections.RunActive)
+	s.LastRun, s.LastRunStatus, s.LastRunReason = s.ActiveRun, string(projections.RunActive), ""
 	s.OpenRequests, s.Answered = nil, nil
 }
 
@@ -277,8 +293,9 @@ func (f summaryFold) Answered(_ *events.Envelope, b *eventspb.AnswerGiven) {
 
 func (summaryFold) Steered(*events.Envelope, *eventspb.SteeringGiven) {}
 
-func (f summaryFold) EndRun(_ *events.Envelope, status projections.RunStatus, _, _ string) {
+func (f summaryFold) EndRun(_ *events.Envelope, status projections.RunStatus, _, reason string) {
 	s := f.s
+	s.LastRunReason = reason
 	s.ActiveRun, s.RunStartSeq, s.RunClaimSeq = "", 0, 0
 	s.RunCancelSeq, s.RunInterruptSeq = 0, 0
 	s.LastRunStatus = string(status)
@@ -302,6 +319,9 @@ func FromThread(t *projections.Thread) Summary {
 		Anomalies:    len(t.Anomalies),
 		LastActivity: t.LastActivity.UTC(),
 		LastSeq:      t.LastSeq,
+		Created:      t.Created.UTC(),
+		Metadata:     maps.Clone(t.Metadata),
+		DeletedSeq:   t.DeletedSeq,
 	}
 	if t.Fork != nil {
 		s.ForkedFrom = t.Fork.Source
@@ -312,6 +332,9 @@ func FromThread(t *projections.Thread) Summary {
 	}
 	if n := len(t.Runs); n > 0 {
 		s.LastRun, s.LastRunStatus = t.Runs[n-1].ID, string(t.Runs[n-1].Status)
+		if r := t.Runs[n-1]; r.Status != projections.RunActive && r.StartSeq != 0 {
+			s.LastRunReason = r.Reason // a run a fork copied (StartSeq 0) ended elsewhere
+		}
 	}
 	if r := t.ActiveRun; r != nil {
 		s.ActiveRun, s.RunStartSeq, s.RunClaimSeq = r.ID, r.StartSeq, r.ClaimSeq
