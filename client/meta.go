@@ -62,3 +62,14 @@ func (c *Client) Summaries(ctx context.Context, bucket string) (summaries.Snapsh
 	}
 	return snap, nil
 }
+
+// Events returns every event of thread, in stream order: what
+// [Client.Thread] folds, for a reader that folds it its own way (the HTTP
+// API's history). A thread with no events is an error wrapping
+// [ErrNoEvents].
+func (c *Client) Events(ctx context.Context, thread string) ([]events.Envelope, error) {
+	if err := events.ValidateThreadID(thread); err != nil {
+		return nil, fmt.Errorf("client: %w", err)
+	}
+	return c.load(ctx, thread)
+}

@@ -46,6 +46,7 @@ type serveFlags struct {
 	openai        openaiFlags
 
 	execCancelGrace time.Duration
+	http            httpFlags
 }
 
 func (a *app) serveCommand() *cobra.Command {
@@ -103,6 +104,9 @@ next runner abandons the unfinished runs (run_abandoned).`,
 			if err != nil {
 				return err
 			}
+			if ag, err = f.withConfig(ag, cmd); err != nil {
+				return err
+			}
 			if err := f.validate(external); err != nil {
 				return err
 			}
@@ -136,6 +140,7 @@ next runner abandons the unfinished runs (run_abandoned).`,
 	fl.BoolVar(&f.auth, "auth", false, "embedded server: require nkey logins with per-role permissions; seeds in DATA/auth (default on when --listen is not loopback)")
 	fl.StringArrayVar(&f.agentEnv, "agent-env", nil, "environment variable the exec agent may see (repeatable); it gets only these plus PATH, HOME and LANG")
 	addOpenAIFlags(cmd, &f.openai)
+	addHTTPFlags(cmd, &f.http)
 	return cmd
 }
 
@@ -260,6 +265,12 @@ func (a *app) serve(ctx context.Context, f *serveFlags, ag agent.Agent, external
 		}
 		defer stop()
 	}
+	stopHTTP, err := a.startHTTP(ctx, f, ag)
+	if err != nil {
+		r.Kill()
+		return err
+	}
+	defer stopHTTP()
 	fmt.Fprintf(a.stdout, "artifactr serve: runner %s ready on stream %s (agent %s, claim TTL %s)\n",
 		r.ID(), f.conn.stream, ag.Name(), f.claimTTL)
 	return a.awaitStop(ctx, sigs, r, f)

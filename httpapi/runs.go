@@ -1,0 +1,747 @@
+package httpapi
+
+import (
+	"bytes"
+	"context"
+	"crypto/sha1"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"net/http"
+	"net/url"
+	"slices"
+	"strconv"
+	"strings"
+	"time"
+
+	"github.com/artifactr/artifactr/client"
+	"github.com/artifactr/artifactr/events"
+	"github.com/artifactr/artifactr/projections"
+)
+
+// runCreate is the body of the run routes, with every field the SDK sends.
+type runCreate struct {
+	AssistantID       string          `json:"assistant_id"`
+	Input             json.RawMessage `json:"input"`
+	Command           *command        `json:"command"`
+	Config            json.RawMessage `json:"config"`
+	Context           json.RawMessage `json:"context"`
+	Metadata          json.RawMessage `json:"metadata"`
+	StreamMode        json.RawMessage `json:"stream_mode"`
+	StreamSubgraphs   *bool           `json:"stream_subgraphs"`
+	StreamResumable   *bool           `json:"stream_resumable"`
+	FeedbackKeys      json.RawMessage `json:"feedback_keys"`
+	InterruptBefore   json.RawMessage `json:"interrupt_before"`
+	InterruptAfter    json.RawMessage `json:"interrupt_after"`
+	Checkpoint        *checkpointRef  `json:"checkpoint"`
+	CheckpointID      string          `json:"checkpoint_id"`
+	Webhook           string          `json:"webhook"`
+	StrictResume      *bool           `json:"strict_resume"`
+	MultitaskStrategy string          `json:"multitask_strategy"`
+	OnCompletion      string          `json:"on_completion"`
+	OnDisconnect      string          `json:"on_disconnect"`
+	AfterSeconds      *float64        `json:"after_seconds"`
+	IfNotExists       string          `json:"if_not_exists"`
+	CheckpointDuring  *bool           `json:"checkpoint_during"`
+	Durability        string          `json:"durability"`
+	LangsmithTracer   json.RawMessage `json:"langsmith_tracer"`
+}
+
+type command struct {
+	Resume json.RawMessage `json:"resume"`
+	Goto   json.RawMessage `json:"goto"`
+	Update json.RawMessage `json:"update"`
+}
+
+// inputMessage is one message of input.messages: a LangChain message as
+// JSON, or the {role, content} shorthand.
+type inputMessage struct {
+	Type             string          `json:"type"`
+	Role             string          `json:"role"`
+	Content          json.RawMessage `json:"content"`
+	ID               *string         `json:"id"`
+	Name             *string         `json:"name"`
+	AdditionalKwargs json.RawMessage `json:"additional_kwargs"`
+	ResponseMetadata json.RawMessage `json:"response_metadata"`
+	Example          *bool           `json:"example"`
+}
+
+// runPlan is a checked run request.
+type runPlan struct {
+	thread             string
+	stateless          bool
+	assistant          Assistant
+	posts              []post
+	resume             bool
+	strategy           string
+	checkpoint         uint64
+	after              time.Duration
+	create             bool
+	modes              []string
+	cancelOnDisconnect bool
+	deleteAfter        bool
+	webhook            string
+}
+
+type post struct{ id, text string }
+
+// streamModes are the modes the API streams; the others LangGraph has are
+// accepted and stream nothing.
+var streamModes = []string{"values", "updates", "messages-tuple", "events", "messages", "custom", "debug", "tasks", "checkpoints"}
+
+func parseModes(raw json.RawMessage) ([]string, error) {
+	if len(raw) == 0 || string(raw) == "null" {
+		return []string{"values"}, nil
+	}
+	var modes []string
+	var one string
+	if json.Unmarshal(raw, &one) == nil {
+		modes = []string{one}
+	} else if err := json.Unmarshal(raw, &modes); err != nil {
+		return nil, errorf(http.StatusUnprocessableEntity, "stream_mode: want a mode or a list of modes")
+	}
+	for _, m := range modes {
+		if !slices.Contains(streamModes, m) {
+			return nil, errorf(http.StatusUnprocessableEntity, "stream_mode %q: want values, updates, messages-tuple or events", m)
+		}
+	}
+	if len(modes) == 0 {
+		modes = []string{"values"}
+	}
+	return modes, nil
+}
+
+// textOf reads a message's content: a string, or a list of content blocks
+// whose text blocks are joined.
+func textOf(raw json.RawMessage) (string, error) {
+	var s string
+	if json.Unmarshal(raw, &s) == nil {
+		return s, nil
+	}
+	var blocks []struct {
+		Type string `json:"type"`
+		Text string `json:"text"`
+	}
+	if err := json.Unmarshal(raw, &blocks); err != nil {
+		return "", errorf(http.StatusUnprocessableEntity, "message content: want a string or a list of text blocks")
+	}
+	var b strings.Builder
+	for _, bl := range blocks {
+		if bl.Type != "text" {
+			return "", errorf(http.StatusUnprocessableEntity, "message content block of type %q: only text is supported", bl.Type)
+		}
+		b.WriteString(bl.Text)
+	}
+	return b.String(), nil
+}
+
+func nullish(raw json.RawMessage) bool { return len(raw) == 0 || string(raw) == "null" }
+
+// plan checks a run request against the API's mapping; nothing is written.
+func (s *Server) plan(q *runCreate, thread string) (*runPlan, error) {
+	p := &runPlan{thread: thread}
+	if thread == "" {
+		p.thread, p.stateless, p.create = newUUID(), true, true
+		p.deleteAfter = q.OnCompletion != "keep"
+	} else if err := validThread(thread); err != nil {
+		return nil, err
+	}
+	if q.AssistantID == "" {
+		return nil, errorf(http.StatusUnprocessableEntity, "assistant_id is required")
+	}
+	a, err := s.assistantOr404(q.AssistantID)
+	if err != nil {
+		return nil, err
+	}
+	p.assistant = a
+	if p.modes, err = parseModes(q.StreamMode); err != nil {
+		return nil, err
+	}
+	switch q.MultitaskStrategy {
+	case "":
+		p.strategy = "reject" // LangGraph's default
+	case "reject", "enqueue", "interrupt", "rollback":
+		p.strategy = q.MultitaskStrategy
+	default:
+		return nil, errorf(http.StatusUnprocessableEntity, "multitask_strategy %q: want reject, enqueue, interrupt or rollback", q.MultitaskStrategy)
+	}
+	switch q.IfNotExists {
+	case "", "reject":
+	case "create":
+		p.create = true
+	default:
+		return nil, errorf(http.StatusUnprocessableEntity, "if_not_exists %q: want create or reject", q.IfNotExists)
+	}
+	switch q.OnDisconnect {
+	case "", "continue":
+	case "cancel":
+		p.cancelOnDisconnect = true
+	default:
+		return nil, errorf(http.StatusUnprocessableEntity, "on_disconnect %q: want cancel or continue", q.OnDisconnect)
+	}
+	if q.OnCompletion != "" && q.OnCompletion != "delete" && q.OnCompletion != "keep" {
+		return nil, errorf(http.StatusUnprocessableEntity, "on_completion %q: want delete or keep", q.OnCompletion)
+	}
+	if !nullish(q.InterruptBefore) || !nullish(q.InterruptAfter) {
+		var l []string
+		_ = json.Unmarshal(q.InterruptBefore, &l)
+		var l2 []string
+		_ = json.Unmarshal(q.InterruptAfter, &l2)
+		if len(l)+len(l2) > 0 {
+			return nil, errorf(http.StatusUnprocessableEntity, "interrupt_before/interrupt_after: an artifactr agent is one node; interrupt from the agent (a request) instead")
+		}
+	}
+	if q.AfterSeconds != nil {
+		if *q.AfterSeconds < 0 || *q.AfterSeconds > 24*3600 {
+			return nil, errorf(http.StatusUnprocessableEntity, "after_seconds %v: want 0 to 86400", *q.AfterSeconds)
+		}
+		p.after = time.Duration(*q.AfterSeconds * float64(time.Second))
+	}
+	if q.Webhook != "" {
+		u, err := url.Parse(q.Webhook)
+		if err != nil || (u.Scheme != "http" && u.Scheme != "https") || u.Host == "" {
+			return nil, errorf(http.StatusUnprocessableEntity, "webhook %q: want an http or https URL", q.Webhook)
+		}
+		p.webhook = q.Webhook
+	}
+	cp := q.CheckpointID
+	if q.Checkpoint != nil && q.Checkpoint.CheckpointID != "" {
+		cp = q.Checkpoint.CheckpointID
+	}
+	if cp != "" {
+		if p.checkpoint, err = parseCheckpoint(cp); err != nil {
+			return nil, err
+		}
+		if p.stateless {
+			return nil, errorf(http.StatusUnprocessableEntity, "checkpoint_id needs a thread")
+		}
+	}
+	if q.Command != nil {
+		if !nullish(q.Command.Goto) || !nullish(q.Command.Update) {
+			return nil, errorf(http.StatusUnprocessableEntity, "command: only resume is supported (it answers the open request)")
+		}
+		if nullish(q.Command.Resume) {
+			return nil, errorf(http.StatusUnprocessableEntity, "command: resume is required")
+		}
+		if !nullish(q.Input) {
+			return nil, errorf(http.StatusUnprocessableEntity, "give input or command, not both")
+		}
+		text := string(q.Command.Resume)
+		var str string
+		if json.Unmarshal(q.Command.Resume, &str) == nil {
+			text = str
+		}
+		p.resume = true
+		p.posts = []post{{id: newUUID(), text: text}}
+		return p, nil
+	}
+	if err := p.readInput(q.Input); err != nil {
+		return nil, err
+	}
+	return p, nil
+}
+
+func (p *runPlan) readInput(raw json.RawMessage) error {
+	if nullish(raw) {
+		return errorf(http.StatusUnprocessableEntity, "a run needs input.messages or command.resume: an artifactr run is an agent turn on a posted message")
+	}
+	var in map[string]json.RawMessage
+	if err := json.Unmarshal(raw, &in); err != nil {
+		return errorf(http.StatusUnprocessableEntity, "input: want an object with messages")
+	}
+	for k := range in {
+		if k != "messages" {
+			return errorf(http.StatusUnprocessableEntity, "input.%s: the state of an artifactr thread is its messages; only input.messages is supported", k)
+		}
+	}
+	var msgs []json.RawMessage
+	if err := json.Unmarshal(in["messages"], &msgs); err != nil || len(msgs) == 0 {
+		var one json.RawMessage
+		if err != nil && json.Unmarshal(in["messages"], &one) == nil && len(one) > 0 && one[0] == '{' {
+			msgs = []json.RawMessage{one}
+		} else {
+			return errorf(http.StatusUnprocessableEntity, "input.messages: want a non-empty list of messages")
+		}
+	}
+	for i, raw := range msgs {
+		var m inputMessage
+		dec := json.NewDecoder(bytes.NewReader(raw))
+		dec.DisallowUnknownFields()
+		if err := dec.Decode(&m); err != nil {
+			return errorf(http.StatusUnprocessableEntity, "input.messages[%d]: %v", i, err)
+		}
+		kind := m.Type
+		if kind == "" {
+			kind = m.Role
+		}
+		if kind != "human" && kind != "user" {
+			return errorf(http.StatusUnprocessableEntity, "input.messages[%d]: type %q: a post is the user's (human) message; agents' replies are written by runs", i, kind)
+		}
+		text, err := textOf(m.Content)
+		if err != nil {
+			return err
+		}
+		id := newUUID()
+		if m.ID != nil && *m.ID != "" {
+			if err := events.ValidateMessageID(*m.ID); err != nil {
+				return errorf(http.StatusUnprocessableEntity, "input.messages[%d].id %q: artifactr message ids are 1 to 128 characters from [A-Za-z0-9_-]", i, *m.ID)
+			}
+			id = *m.ID
+		}
+		p.posts = append(p.posts, post{id: id, text: text})
+	}
+	return nil
+}
+
+// runID is the LangGraph run id of a plan: its last message's id.
+func (p *runPlan) runID() string { return p.posts[len(p.posts)-1].id }
+
+// forkID is the thread a run from a checkpoint runs on: derived from the
+// source, the checkpoint and the run, so that a retried create forks into
+// the same thread.
+func forkID(thread string, seq uint64, run string) string {
+	h := sha1.Sum([]byte(fmt.Sprintf("artifactr-fork:%s:%d:%s", thread, seq, run)))
+	h[6] = h[6]&0x0f | 0x50
+	h[8] = h[8]&0x3f | 0x80
+	return fmt.Sprintf("%x-%x-%x-%x-%x", h[0:4], h[4:6], h[6:8], h[8:10], h[10:16])
+}
+
+// start carries out p: the thread is created or forked if asked, then the
+// posts are made (or scheduled, after_seconds). It returns the run as it
+// stands, pending.
+func (s *Server) start(ctx context.Context, p *runPlan) (runJSON, error) {
+	t, exists, err := s.threadExists(ctx, p.thread)
+	switch {
+	case err != nil:
+		return runJSON{}, err
+	case exists && t.DeletedSeq != 0:
+		return runJSON{}, errorf(http.StatusNotFound, "thread %s was deleted", p.thread)
+	case !exists && !p.create:
+		return runJSON{}, errorf(http.StatusNotFound, "thread %s not found (pass if_not_exists: \"create\" to create it)", p.thread)
+	case !exists && p.checkpoint != 0:
+		return runJSON{}, errorf(http.StatusNotFound, "thread %s not found", p.thread)
+	case !exists:
+		if _, _, err := s.c.CreateThread(ctx, p.thread, "{}"); err != nil {
+			return runJSON{}, err
+		}
+		t = projections.New(p.thread)
+	}
+	if old := findMessage(t, p.runID()); old != nil {
+		// A retried create: the same message id is the same run.
+		return s.runJSONOf(t, old, runOf(t, old)), nil
+	}
+	if p.checkpoint != 0 {
+		if p.checkpoint > t.LastSeq {
+			return runJSON{}, errorf(http.StatusNotFound, "checkpoint %d is after thread %s's last event %d", p.checkpoint, p.thread, t.LastSeq)
+		}
+		id := forkID(p.thread, p.checkpoint, p.runID())
+		if t, err = s.fork(ctx, t, p.checkpoint, id); err != nil {
+			return runJSON{}, err
+		}
+		p.thread = id
+	}
+	strategy := p.strategy
+	if len(t.OpenRequests()) > 0 {
+		strategy = "enqueue" // the post answers the open request
+	} else if p.resume {
+		return runJSON{}, errorf(http.StatusConflict, "command.resume: thread %s has no open interrupt (request) to resume", p.thread)
+	}
+	now := time.Now()
+	if p.after > 0 {
+		s.schedule(p, strategy, now)
+		return runJSON{RunID: p.runID(), ThreadID: p.thread, AssistantID: p.assistant.ID(), CreatedAt: isoTime(now), UpdatedAt: isoTime(now),
+			Status: "pending", Metadata: map[string]any{}, MultitaskStrategy: &p.strategy, Kwargs: map[string]any{}}, nil
+	}
+	seq, err := s.postAll(ctx, p, strategy)
+	if err != nil {
+		return runJSON{}, err
+	}
+	return runJSON{RunID: p.runID(), ThreadID: p.thread, AssistantID: p.assistant.ID(), CreatedAt: isoTime(now), UpdatedAt: isoTime(now),
+		Status: "pending", Metadata: map[string]any{}, MultitaskStrategy: &p.strategy, Kwargs: map[string]any{}, MessageSeq: seq}, nil
+}
+
+// postAll posts p's messages: the first with the strategy (a reject post
+// that finds a run active writes nothing), the rest enqueued behind it.
+func (s *Server) postAll(ctx context.Context, p *runPlan, strategy string) (uint64, error) {
+	var seq uint64
+	for i, m := range p.posts {
+		st := strategy
+		if i > 0 {
+			st = "enqueue"
+		}
+		opts := []client.PostOption{client.WithMessageID(m.id), client.WithAuthor("user"), client.WithStrategy(st)}
+		if p.assistant.GraphID != s.cfg.Default {
+			opts = append(opts, client.WithAssistant(p.assistant.GraphID))
+		}
+		posted, err := s.c.Post(ctx, p.thread, m.text, opts...)
+		if err != nil {
+			if errors.Is(err, events.ErrThreadBusy) {
+				return 0, errorf(http.StatusConflict, "thread %s is busy: a run is active and multitask_strategy is reject; nothing was written", p.thread)
+			}
+			return 0, err
+		}
+		seq = posted.Seq
+	}
+	return seq, nil
+}
+
+// schedule makes p's posts after p.after, in memory: a serve that stops
+// first never makes them (documented in README).
+func (s *Server) schedule(p *runPlan, strategy string, now time.Time) {
+	s.mu.Lock()
+	s.delayed[p.thread+"/"+p.runID()] = delayedRun{thread: p.thread, assistant: p.assistant.ID(), strategy: p.strategy, created: now}
+	s.mu.Unlock()
+	s.wg.Add(1)
+	go func() {
+		defer s.wg.Done()
+		defer func() {
+			s.mu.Lock()
+			delete(s.delayed, p.thread+"/"+p.runID())
+			s.mu.Unlock()
+		}()
+		tm := time.NewTimer(p.after)
+		defer tm.Stop()
+		select {
+		case <-s.ctx.Done():
+			return
+		case <-tm.C:
+		}
+		ctx, cancel := context.WithTimeout(s.ctx, 30*time.Second)
+		defer cancel()
+		if _, err := s.postAll(ctx, p, strategy); err != nil {
+			s.log.Warn("delayed run's post failed", "thread", p.thread, "run", p.runID(), "err", err)
+		}
+	}()
+}
+
+func (s *Server) delayedRun(thread, run string) (delayedRun, bool) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	d, ok := s.delayed[thread+"/"+run]
+	return d, ok
+}
+
+// runJSONOf is the Run of message m.
+func (s *Server) runJSONOf(t *projections.Thread, m *projections.Message, lr lgRun) runJSON {
+	a, ok := s.assistant(m.Assistant)
+	if !ok {
+		a, _ = s.assistant(s.cfg.Default)
+	}
+	j := runJSON{
+		RunID: m.MessageID, ThreadID: t.ID, AssistantID: a.ID(), CreatedAt: isoTime(m.Posted), UpdatedAt: isoTime(m.Posted),
+		Status: lr.Status, Metadata: map[string]any{}, Kwargs: map[string]any{}, MessageSeq: m.Seq,
+	}
+	if m.Strategy != "" {
+		st := string(m.Strategy)
+		j.MultitaskStrategy = &st
+	}
+	if lr.Run != nil {
+		j.ArtifactrRun = lr.Run.ID
+	}
+	return j
+}
+
+func (s *Server) readRun(w http.ResponseWriter, r *http.Request, thread string) (*runCreate, *runPlan, error) {
+	var q runCreate
+	if err := decode(r, &q, false); err != nil {
+		return nil, nil, err
+	}
+	p, err := s.plan(&q, thread)
+	if err != nil {
+		return nil, nil, err
+	}
+	return &q, p, nil
+}
+
+func runPath(thread, run string) string { return "/threads/" + thread + "/runs/" + run }
+
+func (s *Server) createRun(w http.ResponseWriter, r *http.Request) error {
+	_, p, err := s.readRun(w, r, r.PathValue("thread_id"))
+	if err != nil {
+		return err
+	}
+	run, err := s.start(r.Context(), p)
+	if err != nil {
+		return err
+	}
+	s.maybeWebhook(p, run)
+	w.Header().Set("Content-Location", runPath(run.ThreadID, run.RunID))
+	writeJSON(w, http.StatusOK, run)
+	return nil
+}
+
+func (s *Server) waitRun(w http.ResponseWriter, r *http.Request) error {
+	_, p, err := s.readRun(w, r, r.PathValue("thread_id"))
+	if err != nil {
+		return err
+	}
+	run, err := s.start(r.Context(), p)
+	if err != nil {
+		return err
+	}
+	s.maybeWebhook(p, run)
+	w.Header().Set("Content-Location", runPath(run.ThreadID, run.RunID))
+	out, err := s.waitOutput(r.Context(), run.ThreadID, run.RunID, p.cancelOnDisconnect)
+	if err != nil {
+		return err
+	}
+	if p.deleteAfter {
+		s.deleteQuietly(run.ThreadID)
+	}
+	writeJSON(w, http.StatusOK, out)
+	return nil
+}
+
+func (s *Server) deleteQuietly(thread string) {
+	ctx, cancel := context.WithTimeout(context.WithoutCancel(s.ctx), 10*time.Second)
+	defer cancel()
+	if _, err := s.c.DeleteThread(ctx, thread); err != nil {
+		s.log.Warn("deleting a stateless run's thread failed", "thread", thread, "err", err)
+	}
+}
+
+// waitOutput follows run until it ends and returns what runs.wait returns:
+// the thread's values then, with __interrupt__ when it ended on a request
+// and __error__ when it failed.
+func (s *Server) waitOutput(ctx context.Context, thread, run string, cancelOnDisconnect bool) (map[string]any, error) {
+	t, lr, err := s.waitFinal(ctx, thread, run)
+	if err != nil {
+		if cancelOnDisconnect && ctx.Err() != nil && lr.Run != nil {
+			s.cancelQuietly(thread, lr.Run.ID)
+		}
+		return nil, err
+	}
+	return outputOf(t, lr), nil
+}
+
+func outputOf(t *projections.Thread, lr lgRun) map[string]any {
+	out := values(t)
+	if lr.Asked != nil {
+		out["__interrupt__"] = []interrupt{{Value: lr.Asked.Question, ID: lr.Asked.ID}}
+	}
+	if lr.Status == "error" || lr.Status == "timeout" {
+		reason := "run failed"
+		if lr.Run != nil && lr.Run.Reason != "" {
+			reason = lr.Run.Reason
+		}
+		out["__error__"] = map[string]string{"error": "RunError", "message": reason}
+	}
+	return out
+}
+
+func (s *Server) cancelQuietly(thread, run string) {
+	ctx, cancel := context.WithTimeout(context.WithoutCancel(s.ctx), 10*time.Second)
+	defer cancel()
+	if _, err := s.c.Cancel(ctx, thread, run, ""); err != nil {
+		s.log.Warn("cancel on disconnect failed", "thread", thread, "run", run, "err", err)
+	}
+}
+
+// follow folds thread's events as they come and calls step after each
+// with the fold and the LangGraph run of message run, once it is posted;
+// it ends when step says so or ctx ends.
+func (s *Server) follow(ctx context.Context, thread, run string, step func(t *projections.Thread, env events.Envelope, prev, cur lgRun, posted bool) bool) error {
+	t := projections.New(thread)
+	idx := -1
+	prev := lgRun{Status: "pending"}
+	for env, err := range s.c.Watch(ctx, thread, 1) {
+		if err != nil {
+			return err
+		}
+		t.Apply(env)
+		if idx < 0 {
+			for i := len(t.Messages) - 1; i >= 0; i-- {
+				if t.Messages[i].MessageID == run {
+					idx = i
+					break
+				}
+			}
+		}
+		if idx < 0 {
+			if step(t, env, prev, prev, false) {
+				return nil
+			}
+			continue
+		}
+		cur := runOf(t, &t.Messages[idx])
+		if step(t, env, prev, cur, true) {
+			return nil
+		}
+		prev = cur
+	}
+	return context.Cause(ctx)
+}
+
+// waitFinal follows run until its status is final.
+func (s *Server) waitFinal(ctx context.Context, thread, run string) (*projections.Thread, lgRun, error) {
+	var t *projections.Thread
+	var last lgRun
+	err := s.follow(ctx, thread, run, func(ft *projections.Thread, _ events.Envelope, _, cur lgRun, posted bool) bool {
+		last = cur
+		if posted && cur.Final() {
+			t = ft
+			return true
+		}
+		return false
+	})
+	if t == nil {
+		if err == nil {
+			err = ctx.Err()
+		}
+		return nil, last, fmt.Errorf("waiting for run %s of %s: %w", run, thread, err)
+	}
+	return t, last, nil
+}
+
+// existingRun returns the fold and the run's message, or a 404.
+func (s *Server) existingRun(ctx context.Context, thread, run string) (*projections.Thread, *projections.Message, error) {
+	t, err := s.loadThread(ctx, thread)
+	if err != nil {
+		return nil, nil, err
+	}
+	m := findMessage(t, run)
+	if m == nil || (m.Consumed != nil && m.Consumed.Kind == projections.ConsumedForked) {
+		if _, ok := s.delayedRun(thread, run); ok {
+			return t, nil, nil
+		}
+		return nil, nil, errorf(http.StatusNotFound, "run %s not found in thread %s", run, thread)
+	}
+	return t, m, nil
+}
+
+func (s *Server) getRun(w http.ResponseWriter, r *http.Request) error {
+	thread, run := r.PathValue("thread_id"), r.PathValue("run_id")
+	t, m, err := s.existingRun(r.Context(), thread, run)
+	if err != nil {
+		return err
+	}
+	if m == nil {
+		d, _ := s.delayedRun(thread, run)
+		st := d.strategy
+		writeJSON(w, http.StatusOK, runJSON{RunID: run, ThreadID: thread, AssistantID: d.assistant, CreatedAt: isoTime(d.created),
+			UpdatedAt: isoTime(d.created), Status: "pending", Metadata: map[string]any{}, MultitaskStrategy: &st, Kwargs: map[string]any{}})
+		return nil
+	}
+	writeJSON(w, http.StatusOK, s.runJSONOf(t, m, runOf(t, m)))
+	return nil
+}
+
+func (s *Server) listRuns(w http.ResponseWriter, r *http.Request) error {
+	q := r.URL.Query()
+	limit, offset := 10, 0
+	var err error
+	if v := q.Get("limit"); v != "" {
+		if limit, err = strconv.Atoi(v); err != nil {
+			return errorf(http.StatusUnprocessableEntity, "limit %q: want a number", v)
+		}
+	}
+	if v := q.Get("offset"); v != "" {
+		if offset, err = strconv.Atoi(v); err != nil {
+			return errorf(http.StatusUnprocessableEntity, "offset %q: want a number", v)
+		}
+	}
+	if _, err := pageLimit(&limit, offset); err != nil {
+		return err
+	}
+	status := q.Get("status")
+	t, err := s.loadThread(r.Context(), r.PathValue("thread_id"))
+	if err != nil {
+		return err
+	}
+	all := []runJSON{}
+	for i := len(t.Messages) - 1; i >= 0; i-- {
+		m := &t.Messages[i]
+		if m.Consumed != nil && m.Consumed.Kind == projections.ConsumedForked {
+			continue
+		}
+		j := s.runJSONOf(t, m, runOf(t, m))
+		if status == "" || j.Status == status {
+			all = append(all, j)
+		}
+	}
+	writeJSON(w, http.StatusOK, page(all, offset, limit))
+	return nil
+}
+
+// deleteRun writes nothing: a run's events are part of the audit log. A
+// run that is not active is answered 204; an active one 409.
+func (s *Server) deleteRun(w http.ResponseWriter, r *http.Request) error {
+	t, m, err := s.existingRun(r.Context(), r.PathValue("thread_id"), r.PathValue("run_id"))
+	if err != nil {
+		return err
+	}
+	if m == nil || !runOf(t, m).Final() {
+		return errorf(http.StatusConflict, "run %s is pending or running: cancel it first", r.PathValue("run_id"))
+	}
+	w.WriteHeader(http.StatusNoContent)
+	return nil
+}
+
+func boolParam(v string) (bool, error) {
+	switch strings.ToLower(v) {
+	case "", "0", "false":
+		return false, nil
+	case "1", "true":
+		return true, nil
+	}
+	return false, errorf(http.StatusUnprocessableEntity, "%q: want true or false", v)
+}
+
+func (s *Server) cancelRun(w http.ResponseWriter, r *http.Request) error {
+	q := r.URL.Query()
+	wait, err := boolParam(q.Get("wait"))
+	if err != nil {
+		return err
+	}
+	action := q.Get("action")
+	if action != "" && action != "interrupt" && action != "rollback" {
+		return errorf(http.StatusUnprocessableEntity, "action %q: want interrupt or rollback", action)
+	}
+	thread, run := r.PathValue("thread_id"), r.PathValue("run_id")
+	t, m, err := s.existingRun(r.Context(), thread, run)
+	if err != nil {
+		return err
+	}
+	if m == nil {
+		return errorf(http.StatusConflict, "run %s is pending (after_seconds): it is not posted yet", run)
+	}
+	lr := runOf(t, m)
+	switch {
+	case lr.Status == "pending":
+		return errorf(http.StatusConflict, "run %s is pending: its message is posted and cannot be withdrawn; cancel it once it runs", run)
+	case lr.Status == "running":
+		cancel := s.c.Cancel
+		if action == "rollback" {
+			cancel = s.c.CancelRollback
+		}
+		if _, err := cancel(r.Context(), thread, lr.Run.ID, ""); err != nil {
+			return err
+		}
+	}
+	if !wait {
+		w.WriteHeader(http.StatusAccepted)
+		return nil
+	}
+	if _, _, err := s.waitFinal(r.Context(), thread, run); err != nil {
+		return err
+	}
+	w.WriteHeader(http.StatusNoContent)
+	return nil
+}
+
+func (s *Server) joinRun(w http.ResponseWriter, r *http.Request) error {
+	thread, run := r.PathValue("thread_id"), r.PathValue("run_id")
+	cancelOnDisconnect, err := boolParam(r.URL.Query().Get("cancel_on_disconnect"))
+	if err != nil {
+		return err
+	}
+	if _, _, err := s.existingRun(r.Context(), thread, run); err != nil {
+		return err
+	}
+	out, err := s.waitOutput(r.Context(), thread, run, cancelOnDisconnect)
+	if err != nil {
+		return err
+	}
+	writeJSON(w, http.StatusOK, out)
+	return nil
+}

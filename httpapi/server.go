@@ -1,0 +1,253 @@
+package httpapi
+
+import (
+	"cmp"
+	"context"
+	"crypto/subtle"
+	"errors"
+	"fmt"
+	"log/slog"
+	"net/http"
+	"strings"
+	"sync"
+	"time"
+
+	"github.com/artifactr/artifactr/client"
+	"github.com/artifactr/artifactr/projections/summaries"
+)
+
+// DefaultMaxBody is the largest request body the API reads: 1 MiB, the
+// stream's default event limit, so that no accepted body makes an event
+// the stream refuses for its size.
+const DefaultMaxBody = 1 << 20
+
+// Role is what a bearer token may do.
+type Role string
+
+// The roles, after the NATS roles of the same names.
+const (
+	RoleClient  Role = "client"  // post and read
+	RoleAuditor Role = "auditor" // read only
+)
+
+// Config configures a [Server].
+type Config struct {
+	// Client posts, forks, cancels and reads. Required.
+	Client *client.Client
+	// Assistants are the configured agents; Default is the graph id of the
+	// runner's default agent. At least one is required.
+	Assistants []Assistant
+	Default    string
+	// Summaries is the thread-summaries KV bucket that thread search reads.
+	// Default summaries.DefaultBucket.
+	Summaries string
+	// Tokens maps bearer tokens to roles. Empty: no auth (loopback only;
+	// the caller checks).
+	Tokens map[string]Role
+	// CORSOrigin, when set, is allowed to call the API from a browser
+	// ("*" for any).
+	CORSOrigin string
+	// MaxBody bounds request bodies. Default DefaultMaxBody.
+	MaxBody int64
+	// Logger receives warnings. Default discards.
+	Logger *slog.Logger
+}
+
+// Server serves the LangGraph Agent Server API on top of package client.
+// Every write goes through the client: posts, forks, cancels and the
+// thread events clients may write; every read is of the log or of the
+// thread-summaries read model.
+type Server struct {
+	cfg Config
+	c   *client.Client
+	log *slog.Logger
+	mux *http.ServeMux
+
+	ctx    context.Context // ends on Close: delayed posts
+	cancel context.CancelFunc
+	wg     sync.WaitGroup
+
+	mu      sync.Mutex // protects delayed
+	delayed map[string]delayedRun
+}
+
+// delayedRun is a run created with after_seconds whose post is not made
+// yet. It lives in memory only: a serve that stops before the delay is over
+// never makes the post.
+type delayedRun struct {
+	thread, assistant, strategy string
+	created                     time.Time
+}
+
+// New checks cfg and returns the server.
+func New(cfg Config) (*Server, error) {
+	if cfg.Client == nil {
+		return nil, errors.New("httpapi: Config.Client is required")
+	}
+	if len(cfg.Assistants) == 0 {
+		return nil, errors.New("httpapi: no assistants")
+	}
+	cfg.Default = cmp.Or(cfg.Default, cfg.Assistants[0].GraphID)
+	cfg.Summaries = cmp.Or(cfg.Summaries, summaries.DefaultBucket)
+	if cfg.MaxBody <= 0 {
+		cfg.MaxBody = DefaultMaxBody
+	}
+	if cfg.Logger == nil {
+		cfg.Logger = slog.New(slog.DiscardHandler)
+	}
+	s := &Server{cfg: cfg, c: cfg.Client, log: cfg.Logger, delayed: map[string]delayedRun{}}
+	s.ctx, s.cancel = context.WithCancel(context.Background())
+	s.routes()
+	return s, nil
+}
+
+// Close stops the server's own goroutines (delayed posts) and waits for
+// them. It does not close the client.
+func (s *Server) Close() {
+	s.cancel()
+	s.wg.Wait()
+}
+
+// routes registers one handler per route.
+func (s *Server) routes() {
+	m := http.NewServeMux()
+	h := func(pattern string, f func(http.ResponseWriter, *http.Request) error) {
+		m.HandleFunc(pattern, func(w http.ResponseWriter, r *http.Request) {
+			if err := f(w, r); err != nil {
+				s.writeError(w, r, err)
+			}
+		})
+	}
+	h("GET /ok", func(w http.ResponseWriter, r *http.Request) error {
+		writeJSON(w, http.StatusOK, map[string]bool{"ok": true})
+		return nil
+	})
+	h("GET /info", s.info)
+
+	h("POST /assistants/search", s.searchAssistants)
+	h("POST /assistants/count", s.countAssistants)
+	h("GET /assistants/{assistant_id}", s.getAssistant)
+	h("GET /assistants/{assistant_id}/graph", s.assistantGraph)
+	h("GET /assistants/{assistant_id}/schemas", s.assistantSchemas)
+	h("GET /assistants/{assistant_id}/subgraphs", s.assistantSubgraphs)
+	for _, p := range []string{"POST /assistants", "PATCH /assistants/{assistant_id}", "DELETE /assistants/{assistant_id}"} {
+		h(p, func(http.ResponseWriter, *http.Request) error {
+			return errorf(http.StatusMethodNotAllowed, "assistants are the agents configured with serve --config; they cannot be changed over the API")
+		})
+	}
+
+	h("POST /threads", s.createThread)
+	h("POST /threads/search", s.searchThreads)
+	h("POST /threads/count", s.countThreads)
+	h("GET /threads/{thread_id}", s.getThread)
+	h("PATCH /threads/{thread_id}", s.patchThread)
+	h("DELETE /threads/{thread_id}", s.deleteThread)
+	h("POST /threads/{thread_id}/copy", s.copyThread)
+	h("GET /threads/{thread_id}/state", s.getState)
+	h("GET /threads/{thread_id}/state/{checkpoint_id}", s.getStateAt)
+	h("POST /threads/{thread_id}/state/checkpoint", s.postStateAt)
+	h("POST /threads/{thread_id}/history", s.history)
+	h("GET /threads/{thread_id}/history", s.history)
+
+	h("POST /threads/{thread_id}/runs", s.createRun)
+	h("POST /threads/{thread_id}/runs/wait", s.waitRun)
+	h("POST /threads/{thread_id}/runs/stream", s.streamRun)
+	h("GET /threads/{thread_id}/runs", s.listRuns)
+	h("GET /threads/{thread_id}/runs/{run_id}", s.getRun)
+	h("DELETE /threads/{thread_id}/runs/{run_id}", s.deleteRun)
+	h("POST /threads/{thread_id}/runs/{run_id}/cancel", s.cancelRun)
+	h("GET /threads/{thread_id}/runs/{run_id}/join", s.joinRun)
+	h("GET /threads/{thread_id}/runs/{run_id}/stream", s.joinStream)
+	h("POST /runs", s.createRun)
+	h("POST /runs/wait", s.waitRun)
+	h("POST /runs/stream", s.streamRun)
+	h("/", func(_ http.ResponseWriter, r *http.Request) error {
+		return errorf(http.StatusNotFound, "no route %s %s", r.Method, r.URL.Path)
+	})
+	s.mux = m
+}
+
+// readOnlyPosts are the POST routes that only read: an auditor may call
+// them.
+var readOnlyPosts = []string{"/assistants/search", "/assistants/count", "/threads/search", "/threads/count"}
+
+func readOnly(r *http.Request) bool {
+	switch r.Method {
+	case http.MethodGet, http.MethodHead, http.MethodOptions:
+		return true
+	case http.MethodPost:
+		p := r.URL.Path
+		for _, q := range readOnlyPosts {
+			if p == q {
+				return true
+			}
+		}
+		return strings.HasPrefix(p, "/threads/") && (strings.HasSuffix(p, "/history") || strings.HasSuffix(p, "/state/checkpoint"))
+	}
+	return false
+}
+
+// ServeHTTP answers CORS preflights, checks the bearer token, bounds the
+// body and routes.
+func (s *Server) ServeHTTP(w http.ResponseWriter, r *http.Request) {
+	defer s.logRecover(w, r)
+	if o := s.cfg.CORSOrigin; o != "" {
+		h := w.Header()
+		h.Set("Access-Control-Allow-Origin", o)
+		h.Set("Access-Control-Expose-Headers", "Content-Location, Location, X-Pagination-Next, X-Pagination-Total")
+		if o != "*" {
+			h.Add("Vary", "Origin")
+		}
+		if r.Method == http.MethodOptions && r.Header.Get("Access-Control-Request-Method") != "" {
+			h.Set("Access-Control-Allow-Methods", "GET, POST, PATCH, DELETE, OPTIONS")
+			h.Set("Access-Control-Allow-Headers", "Authorization, Content-Type, X-Api-Key, Last-Event-ID")
+			h.Set("Access-Control-Max-Age", "600")
+			w.WriteHeader(http.StatusNoContent)
+			return
+		}
+	}
+	if len(s.cfg.Tokens) > 0 {
+		role, ok := s.role(r)
+		switch {
+		case !ok:
+			w.Header().Set("WWW-Authenticate", `Bearer realm="artifactr"`)
+			writeJSON(w, http.StatusUnauthorized, map[string]string{"detail": "missing or wrong token: send Authorization: Bearer TOKEN (DATA/auth/http-client.token or http-auditor.token)"})
+			return
+		case role != RoleClient && !readOnly(r):
+			writeJSON(w, http.StatusForbidden, map[string]string{"detail": fmt.Sprintf("the %s token may only read", role)})
+			return
+		}
+	}
+	r.Body = http.MaxBytesReader(w, r.Body, s.cfg.MaxBody)
+	s.mux.ServeHTTP(w, r)
+}
+
+// role returns the role of r's token: Authorization: Bearer, or x-api-key,
+// which the LangGraph SDKs send for their apiKey option.
+func (s *Server) role(r *http.Request) (Role, bool) {
+	tok := r.Header.Get("X-Api-Key")
+	if a := r.Header.Get("Authorization"); a != "" {
+		scheme, rest, ok := strings.Cut(a, " ")
+		if !ok || !strings.EqualFold(scheme, "Bearer") {
+			return "", false
+		}
+		tok = strings.TrimSpace(rest)
+	}
+	if tok == "" {
+		return "", false
+	}
+	for t, role := range s.cfg.Tokens {
+		if subtle.ConstantTimeCompare([]byte(t), []byte(tok)) == 1 {
+			return role, true
+		}
+	}
+	return "", false
+}
+
+func (s *Server) info(w http.ResponseWriter, _ *http.Request) error {
+	writeJSON(w, http.StatusOK, map[string]any{
+		"version": "artifactr",
+		"flags":   map[string]bool{"assistants": true, "crons": false, "langsmith": false},
+	})
+	return nil
+}
