@@ -23,6 +23,7 @@
 package console
 
 import (
+	"context"
 	"embed"
 	"fmt"
 	"io/fs"
@@ -49,8 +50,10 @@ type Config struct {
 	Client *client.Client
 	// Store reads sessions and replays the stream for the audit. Required.
 	Store *natsstore.Store
-	// Index is the live thread list. Required; the console starts it.
-	Index *summaries.Index
+	// Index is the live thread list. Required; the console starts it on
+	// first use, to run until Context ends.
+	Index   *summaries.Index
+	Context context.Context
 	// Summaries is the thread-summaries bucket, for the projector's lag.
 	// Default summaries.DefaultBucket.
 	Summaries string
@@ -74,6 +77,9 @@ type Console struct {
 func New(cfg Config) *Console {
 	if cfg.Logger == nil {
 		cfg.Logger = slog.New(slog.DiscardHandler)
+	}
+	if cfg.Context == nil {
+		cfg.Context = context.Background()
 	}
 	if cfg.Summaries == "" {
 		cfg.Summaries = summaries.DefaultBucket
@@ -129,6 +135,12 @@ func (e *Error) HTTPStatus() int { return e.Status }
 
 func errorf(status int, format string, args ...any) *Error {
 	return &Error{Status: status, Detail: fmt.Sprintf(format, args...)}
+}
+
+// index returns the thread list, started.
+func (c *Console) index() *summaries.Index {
+	c.cfg.Index.Start(c.cfg.Context)
+	return c.cfg.Index
 }
 
 func securityHeaders(w http.ResponseWriter) {

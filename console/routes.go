@@ -77,8 +77,7 @@ func (c *Console) threads(w http.ResponseWriter, r *http.Request) error {
 	default:
 		return errorf(http.StatusUnprocessableEntity, "sort %q: want updated, created or id", q.Get("sort"))
 	}
-	ix := c.cfg.Index
-	ix.Start(context.WithoutCancel(r.Context()))
+	ix := c.index()
 	if err := ix.Wait(r.Context()); err != nil {
 		return errorf(http.StatusServiceUnavailable, "thread list not available: %v", err)
 	}
@@ -131,8 +130,7 @@ func intParam(s string, def, hi int) (int, error) {
 // threadsLive tells the page when the list changed, so it fetches its
 // page again; at most four times a second, whatever the write rate.
 func (c *Console) threadsLive(w http.ResponseWriter, r *http.Request) error {
-	ix := c.cfg.Index
-	ix.Start(context.WithoutCancel(r.Context()))
+	ix := c.index()
 	sse, err := startSSE(w)
 	if err != nil {
 		return err
@@ -434,8 +432,7 @@ func (c *Console) runners(w http.ResponseWriter, r *http.Request) error {
 	if err != nil {
 		return err
 	}
-	ix := c.cfg.Index
-	ix.Start(context.WithoutCancel(ctx))
+	ix := c.index()
 	held := map[string]int{}
 	if ix.Wait(ctx) == nil {
 		for _, s := range ix.Query(summaries.Query{Keep: func(s *summaries.Summary) bool { return s.Holder != "" && !s.Released }}).Summaries {

@@ -3,6 +3,7 @@ package main
 import (
 	"context"
 	"fmt"
+	"iter"
 	"path/filepath"
 	"time"
 
@@ -10,8 +11,12 @@ import (
 
 	"github.com/artifactr/artifactr/actors/agent"
 	"github.com/artifactr/artifactr/client"
+	"github.com/artifactr/artifactr/console"
+	"github.com/artifactr/artifactr/events"
+	"github.com/artifactr/artifactr/events/natsstore"
 	"github.com/artifactr/artifactr/httpapi"
 	"github.com/artifactr/artifactr/internal/natsauth"
+	"github.com/artifactr/artifactr/projections/summaries"
 )
 
 // httpFlags are serve's HTTP API flags.
@@ -63,8 +68,17 @@ func (f *serveFlags) withConfig(ag agent.Agent, cmd *cobra.Command) (agent.Agent
 	return r, nil
 }
 
-// startHTTP starts the HTTP API if --http is set; stop closes it.
-func (a *app) startHTTP(ctx context.Context, f *serveFlags, ag agent.Agent) (stop func(), err error) {
+// consoleDeps is what the console reads beside the client: the runner's
+// store (sessions, the audit's replay), its refusals and its counters.
+type consoleDeps struct {
+	store   *natsstore.Store
+	recent  *console.Recent
+	metrics func() map[string]float64
+}
+
+// startHTTP starts the HTTP API, with the console at /, if --http is set;
+// stop closes it.
+func (a *app) startHTTP(ctx context.Context, f *serveFlags, ag agent.Agent, cd consoleDeps) (stop func(), err error) {
 	h := &f.http
 	if h.addr == "" {
 		return func() {}, nil
@@ -94,17 +108,24 @@ func (a *app) startHTTP(ctx context.Context, f *serveFlags, ag agent.Agent) (sto
 	if err != nil {
 		return nil, fail(err)
 	}
-	cfg := httpapi.Config{Client: c, Assistants: assistants, Default: def, Summaries: f.summaries, CORSOrigin: h.cors, Logger: a.log}
+	ictx, stopIndex := context.WithCancel(context.WithoutCancel(ctx))
+	closeAll := func() { stopIndex(); c.Close() }
+	index := summaries.NewIndex(cd.store, f.summaries, func(ctx context.Context, from uint64) iter.Seq2[events.Envelope, error] {
+		return c.Watch(ctx, "", from)
+	})
+	con := console.New(console.Config{Client: c, Store: cd.store, Index: index, Context: ictx, Summaries: f.summaries,
+		Recent: cd.recent, Metrics: cd.metrics, Logger: a.log})
+	cfg := httpapi.Config{Client: c, Assistants: assistants, Default: def, Summaries: f.summaries, CORSOrigin: h.cors, Logger: a.log, Console: con}
 	if f.auth {
 		dir, _ := filepath.Abs(f.data)
 		if cfg.Tokens, err = httpapi.LoadOrCreateTokens(filepath.Join(dir, "auth")); err != nil {
-			c.Close()
+			closeAll()
 			return nil, fail(err)
 		}
 	}
 	api, err := httpapi.New(cfg)
 	if err != nil {
-		c.Close()
+		closeAll()
 		return nil, fail(err)
 	}
 	cert, key := "", ""
@@ -113,10 +134,11 @@ func (a *app) startHTTP(ctx context.Context, f *serveFlags, ag agent.Agent) (sto
 	}
 	l, err := httpapi.Listen(api, h.addr, cert, key)
 	if err != nil {
-		c.Close()
+		closeAll()
 		return nil, fail(err)
 	}
 	fmt.Fprintf(a.stdout, "artifactr serve: HTTP API listening on %s\n", l.URL)
+	fmt.Fprintf(a.stdout, "artifactr serve: console on %s/\n", l.URL)
 	if f.auth {
 		dir, _ := filepath.Abs(f.data)
 		fmt.Fprintf(a.stdout, "artifactr serve: HTTP API tokens (Authorization: Bearer): %s, %s\n",
@@ -126,6 +148,6 @@ func (a *app) startHTTP(ctx context.Context, f *serveFlags, ag agent.Agent) (sto
 		sctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), 2*time.Second)
 		defer cancel()
 		_ = l.Close(sctx)
-		c.Close()
+		closeAll()
 	}, nil
 }

@@ -478,6 +478,7 @@ function eventItem(ev, onAt) {
   }
   let who = "";
   if (ev.type === "message_posted") who = "by " + (b.author || "anonymous");
+  else if (ev.type === "thread_claimed") who = `holder ${short(ev.holder, 32)}, fencing token #${ev.seq}`;
   else if (ev.holder) who = `holder ${short(ev.holder, 32)}, claim #${ev.claim_seq}`;
   let text = "";
   switch (ev.type) {
