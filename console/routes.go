@@ -607,4 +607,3 @@ func (s *sse) comment(text string) error {
 	}
 	return s.f.Flush()
 }
-

@@ -6,7 +6,6 @@ import (
 	"strings"
 	"time"
 
-
 	"github.com/artifactr/artifactr/events"
 	"github.com/artifactr/artifactr/events/eventspb"
 )
