@@ -384,6 +384,9 @@ func (c *Console) fork(w http.ResponseWriter, r *http.Request) error {
 	if err := events.ValidateThreadID(body.Thread); err != nil {
 		return errorf(http.StatusUnprocessableEntity, "thread: %v", err)
 	}
+	if body.Thread == id {
+		return errorf(http.StatusUnprocessableEntity, "thread: a fork starts a new thread, not %s itself", id)
+	}
 	f, err := c.cfg.Client.Fork(r.Context(), id, body.At, body.Thread)
 	switch {
 	case errors.Is(err, client.ErrThreadExists):
