@@ -73,3 +73,13 @@ func (c *Client) Events(ctx context.Context, thread string) ([]events.Envelope, 
 	}
 	return c.load(ctx, thread)
 }
+
+// LastSeq returns the stream's last sequence: a follow of every thread
+// from the one after it (Watch("", seq+1)) misses nothing stored later.
+func (c *Client) LastSeq(ctx context.Context) (uint64, error) {
+	n, err := c.store.LastStreamSeq(ctx)
+	if err != nil {
+		return 0, fmt.Errorf("client: read the stream's last sequence: %w", err)
+	}
+	return n, nil
+}

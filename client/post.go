@@ -15,6 +15,7 @@ type PostOption func(*postOptions) error
 
 type postOptions struct {
 	id, author, assistant   string
+	webhook                 string
 	traceParent, traceState string
 	strategy                events.Strategy
 }
@@ -62,6 +63,15 @@ func WithAssistant(name string) PostOption {
 	}
 }
 
+// WithWebhook stores url with the message: the HTTP API's webhook
+// dispatcher POSTs the run's JSON there when the message's run ends.
+func WithWebhook(url string) PostOption {
+	return func(o *postOptions) error {
+		o.webhook = url
+		return nil
+	}
+}
+
 // WithAuthor names the message's author.
 func WithAuthor(author string) PostOption {
 	return func(o *postOptions) error {
@@ -101,7 +111,7 @@ func (c *Client) Post(ctx context.Context, thread, text string, opts ...PostOpti
 	if o.traceParent != "" {
 		popts = append(popts, events.WithTraceContext(o.traceParent, o.traceState))
 	}
-	m := &eventspb.MessagePosted{MessageId: o.id, Author: o.author, Text: text, Strategy: string(o.strategy), Assistant: o.assistant}
+	m := &eventspb.MessagePosted{MessageId: o.id, Author: o.author, Text: text, Strategy: string(o.strategy), Assistant: o.assistant, Webhook: o.webhook}
 	ack, err := doubletext.Poster{Store: c.store}.Post(ctx, thread, m, popts...)
 	if err != nil {
 		return Posted{}, fmt.Errorf("client: post to %s: %w", thread, err)

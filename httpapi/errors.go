@@ -12,6 +12,7 @@ import (
 
 	"github.com/artifactr/artifactr/client"
 	"github.com/artifactr/artifactr/events"
+	"github.com/artifactr/artifactr/projections/summaries"
 )
 
 // apiError is an error with the HTTP status it is answered with, as
@@ -45,7 +46,7 @@ func statusOf(err error) int {
 		return http.StatusConflict
 	case errors.Is(err, client.ErrNoEvents), errors.Is(err, client.ErrNoSuchEvent):
 		return http.StatusNotFound
-	case errors.Is(err, events.ErrUnavailable):
+	case errors.Is(err, events.ErrUnavailable), errors.Is(err, summaries.ErrNoReadModel):
 		return http.StatusServiceUnavailable
 	case errors.Is(err, context.DeadlineExceeded):
 		return http.StatusGatewayTimeout

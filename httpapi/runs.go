@@ -309,55 +309,67 @@ func forkID(thread string, seq uint64, run string) string {
 // start carries out p: the thread is created or forked if asked, then the
 // posts are made (or scheduled, after_seconds). It returns the run as it
 // stands, pending.
-func (s *Server) start(ctx context.Context, p *runPlan) (runJSON, error) {
-	t, exists, err := s.threadExists(ctx, p.thread)
+func (s *Server) start(ctx context.Context, p *runPlan) (run runJSON, f *follower, err error) {
+	if f, err = s.followThread(ctx, p.thread); err != nil {
+		return runJSON{}, nil, err
+	}
+	defer func() {
+		if err != nil {
+			s.unfollow(f)
+			f = nil
+		}
+	}()
+	t := f.t
+	exists := t.LastSeq > 0
 	switch {
-	case err != nil:
-		return runJSON{}, err
 	case exists && t.DeletedSeq != 0:
-		return runJSON{}, errorf(http.StatusNotFound, "thread %s was deleted", p.thread)
+		return runJSON{}, nil, errorf(http.StatusNotFound, "thread %s was deleted", p.thread)
 	case !exists && !p.create:
-		return runJSON{}, errorf(http.StatusNotFound, "thread %s not found (pass if_not_exists: \"create\" to create it)", p.thread)
+		return runJSON{}, nil, errorf(http.StatusNotFound, "thread %s not found (pass if_not_exists: \"create\" to create it)", p.thread)
 	case !exists && p.checkpoint != 0:
-		return runJSON{}, errorf(http.StatusNotFound, "thread %s not found", p.thread)
+		return runJSON{}, nil, errorf(http.StatusNotFound, "thread %s not found", p.thread)
 	case !exists:
 		if _, _, err := s.c.CreateThread(ctx, p.thread, "{}"); err != nil {
-			return runJSON{}, err
+			return runJSON{}, nil, err
 		}
-		t = projections.New(p.thread)
 	}
 	if old := findMessage(t, p.runID()); old != nil {
 		// A retried create: the same message id is the same run.
-		return s.runJSONOf(t, old, runOf(t, old)), nil
+		s.unfollow(f) // followed from its first event by whoever waits
+		return s.runJSONOf(t, old, runOf(t, old)), nil, nil
 	}
 	if p.checkpoint != 0 {
 		if p.checkpoint > t.LastSeq {
-			return runJSON{}, errorf(http.StatusNotFound, "checkpoint %d is after thread %s's last event %d", p.checkpoint, p.thread, t.LastSeq)
+			return runJSON{}, nil, errorf(http.StatusNotFound, "checkpoint %d is after thread %s's last event %d", p.checkpoint, p.thread, t.LastSeq)
 		}
 		id := forkID(p.thread, p.checkpoint, p.runID())
-		if t, err = s.fork(ctx, t, p.checkpoint, id); err != nil {
-			return runJSON{}, err
+		if _, err = s.fork(ctx, t, p.checkpoint, id); err != nil {
+			return runJSON{}, nil, err
 		}
-		p.thread = id
+		s.unfollow(f)
+		if f, err = s.followThread(ctx, id); err != nil {
+			return runJSON{}, nil, err
+		}
+		t, p.thread = f.t, id
 	}
 	strategy := p.strategy
 	if len(t.OpenRequests()) > 0 {
 		strategy = "enqueue" // the post answers the open request
 	} else if p.resume {
-		return runJSON{}, errorf(http.StatusConflict, "command.resume: thread %s has no open interrupt (request) to resume", p.thread)
+		return runJSON{}, nil, errorf(http.StatusConflict, "command.resume: thread %s has no open interrupt (request) to resume", p.thread)
 	}
 	now := time.Now()
 	if p.after > 0 {
 		s.schedule(p, strategy, now)
 		return runJSON{RunID: p.runID(), ThreadID: p.thread, AssistantID: p.assistant.ID(), CreatedAt: isoTime(now), UpdatedAt: isoTime(now),
-			Status: "pending", Metadata: map[string]any{}, MultitaskStrategy: &p.strategy, Kwargs: map[string]any{}}, nil
+			Status: "pending", Metadata: map[string]any{}, MultitaskStrategy: &p.strategy, Kwargs: map[string]any{}}, f, nil
 	}
 	seq, err := s.postAll(ctx, p, strategy)
 	if err != nil {
-		return runJSON{}, err
+		return runJSON{}, nil, err
 	}
 	return runJSON{RunID: p.runID(), ThreadID: p.thread, AssistantID: p.assistant.ID(), CreatedAt: isoTime(now), UpdatedAt: isoTime(now),
-		Status: "pending", Metadata: map[string]any{}, MultitaskStrategy: &p.strategy, Kwargs: map[string]any{}, MessageSeq: seq}, nil
+		Status: "pending", Metadata: map[string]any{}, MultitaskStrategy: &p.strategy, Kwargs: map[string]any{}, MessageSeq: seq}, f, nil
 }
 
 // postAll posts p's messages: the first with the strategy (a reject post
@@ -372,6 +384,9 @@ func (s *Server) postAll(ctx context.Context, p *runPlan, strategy string) (uint
 		opts := []client.PostOption{client.WithMessageID(m.id), client.WithAuthor("user"), client.WithStrategy(st)}
 		if p.assistant.GraphID != s.cfg.Default {
 			opts = append(opts, client.WithAssistant(p.assistant.GraphID))
+		}
+		if p.webhook != "" && i == len(p.posts)-1 {
+			opts = append(opts, client.WithWebhook(p.webhook))
 		}
 		posted, err := s.c.Post(ctx, p.thread, m.text, opts...)
 		if err != nil {
@@ -460,11 +475,11 @@ func (s *Server) createRun(w http.ResponseWriter, r *http.Request) error {
 	if err != nil {
 		return err
 	}
-	run, err := s.start(r.Context(), p)
+	run, f, err := s.start(r.Context(), p)
 	if err != nil {
 		return err
 	}
-	s.maybeWebhook(p, run)
+	s.unfollow(f)
 	w.Header().Set("Content-Location", runPath(run.ThreadID, run.RunID))
 	writeJSON(w, http.StatusOK, run)
 	return nil
@@ -475,13 +490,13 @@ func (s *Server) waitRun(w http.ResponseWriter, r *http.Request) error {
 	if err != nil {
 		return err
 	}
-	run, err := s.start(r.Context(), p)
+	run, f, err := s.start(r.Context(), p)
 	if err != nil {
 		return err
 	}
-	s.maybeWebhook(p, run)
+	defer s.unfollow(f)
 	w.Header().Set("Content-Location", runPath(run.ThreadID, run.RunID))
-	out, err := s.waitOutput(r.Context(), run.ThreadID, run.RunID, p.cancelOnDisconnect)
+	out, err := s.waitOutput(r.Context(), run.ThreadID, run.RunID, p.cancelOnDisconnect, f)
 	if err != nil {
 		return err
 	}
@@ -503,14 +518,15 @@ func (s *Server) deleteQuietly(thread string) {
 // waitOutput follows run until it ends and returns what runs.wait returns:
 // the thread's values then, with __interrupt__ when it ended on a request
 // and __error__ when it failed.
-func (s *Server) waitOutput(ctx context.Context, thread, run string, cancelOnDisconnect bool) (map[string]any, error) {
-	t, lr, err := s.waitFinal(ctx, thread, run)
+func (s *Server) waitOutput(ctx context.Context, thread, run string, cancelOnDisconnect bool, f *follower) (map[string]any, error) {
+	t, lr, err := s.waitFinal(ctx, thread, run, f)
 	if err != nil {
 		if cancelOnDisconnect && ctx.Err() != nil && lr.Run != nil {
 			s.cancelQuietly(thread, lr.Run.ID)
 		}
 		return nil, err
 	}
+	s.caughtUp(ctx, t.LastSeq) // when it followed alone, past a lost subscription
 	return outputOf(t, lr), nil
 }
 
@@ -537,17 +553,55 @@ func (s *Server) cancelQuietly(thread, run string) {
 	}
 }
 
+// follower is a thread's fold and a subscription to its later events,
+// made before the fold was read, so that no event falls between the two.
+type follower struct {
+	t   *projections.Thread
+	sub *sub // nil: follow with a consumer of its own
+}
+
+// followThread subscribes to thread, then folds it (an empty fold when it
+// has no events yet).
+func (s *Server) followThread(ctx context.Context, thread string) (*follower, error) {
+	// The hub's fold is as new as anything the API has answered: every
+	// answer waits for the hub to reach what it read or wrote (caughtUp).
+	sb, t, hf := s.hub.subscribe(thread)
+	if t != nil {
+		return &follower{t: t, sub: sb}, nil
+	}
+	f := &follower{sub: sb, t: projections.New(thread)}
+	envs, err := s.c.Events(ctx, thread)
+	switch {
+	case errors.Is(err, client.ErrNoEvents):
+	case err != nil:
+		s.hub.unsubscribe(f.sub)
+		return nil, err
+	}
+	if hf != nil {
+		s.hub.verify(thread, hf, envs)
+	}
+	for _, env := range envs {
+		f.t.Apply(env)
+	}
+	return f, nil
+}
+
+func (s *Server) unfollow(f *follower) {
+	if f != nil {
+		s.hub.unsubscribe(f.sub)
+	}
+}
+
 // follow folds thread's events as they come and calls step after each
 // with the fold and the LangGraph run of message run, once it is posted;
-// it ends when step says so or ctx ends.
-func (s *Server) follow(ctx context.Context, thread, run string, step func(t *projections.Thread, env events.Envelope, prev, cur lgRun, posted bool) bool) error {
+// it ends when step says so or ctx ends. With f (from followThread) it
+// goes on from f's fold, and step sees only the events after it;
+// otherwise it folds the thread from its first event, step seeing each.
+func (s *Server) follow(ctx context.Context, thread, run string, f *follower, step func(t *projections.Thread, env events.Envelope, prev, cur lgRun, posted bool) bool) error {
 	t := projections.New(thread)
 	idx := -1
 	prev := lgRun{Status: "pending"}
-	for env, err := range s.c.Watch(ctx, thread, 1) {
-		if err != nil {
-			return err
-		}
+	apply := func(env events.Envelope) bool {
 		t.Apply(env)
 		if idx < 0 {
 			for i := len(t.Messages) - 1; i >= 0; i-- {
@@ -558,25 +612,73 @@ func (s *Server) follow(ctx context.Context, thread, run string, step func(t *pr
 			}
 		}
 		if idx < 0 {
-			if step(t, env, prev, prev, false) {
-				return nil
-			}
-			continue
+			return step(t, env, prev, prev, false)
 		}
 		cur := runOf(t, &t.Messages[idx])
-		if step(t, env, prev, cur, true) {
+		done := step(t, env, prev, cur, true)
+		prev = cur
+		return done
+	}
+	if f == nil {
+		sb, _, _ := s.hub.subscribe(thread)
+		f = &follower{sub: sb}
+		defer s.unfollow(f)
+		envs, err := s.c.Events(ctx, thread)
+		if err != nil && !errors.Is(err, client.ErrNoEvents) {
+			return err
+		}
+		for _, env := range envs {
+			if apply(env) {
+				return nil
+			}
+		}
+	} else {
+		t = f.t
+		for i := range t.Messages {
+			if t.Messages[i].MessageID == run {
+				idx = i
+				prev = runOf(t, &t.Messages[i])
+			}
+		}
+	}
+	if f.sub != nil {
+		for {
+			select {
+			case env, ok := <-f.sub.ch:
+				if !ok {
+					goto own // fell behind: follow on alone
+				}
+				if env.Seq <= t.LastSeq {
+					continue
+				}
+				if apply(env) {
+					return nil
+				}
+			case <-ctx.Done():
+				return context.Cause(ctx)
+			}
+		}
+	}
+own:
+	for env, err := range s.c.Watch(ctx, thread, t.LastSeq+1) {
+		if err != nil {
+			return err
+		}
+		if env.Seq <= t.LastSeq {
+			continue
+		}
+		if apply(env) {
 			return nil
 		}
-		prev = cur
 	}
 	return context.Cause(ctx)
 }
 
 // waitFinal follows run until its status is final.
-func (s *Server) waitFinal(ctx context.Context, thread, run string) (*projections.Thread, lgRun, error) {
+func (s *Server) waitFinal(ctx context.Context, thread, run string, f *follower) (*projections.Thread, lgRun, error) {
 	var t *projections.Thread
 	var last lgRun
-	err := s.follow(ctx, thread, run, func(ft *projections.Thread, _ events.Envelope, _, cur lgRun, posted bool) bool {
+	err := s.follow(ctx, thread, run, f, func(ft *projections.Thread, _ events.Envelope, _, cur lgRun, posted bool) bool {
 		last = cur
 		if posted && cur.Final() {
 			t = ft
@@ -663,18 +765,15 @@ func (s *Server) listRuns(w http.ResponseWriter, r *http.Request) error {
 	return nil
 }
 
-// deleteRun writes nothing: a run's events are part of the audit log. A
-// run that is not active is answered 204; an active one 409.
+// deleteRun refuses: a run is a posted message and the events of the run
+// that took it, part of the thread's log, which is the audit log and never
+// loses an event. Deleting the thread writes a tombstone instead.
 func (s *Server) deleteRun(w http.ResponseWriter, r *http.Request) error {
-	t, m, err := s.existingRun(r.Context(), r.PathValue("thread_id"), r.PathValue("run_id"))
-	if err != nil {
+	if _, _, err := s.existingRun(r.Context(), r.PathValue("thread_id"), r.PathValue("run_id")); err != nil {
 		return err
 	}
-	if m == nil || !runOf(t, m).Final() {
-		return errorf(http.StatusConflict, "run %s is pending or running: cancel it first", r.PathValue("run_id"))
-	}
-	w.WriteHeader(http.StatusNoContent)
-	return nil
+	w.Header().Set("Allow", "GET")
+	return errorf(http.StatusMethodNotAllowed, "runs cannot be deleted: a run is part of its thread's log, the audit log; delete the thread (a tombstone) or cancel the run")
 }
 
 func boolParam(v string) (bool, error) {
@@ -714,15 +813,17 @@ func (s *Server) cancelRun(w http.ResponseWriter, r *http.Request) error {
 		if action == "rollback" {
 			cancel = s.c.CancelRollback
 		}
-		if _, err := cancel(r.Context(), thread, lr.Run.ID, ""); err != nil {
+		seq, err := cancel(r.Context(), thread, lr.Run.ID, "")
+		if err != nil {
 			return err
 		}
+		s.caughtUp(r.Context(), seq)
 	}
 	if !wait {
 		w.WriteHeader(http.StatusAccepted)
 		return nil
 	}
-	if _, _, err := s.waitFinal(r.Context(), thread, run); err != nil {
+	if _, _, err := s.waitFinal(r.Context(), thread, run, nil); err != nil {
 		return err
 	}
 	w.WriteHeader(http.StatusNoContent)
@@ -738,7 +839,7 @@ func (s *Server) joinRun(w http.ResponseWriter, r *http.Request) error {
 	if _, _, err := s.existingRun(r.Context(), thread, run); err != nil {
 		return err
 	}
-	out, err := s.waitOutput(r.Context(), thread, run, cancelOnDisconnect)
+	out, err := s.waitOutput(r.Context(), thread, run, cancelOnDisconnect, nil)
 	if err != nil {
 		return err
 	}

@@ -14,6 +14,7 @@ import (
 
 	"github.com/artifactr/artifactr/client"
 	"github.com/artifactr/artifactr/console"
+	"github.com/artifactr/artifactr/events"
 	"github.com/artifactr/artifactr/projections/summaries"
 )
 
@@ -73,6 +74,8 @@ type Server struct {
 
 	mu      sync.Mutex // protects delayed
 	delayed map[string]delayedRun
+
+	hub *hub
 }
 
 // delayedRun is a run created with after_seconds whose post is not made
@@ -101,6 +104,42 @@ func New(cfg Config) (*Server, error) {
 	}
 	s := &Server{cfg: cfg, c: cfg.Client, log: cfg.Logger, delayed: map[string]delayedRun{}}
 	s.ctx, s.cancel = context.WithCancel(context.Background())
+	// The hub follows from the stream's end now, so that it misses
+	// nothing stored after a subscription; a follow that fails (NATS
+	// gone) starts again from the end then, with every subscriber gone
+	// on alone meanwhile.
+	ctx, cancel := context.WithTimeout(s.ctx, 10*time.Second)
+	last, err := s.c.LastSeq(ctx)
+	cancel()
+	if err != nil {
+		s.cancel()
+		return nil, fmt.Errorf("httpapi: %w", err)
+	}
+	s.hub = newHub(last + 1)
+	s.wg.Add(1)
+	go func() {
+		defer s.wg.Done()
+		for {
+			from := s.hub.start
+			s.hub.run(s.ctx, func(ctx context.Context) func(func(events.Envelope, error) bool) {
+				return s.c.Watch(ctx, "", from)
+			})
+			t := time.NewTimer(time.Second)
+			select {
+			case <-s.ctx.Done():
+				t.Stop()
+				return
+			case <-t.C:
+			}
+			ctx, cancel := context.WithTimeout(s.ctx, 10*time.Second)
+			last, err := s.c.LastSeq(ctx)
+			cancel()
+			if err == nil {
+				s.log.Warn("httpapi: the stream's follow ended; following again", "from", last+1)
+				s.hub.restart(last + 1)
+			}
+		}
+	}()
 	s.routes()
 	return s, nil
 }

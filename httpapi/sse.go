@@ -135,7 +135,7 @@ const heartbeat = 10 * time.Second
 
 // streamEvents writes run's SSE events after pos, in modes, until its end
 // event; with cancelOnDisconnect a client gone first cancels the run.
-func (s *Server) streamEvents(w http.ResponseWriter, r *http.Request, thread, run string, modes []string, pos position, cancelOnDisconnect bool) error {
+func (s *Server) streamEvents(w http.ResponseWriter, r *http.Request, thread, run string, modes []string, pos position, cancelOnDisconnect bool, f *follower) error {
 	h := w.Header()
 	h.Set("Content-Type", "text/event-stream")
 	h.Set("Cache-Control", "no-cache")
@@ -153,7 +153,7 @@ func (s *Server) streamEvents(w http.ResponseWriter, r *http.Request, thread, ru
 	done := make(chan error, 1)
 	go func() {
 		defer close(ch)
-		done <- s.follow(ctx, thread, run, func(t *projections.Thread, env events.Envelope, prev, cur lgRun, posted bool) bool {
+		done <- s.follow(ctx, thread, run, f, func(t *projections.Thread, env events.Envelope, prev, cur lgRun, posted bool) bool {
 			if !posted {
 				return false
 			}
@@ -175,7 +175,20 @@ func (s *Server) streamEvents(w http.ResponseWriter, r *http.Request, thread, ru
 	}()
 	tick := time.NewTicker(heartbeat)
 	defer tick.Stop()
+	// gone handles a client that left before the end: a failed write, or
+	// the request's context ending.
+	gone := func() error {
+		cancel()
+		if cancelOnDisconnect {
+			<-done
+			if artifactrRun != "" {
+				s.cancelQuietly(thread, artifactrRun)
+			}
+		}
+		return nil
+	}
 	var buf []byte
+	unflushed := false
 	for {
 		select {
 		case e, ok := <-ch:
@@ -187,34 +200,30 @@ func (s *Server) streamEvents(w http.ResponseWriter, r *http.Request, thread, ru
 				}
 				return nil
 			}
-			if md := modeOf(e.event); md != "" && !slices.Contains(modes, md) {
-				continue
-			}
-			buf = appendSSE(buf[:0], e.id(), e.event, e.data)
-			if _, err := w.Write(buf); err != nil {
-				return nil
+			if md := modeOf(e.event); md == "" || slices.Contains(modes, md) {
+				buf = appendSSE(buf[:0], e.id(), e.event, e.data)
+				if _, err := w.Write(buf); err != nil {
+					return gone()
+				}
+				unflushed = true
 			}
 			if e.event == "end" {
 				_ = rc.Flush()
 				return nil
 			}
-			if len(ch) == 0 {
-				_ = rc.Flush()
+			// Flush once the burst of events is written.
+			if unflushed && len(ch) == 0 {
+				if rc.Flush() != nil {
+					return gone()
+				}
+				unflushed = false
 			}
 		case <-tick.C:
-			if _, err := w.Write([]byte(": heartbeat\n\n")); err != nil {
-				return nil
+			if _, err := w.Write([]byte(": heartbeat\n\n")); err != nil || rc.Flush() != nil {
+				return gone()
 			}
-			_ = rc.Flush()
 		case <-r.Context().Done():
-			cancel()
-			if cancelOnDisconnect {
-				<-done
-				if artifactrRun != "" {
-					s.cancelQuietly(thread, artifactrRun)
-				}
-			}
-			return nil
+			return gone()
 		}
 	}
 }
@@ -247,12 +256,12 @@ func (s *Server) streamRun(w http.ResponseWriter, r *http.Request) error {
 	if err != nil {
 		return err
 	}
-	run, err := s.start(r.Context(), p)
+	run, f, err := s.start(r.Context(), p)
 	if err != nil {
 		return err
 	}
-	s.maybeWebhook(p, run)
-	err = s.streamEvents(w, r, run.ThreadID, run.RunID, p.modes, pos, p.cancelOnDisconnect)
+	defer s.unfollow(f)
+	err = s.streamEvents(w, r, run.ThreadID, run.RunID, p.modes, pos, p.cancelOnDisconnect, f)
 	if p.deleteAfter {
 		s.deleteQuietly(run.ThreadID)
 	}
@@ -280,5 +289,5 @@ func (s *Server) joinStream(w http.ResponseWriter, r *http.Request) error {
 	if _, _, err := s.existingRun(r.Context(), thread, run); err != nil {
 		return err
 	}
-	return s.streamEvents(w, r, thread, run, modes, pos, cancelOnDisconnect)
+	return s.streamEvents(w, r, thread, run, modes, pos, cancelOnDisconnect, nil)
 }

@@ -50,6 +50,7 @@ func (s *Server) loadThread(ctx context.Context, id string) (*projections.Thread
 	case t.DeletedSeq != 0:
 		return nil, errorf(http.StatusNotFound, "thread %s was deleted (thread_deleted at %d; its events are kept, the stream is the audit log)", id, t.DeletedSeq)
 	}
+	s.caughtUp(ctx, t.LastSeq)
 	return t, nil
 }
 
@@ -184,9 +185,11 @@ func (s *Server) deleteThread(w http.ResponseWriter, r *http.Request) error {
 	if _, err := s.loadThread(r.Context(), id); err != nil {
 		return err
 	}
-	if _, err := s.c.DeleteThread(r.Context(), id); err != nil {
+	seq, err := s.c.DeleteThread(r.Context(), id)
+	if err != nil {
 		return err
 	}
+	s.caughtUp(r.Context(), seq)
 	w.WriteHeader(http.StatusNoContent)
 	return nil
 }
@@ -286,7 +289,11 @@ func (s *Server) loadEvents(ctx context.Context, id string) ([]events.Envelope, 
 	if _, err := s.loadThread(ctx, id); err != nil {
 		return nil, err
 	}
-	return s.c.Events(ctx, id)
+	envs, err := s.c.Events(ctx, id)
+	if err == nil && len(envs) > 0 {
+		s.caughtUp(ctx, envs[len(envs)-1].Seq)
+	}
+	return envs, err
 }
 
 func (s *Server) getState(w http.ResponseWriter, r *http.Request) error {
@@ -509,9 +516,23 @@ func (s *Server) matchingThreads(ctx context.Context, q threadSearch) ([]summari
 	if err != nil {
 		return nil, err
 	}
+	s.caughtUp(ctx, snap.LastSeq)
+	have := make(map[string]uint64, len(snap.Summaries))
+	idx := make(map[string]int, len(snap.Summaries))
+	for i, sm := range snap.Summaries {
+		have[sm.Thread], idx[sm.Thread] = sm.LastSeq, i
+	}
+	all := snap.Summaries
+	for _, sm := range s.hub.newer(have) {
+		if i, ok := idx[sm.Thread]; ok {
+			all[i] = sm
+		} else {
+			all = append(all, sm)
+		}
+	}
 	var out []summaries.Summary
-	for i := range snap.Summaries {
-		sm := &snap.Summaries[i]
+	for i := range all {
+		sm := &all[i]
 		if sm.DeletedSeq != 0 || (len(q.IDs) > 0 && !slices.Contains(q.IDs, sm.Thread)) ||
 			(q.Status != "" && summaryStatus(sm) != q.Status) || !rawMatches(sm.Metadata, q.Metadata) {
 			continue

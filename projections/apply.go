@@ -134,6 +134,7 @@ func (t threadFold) Post(env *events.Envelope, b *eventspb.MessagePosted) {
 		Text:      b.GetText(),
 		Posted:    env.Stored,
 		Assistant: b.GetAssistant(),
+		Webhook:   b.GetWebhook(),
 	})
 	t.Messages[len(t.Messages)-1].TraceParent = env.TraceParent
 }

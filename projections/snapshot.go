@@ -32,19 +32,22 @@ type snapshot struct {
 // threadState is a Thread as stored. ActiveRun is an index into Runs, so
 // that it points into them again once decoded.
 type threadState struct {
-	Messages            []Message           `json:"messages"`
-	Taken               uint64              `json:"taken"`
-	Claim               Claim               `json:"claim"`
-	LastClaimSubjectSeq uint64              `json:"last_claim_seq"`
-	LastRunSubjectSeq   uint64              `json:"last_run_seq"`
-	Runs                []*Run              `json:"runs"`
-	ActiveRun           int                 `json:"active_run"` // -1: none
-	Requests            map[string]*Request `json:"requests"`
-	Anomalies           []Anomaly           `json:"anomalies"`
-	LastActivity        time.Time           `json:"last_activity"`
-	Fork                *Fork               `json:"fork,omitempty"`
-	Strategy            events.Strategy     `json:"strategy,omitempty"`
-	LastPostedSubjSeq   uint64              `json:"last_posted_seq,omitempty"`
+	Messages            []Message                  `json:"messages"`
+	Taken               uint64                     `json:"taken"`
+	Claim               Claim                      `json:"claim"`
+	LastClaimSubjectSeq uint64                     `json:"last_claim_seq"`
+	LastRunSubjectSeq   uint64                     `json:"last_run_seq"`
+	Runs                []*Run                     `json:"runs"`
+	ActiveRun           int                        `json:"active_run"` // -1: none
+	Requests            map[string]*Request        `json:"requests"`
+	Anomalies           []Anomaly                  `json:"anomalies"`
+	LastActivity        time.Time                  `json:"last_activity"`
+	Fork                *Fork                      `json:"fork,omitempty"`
+	Strategy            events.Strategy            `json:"strategy,omitempty"`
+	LastPostedSubjSeq   uint64                     `json:"last_posted_seq,omitempty"`
+	Created             time.Time                  `json:"created,omitzero"`
+	Metadata            map[string]json.RawMessage `json:"metadata,omitempty"`
+	DeletedSeq          uint64                     `json:"deleted_seq,omitempty"`
 }
 
 // EncodeSnapshot returns t's state as a snapshot at t.LastSeq. Loading it
@@ -57,6 +60,7 @@ func (t *Thread) EncodeSnapshot() ([]byte, error) {
 		Runs: t.Runs, ActiveRun: -1, Requests: t.Requests, Anomalies: t.Anomalies,
 		LastActivity: t.LastActivity, Fork: t.Fork,
 		Strategy: t.Strategy, LastPostedSubjSeq: t.LastPostedSubjectSeq,
+		Created: t.Created, Metadata: t.Metadata, DeletedSeq: t.DeletedSeq,
 	}
 	for i, r := range t.Runs {
 		if r == t.ActiveRun {
@@ -109,6 +113,7 @@ func DecodeSnapshot(thread string, data []byte) (*Thread, error) {
 	t.Runs, t.Anomalies, t.LastActivity = st.Runs, st.Anomalies, st.LastActivity
 	t.Fork = st.Fork
 	t.Strategy, t.LastPostedSubjectSeq = st.Strategy, st.LastPostedSubjSeq
+	t.Created, t.Metadata, t.DeletedSeq = st.Created, st.Metadata, st.DeletedSeq
 	if st.Requests != nil {
 		t.Requests = st.Requests
 	}

@@ -86,6 +86,8 @@ type Message struct {
 	Strategy events.Strategy `json:",omitempty"`
 	// Assistant is the agent its post named, "" for the runner's default.
 	Assistant string `json:",omitempty"`
+	// Webhook is the URL its post asked to be told of its run's end.
+	Webhook string `json:",omitempty"`
 }
 
 // ConsumptionKind says how a message was consumed.

@@ -4,6 +4,7 @@ import (
 	"context"
 	"fmt"
 	"iter"
+	"net"
 	"path/filepath"
 	"time"
 
@@ -45,6 +46,14 @@ func (f *serveFlags) withConfig(ag agent.Agent, cmd *cobra.Command) (agent.Agent
 		return nil, usagef("--http-cors-origin needs --http")
 	case h.addr != "" && !httpapi.IsLoopback(h.addr) && !f.auth:
 		return nil, usagef("--http %s is not loopback: anyone who reaches it could post and read every thread; add --auth (bearer tokens in DATA/auth) or listen on 127.0.0.1", h.addr)
+	}
+	if h.addr != "" {
+		// Taken is found now, before the data directory is opened.
+		ln, err := net.Listen("tcp", h.addr)
+		if err != nil {
+			return nil, failf("--http %s: %v", h.addr, err)
+		}
+		ln.Close()
 	}
 	if h.config == "" {
 		return ag, nil
@@ -137,6 +146,16 @@ func (a *app) startHTTP(ctx context.Context, f *serveFlags, ag agent.Agent, cd c
 		closeAll()
 		return nil, fail(err)
 	}
+	// Webhooks follow the log through a durable consumer of serve's own
+	// store (the runner's role may acknowledge it; a client's may not).
+	wctx, stopWebhooks := context.WithCancel(context.WithoutCancel(ctx))
+	wdone := make(chan struct{})
+	go func() {
+		defer close(wdone)
+		if err := api.RunWebhooks(wctx, cd.store); err != nil {
+			a.log.Warn("webhooks stopped", "err", err)
+		}
+	}()
 	fmt.Fprintf(a.stdout, "artifactr serve: HTTP API listening on %s\n", l.URL)
 	fmt.Fprintf(a.stdout, "artifactr serve: console on %s/\n", l.URL)
 	if f.auth {
@@ -148,6 +167,8 @@ func (a *app) startHTTP(ctx context.Context, f *serveFlags, ag agent.Agent, cd c
 		sctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), 2*time.Second)
 		defer cancel()
 		_ = l.Close(sctx)
+		stopWebhooks()
+		<-wdone
 		closeAll()
 	}, nil
 }

@@ -412,7 +412,11 @@ type MessagePosted struct {
 	// assistant names the configured agent (an assistant of the HTTP API)
 	// that runs this message when it is a prompt. Empty means the runner's
 	// default agent; so does a name the runner does not know.
-	Assistant     string `protobuf:"bytes,41,opt,name=assistant,proto3" json:"assistant,omitempty"`
+	Assistant string `protobuf:"bytes,41,opt,name=assistant,proto3" json:"assistant,omitempty"`
+	// webhook is a URL that gets one POST of the run's JSON (the HTTP API's
+	// run) when the run of this message ends: at least once, retried with
+	// backoff a bounded number of times, by the serve that runs the HTTP API.
+	Webhook       string `protobuf:"bytes,42,opt,name=webhook,proto3" json:"webhook,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
@@ -478,6 +482,13 @@ func (x *MessagePosted) GetStrategy() string {
 func (x *MessagePosted) GetAssistant() string {
 	if x != nil {
 		return x.Assistant
+	}
+	return ""
+}
+
+func (x *MessagePosted) GetWebhook() string {
+	if x != nil {
+		return x.Webhook
 	}
 	return ""
 }
@@ -1729,14 +1740,15 @@ const file_events_proto_rawDesc = "" +
 	"\rthread_forked\x182 \x01(\v2!.artifactr.events.v1.ThreadForkedH\x00R\fthreadForked\x12N\n" +
 	"\x0fthread_metadata\x18< \x01(\v2#.artifactr.events.v1.ThreadMetadataH\x00R\x0ethreadMetadata\x12K\n" +
 	"\x0ethread_deleted\x18= \x01(\v2\".artifactr.events.v1.ThreadDeletedH\x00R\rthreadDeletedB\x06\n" +
-	"\x04body\"\x94\x01\n" +
+	"\x04body\"\xae\x01\n" +
 	"\rMessagePosted\x12\x1d\n" +
 	"\n" +
 	"message_id\x18\x01 \x01(\tR\tmessageId\x12\x16\n" +
 	"\x06author\x18\x02 \x01(\tR\x06author\x12\x12\n" +
 	"\x04text\x18\x03 \x01(\tR\x04text\x12\x1a\n" +
 	"\bstrategy\x18( \x01(\tR\bstrategy\x12\x1c\n" +
-	"\tassistant\x18) \x01(\tR\tassistant\"p\n" +
+	"\tassistant\x18) \x01(\tR\tassistant\x12\x18\n" +
+	"\awebhook\x18* \x01(\tR\awebhook\"p\n" +
 	"\rThreadClaimed\x12\x16\n" +
 	"\x06holder\x18\x01 \x01(\tR\x06holder\x12%\n" +
 	"\x0elease_revision\x18\x02 \x01(\x04R\rleaseRevision\x12 \n" +

@@ -283,13 +283,21 @@ var bodies = [maxField + 1]bodySpec{
 		x.m.Strategy = f.s[0]
 		x.w.ThreadConfigured, x.ev.Body = &x.m, &x.w
 	}),
-	41: body(fString, fString, fNone, func(x *withBody[eventspb.Event_CancelRequested, eventspb.CancelRequested], f flat) {
-		x.m.RunId, x.m.RequestId = f.s[0], f.s[1]
+	41: body(fString, fString, fVarint, func(x *withBody[eventspb.Event_CancelRequested, eventspb.CancelRequested], f flat) {
+		x.m.RunId, x.m.RequestId, x.m.Rollback = f.s[0], f.s[1], f.u[2] != 0
 		x.w.CancelRequested, x.ev.Body = &x.m, &x.w
 	}),
 	42: body(fString, fVarint, fVarint, func(x *withBody[eventspb.Event_RunInterrupted, eventspb.RunInterrupted], f flat) {
 		x.m.RunId, x.m.MessageSeq, x.m.Rollback = f.s[0], f.u[1], f.u[2] != 0
 		x.w.RunInterrupted, x.ev.Body = &x.m, &x.w
+	}),
+	60: body(fString, fVarint, fNone, func(x *withBody[eventspb.Event_ThreadMetadata, eventspb.ThreadMetadata], f flat) {
+		x.m.MetadataJson, x.m.Created = f.s[0], f.u[1] != 0
+		x.w.ThreadMetadata, x.ev.Body = &x.m, &x.w
+	}),
+	61: body(fString, fNone, fNone, func(x *withBody[eventspb.Event_ThreadDeleted, eventspb.ThreadDeleted], f flat) {
+		x.m.Reason = f.s[0]
+		x.w.ThreadDeleted, x.ev.Body = &x.m, &x.w
 	}),
 }
 

@@ -89,7 +89,8 @@ type Summary struct {
 	// events; DeletedSeq its first thread_deleted, 0 when none.
 	Metadata   map[string]json.RawMessage `json:"metadata,omitempty"`
 	DeletedSeq uint64                     `json:"deleted_seq,omitempty"`
-	// LastRunReason is why the newest run failed or was abandoned.
+	// LastRunReason is why the newest run failed or was abandoned, when
+	// it ended in this thread (not in a fork's source).
 	LastRunReason string `json:"last_run_reason,omitempty"`
 }
 
@@ -323,8 +324,8 @@ func FromThread(t *projections.Thread) Summary {
 	}
 	if n := len(t.Runs); n > 0 {
 		s.LastRun, s.LastRunStatus = t.Runs[n-1].ID, string(t.Runs[n-1].Status)
-		if t.Runs[n-1].Status != projections.RunActive {
-			s.LastRunReason = t.Runs[n-1].Reason
+		if r := t.Runs[n-1]; r.Status != projections.RunActive && r.StartSeq != 0 {
+			s.LastRunReason = r.Reason // a run a fork copied (StartSeq 0) ended elsewhere
 		}
 	}
 	if r := t.ActiveRun; r != nil {
