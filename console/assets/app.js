@@ -339,7 +339,7 @@ async function threadView(id, params) {
         el("div", { class: "panel" }, el("h2", {}, "Actions"), status, err, postForm, answerForm, cancelBtn),
         el("div", { class: "panel" }, el("h3", {}, "Strategy"), strategyForm),
         el("div", { class: "panel" }, el("h3", {}, "Fork"), forkForm),
-        el("div", { class: "panel" }, el("h3", {}, "Refused by the fence (this server's runner)"), refusals))));
+        el("div", { class: "panel" }, el("h3", {}, "Refused writes (this server's runner)"), refusals))));
 
   api("POST", "/assistants/search", { limit: 100 }).then((as) => {
     assistants.replaceChildren(...as.map((a) => el("option", { value: a.assistant_id }, a.name || a.graph_id)));
@@ -448,7 +448,7 @@ async function threadView(id, params) {
       refusals.append(el("li", { class: "refused" }, `${when(data.time)}: ${data.type} by ${data.holder} (claim #${data.claim_seq}) refused: ${data.reason}`));
       timeline.append(el("li", { class: "refused", dataset: { type: "refused" } }, el("div", { class: "ev-head" },
         el("span", { class: "ev-seq" }, "—"), el("span", { class: "ev-type" }, "refused " + data.type),
-        el("span", { class: "badge bad" }, "stale write refused by the fence"),
+        el("span", { class: "badge bad" }, "stale write refused"),
         el("span", { class: "muted" }, `holder ${data.holder}, claim #${data.claim_seq}: ${data.reason}`))));
     } else if (name === "error") {
       err.textContent = explain(new ApiError(0, data.detail));
