@@ -32,9 +32,12 @@ func errorf(status int, format string, args ...any) *apiError {
 func statusOf(err error) int {
 	var ae *apiError
 	var mbe *http.MaxBytesError
+	var hs interface{ HTTPStatus() int }
 	switch {
 	case errors.As(err, &ae):
 		return ae.Status
+	case errors.As(err, &hs):
+		return hs.HTTPStatus()
 	case errors.As(err, &mbe), errors.Is(err, events.ErrTooLarge):
 		return http.StatusRequestEntityTooLarge
 	case errors.Is(err, events.ErrInvalidThreadID), errors.Is(err, events.ErrInvalidEvent):

@@ -13,6 +13,7 @@ import (
 	"time"
 
 	"github.com/artifactr/artifactr/client"
+	"github.com/artifactr/artifactr/console"
 	"github.com/artifactr/artifactr/events"
 	"github.com/artifactr/artifactr/projections/summaries"
 )
@@ -52,6 +53,9 @@ type Config struct {
 	MaxBody int64
 	// Logger receives warnings. Default discards.
 	Logger *slog.Logger
+	// Console, when set, is served beside the API: its page at / (without
+	// a token; the page asks for one) and its /artifactr routes.
+	Console *console.Console
 }
 
 // Server serves the LangGraph Agent Server API on top of package client.
@@ -200,6 +204,9 @@ func (s *Server) routes() {
 	h("POST /runs", s.createRun)
 	h("POST /runs/wait", s.waitRun)
 	h("POST /runs/stream", s.streamRun)
+	if s.cfg.Console != nil {
+		s.cfg.Console.Register(m, h)
+	}
 	h("/", func(_ http.ResponseWriter, r *http.Request) error {
 		return errorf(http.StatusNotFound, "no route %s %s", r.Method, r.URL.Path)
 	})
@@ -208,7 +215,7 @@ func (s *Server) routes() {
 
 // readOnlyPosts are the POST routes that only read: an auditor may call
 // them.
-var readOnlyPosts = []string{"/assistants/search", "/assistants/count", "/threads/search", "/threads/count"}
+var readOnlyPosts = []string{"/assistants/search", "/assistants/count", "/threads/search", "/threads/count", "/artifactr/audit"}
 
 func readOnly(r *http.Request) bool {
 	switch r.Method {
@@ -245,7 +252,7 @@ func (s *Server) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 			return
 		}
 	}
-	if len(s.cfg.Tokens) > 0 {
+	if len(s.cfg.Tokens) > 0 && !(s.cfg.Console != nil && r.Method == http.MethodGet && console.Public(r.URL.Path)) {
 		role, ok := s.role(r)
 		switch {
 		case !ok:

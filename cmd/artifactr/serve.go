@@ -19,6 +19,7 @@ import (
 	"github.com/artifactr/artifactr/actors/agent"
 	agentexec "github.com/artifactr/artifactr/actors/agent/exec"
 	"github.com/artifactr/artifactr/actors/runner"
+	"github.com/artifactr/artifactr/console"
 	"github.com/artifactr/artifactr/events/natsstore"
 	"github.com/artifactr/artifactr/internal/natsembed"
 	"github.com/artifactr/artifactr/projections/summaries"
@@ -361,6 +362,13 @@ func (a *app) serve(ctx context.Context, f *serveFlags, ag agent.Agent, external
 	if err != nil {
 		return storeError(f.conn.url, err)
 	}
+	var recent *console.Recent
+	observer := so.runnerObserver()
+	if f.http.addr != "" {
+		// The console shows this runner's takeovers and refused writes.
+		recent = console.NewRecent(256)
+		observer = console.Observe(observer, recent)
+	}
 	r, err := runner.New(runner.Config{
 		Store:         store,
 		Agent:         ag,
@@ -370,7 +378,7 @@ func (a *app) serve(ctx context.Context, f *serveFlags, ag agent.Agent, external
 		IdleTimeout:   f.idleTimeout,
 		ShutdownGrace: f.shutdownGrace,
 		Logger:        a.log,
-		Observer:      so.runnerObserver(),
+		Observer:      observer,
 	})
 	if err != nil {
 		return usage(err)
@@ -395,7 +403,7 @@ func (a *app) serve(ctx context.Context, f *serveFlags, ag agent.Agent, external
 		}
 		defer stop()
 	}
-	stopHTTP, err := a.startHTTP(ctx, f, ag, store)
+	stopHTTP, err := a.startHTTP(ctx, f, ag, consoleDeps{store: store, recent: recent, metrics: so.observer.Metrics().Counters})
 	if err != nil {
 		r.Kill()
 		return err

@@ -3,6 +3,7 @@ package main
 import (
 	"context"
 	"fmt"
+	"iter"
 	"net"
 	"path/filepath"
 	"time"
@@ -11,9 +12,12 @@ import (
 
 	"github.com/artifactr/artifactr/actors/agent"
 	"github.com/artifactr/artifactr/client"
+	"github.com/artifactr/artifactr/console"
 	"github.com/artifactr/artifactr/events"
+	"github.com/artifactr/artifactr/events/natsstore"
 	"github.com/artifactr/artifactr/httpapi"
 	"github.com/artifactr/artifactr/internal/natsauth"
+	"github.com/artifactr/artifactr/projections/summaries"
 )
 
 // httpFlags are serve's HTTP API flags.
@@ -73,8 +77,17 @@ func (f *serveFlags) withConfig(ag agent.Agent, cmd *cobra.Command) (agent.Agent
 	return r, nil
 }
 
-// startHTTP starts the HTTP API if --http is set; stop closes it.
-func (a *app) startHTTP(ctx context.Context, f *serveFlags, ag agent.Agent, store events.ReadModelStore) (stop func(), err error) {
+// consoleDeps is what the console reads beside the client: the runner's
+// store (sessions, the audit's replay), its refusals and its counters.
+type consoleDeps struct {
+	store   *natsstore.Store
+	recent  *console.Recent
+	metrics func() map[string]float64
+}
+
+// startHTTP starts the HTTP API, with the console at /, if --http is set;
+// stop closes it.
+func (a *app) startHTTP(ctx context.Context, f *serveFlags, ag agent.Agent, cd consoleDeps) (stop func(), err error) {
 	h := &f.http
 	if h.addr == "" {
 		return func() {}, nil
@@ -104,17 +117,24 @@ func (a *app) startHTTP(ctx context.Context, f *serveFlags, ag agent.Agent, stor
 	if err != nil {
 		return nil, fail(err)
 	}
-	cfg := httpapi.Config{Client: c, Assistants: assistants, Default: def, Summaries: f.summaries, CORSOrigin: h.cors, Logger: a.log}
+	ictx, stopIndex := context.WithCancel(context.WithoutCancel(ctx))
+	closeAll := func() { stopIndex(); c.Close() }
+	index := summaries.NewIndex(cd.store, f.summaries, func(ctx context.Context, from uint64) iter.Seq2[events.Envelope, error] {
+		return c.Watch(ctx, "", from)
+	})
+	con := console.New(console.Config{Client: c, Store: cd.store, Index: index, Context: ictx, Summaries: f.summaries,
+		Recent: cd.recent, Metrics: cd.metrics, Logger: a.log})
+	cfg := httpapi.Config{Client: c, Assistants: assistants, Default: def, Summaries: f.summaries, CORSOrigin: h.cors, Logger: a.log, Console: con}
 	if f.auth {
 		dir, _ := filepath.Abs(f.data)
 		if cfg.Tokens, err = httpapi.LoadOrCreateTokens(filepath.Join(dir, "auth")); err != nil {
-			c.Close()
+			closeAll()
 			return nil, fail(err)
 		}
 	}
 	api, err := httpapi.New(cfg)
 	if err != nil {
-		c.Close()
+		closeAll()
 		return nil, fail(err)
 	}
 	cert, key := "", ""
@@ -123,7 +143,7 @@ func (a *app) startHTTP(ctx context.Context, f *serveFlags, ag agent.Agent, stor
 	}
 	l, err := httpapi.Listen(api, h.addr, cert, key)
 	if err != nil {
-		c.Close()
+		closeAll()
 		return nil, fail(err)
 	}
 	// Webhooks follow the log through a durable consumer of serve's own
@@ -132,11 +152,12 @@ func (a *app) startHTTP(ctx context.Context, f *serveFlags, ag agent.Agent, stor
 	wdone := make(chan struct{})
 	go func() {
 		defer close(wdone)
-		if err := api.RunWebhooks(wctx, store); err != nil {
+		if err := api.RunWebhooks(wctx, cd.store); err != nil {
 			a.log.Warn("webhooks stopped", "err", err)
 		}
 	}()
 	fmt.Fprintf(a.stdout, "artifactr serve: HTTP API listening on %s\n", l.URL)
+	fmt.Fprintf(a.stdout, "artifactr serve: console on %s/\n", l.URL)
 	if f.auth {
 		dir, _ := filepath.Abs(f.data)
 		fmt.Fprintf(a.stdout, "artifactr serve: HTTP API tokens (Authorization: Bearer): %s, %s\n",
@@ -148,6 +169,6 @@ func (a *app) startHTTP(ctx context.Context, f *serveFlags, ag agent.Agent, stor
 		_ = l.Close(sctx)
 		stopWebhooks()
 		<-wdone
-		c.Close()
+		closeAll()
 	}, nil
 }

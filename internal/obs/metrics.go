@@ -5,6 +5,7 @@ import (
 	"fmt"
 
 	"github.com/prometheus/client_golang/prometheus"
+	dto "github.com/prometheus/client_model/go"
 )
 
 // Turn outcomes: the values of artifactr_turns_total's outcome label and of
@@ -102,4 +103,38 @@ func NewMetrics(reg prometheus.Registerer) (*Metrics, error) {
 		return nil, fmt.Errorf("obs: register metrics: %w", err)
 	}
 	return m, nil
+}
+
+// Counters returns the counters' and gauges' current values by metric
+// name, labels in braces: what the console's runners page shows.
+func (m *Metrics) Counters() map[string]float64 {
+	out := map[string]float64{}
+	read := func(name string, c prometheus.Metric) {
+		var d dto.Metric
+		if c.Write(&d) != nil {
+			return
+		}
+		for _, l := range d.GetLabel() {
+			name += "{" + l.GetName() + "=" + l.GetValue() + "}"
+		}
+		switch {
+		case d.Counter != nil:
+			out[name] = d.GetCounter().GetValue()
+		case d.Gauge != nil:
+			out[name] = d.GetGauge().GetValue()
+		}
+	}
+	for name, c := range map[string]prometheus.Collector{
+		"artifactr_turns_total": m.Turns, "artifactr_fenced_refusals_total": m.FencedRefusals,
+		"artifactr_claims_total": m.Claims, "artifactr_takeovers_total": m.Takeovers,
+		"artifactr_claimed_threads": m.ClaimedThreads, "artifactr_append_errors_total": m.AppendErrors,
+		"artifactr_lease_renewal_failures_total": m.LeaseRenewalFailures,
+	} {
+		ch := make(chan prometheus.Metric, 64)
+		go func() { c.Collect(ch); close(ch) }()
+		for pm := range ch {
+			read(name, pm)
+		}
+	}
+	return out
 }

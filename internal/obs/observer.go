@@ -101,6 +101,10 @@ func New(cfg Config) *Observer {
 	return o
 }
 
+// Metrics returns the observer's metrics: registered with --metrics,
+// counted all the same without.
+func (o *Observer) Metrics() *Metrics { return o.m }
+
 // outcomes are the turns_total outcomes, in byOutcome's order.
 var outcomes = [4]string{OutcomeCompleted, OutcomeFailed, OutcomeAbandoned, OutcomeRefused}
 

@@ -1,0 +1,251 @@
+// End-to-end tests of the console: each drives the page in headless
+// Chromium and checks what it shows. Screenshots go to the folder printed
+// first (CONSOLE_SHOTS).
+import { test, before, after } from "node:test";
+import assert from "node:assert/strict";
+import { serve, natsServer, api, until, page, closeBrowser, shot, shots } from "./harness.mjs";
+
+console.log(`console screenshots: ${shots}`);
+
+let s; // one server for the tests that need nothing special
+before(async () => { s = await serve(); });
+after(async () => { await s?.stop(); await closeBrowser(); });
+
+let n = 0;
+const fresh = (p) => `${p}-${process.pid}-${++n}`;
+
+// openThread opens the thread view and waits until the timeline is live.
+async function openThread(pg, url, id) {
+  await pg.goto(`${url}/#/thread/${encodeURIComponent(id)}`);
+  await pg.locator("#thread-id").waitFor();
+  await pg.locator("#post-assistant option").first().waitFor({ state: "attached" });
+}
+
+async function post(pg, text, { strategy = "enqueue", assistant = "slow" } = {}) {
+  await pg.selectOption("#post-assistant", assistant);
+  await pg.selectOption("#post-strategy", strategy);
+  await pg.fill("#post-text", text);
+  await pg.click("#post-form button[type=submit]");
+}
+
+const outputs = (pg) => pg.locator("#timeline li.ev-run_output");
+
+test("a post's three outputs appear one by one, then the run ends", async () => {
+  const pg = await page();
+  const id = fresh("outputs");
+  await openThread(pg, s.url, id);
+  // Record how many outputs the timeline shows after each change of it.
+  await pg.evaluate(() => {
+    window.seen = [];
+    new MutationObserver(() => {
+      const k = document.querySelectorAll("#timeline li.ev-run_output").length;
+      if (window.seen.at(-1) !== k) window.seen.push(k);
+    }).observe(document.getElementById("timeline"), { childList: true });
+  });
+  await post(pg, "slow 3 200");
+  await pg.locator("#timeline li.ev-run_completed").waitFor({ timeout: 30_000 });
+  assert.deepEqual(await outputs(pg).allTextContents().then((t) => t.map((x) => x.match(/part \d of 3/)?.[0])),
+    ["part 1 of 3", "part 2 of 3", "part 3 of 3"]);
+  const seen = await pg.evaluate(() => window.seen);
+  assert.ok(seen.includes(1) && seen.includes(2) && seen.indexOf(1) < seen.indexOf(3),
+    `outputs appeared as ${JSON.stringify(seen)}, not one by one`);
+  assert.match(await pg.locator("#timeline li.ev-message_posted").first().textContent(), /slow 3 200/);
+  assert.match(await pg.locator("#timeline li.ev-thread_claimed").first().textContent(), /fencing token #\d+/);
+  await shot(pg, "thread");
+  assert.deepEqual(pg.errors, []);
+  await pg.context().close();
+});
+
+test("a request is answered from the page and the run ends", async () => {
+  const pg = await page();
+  const id = fresh("ask");
+  await openThread(pg, s.url, id);
+  await post(pg, "ask: what is your name?", { assistant: "echo" });
+  await pg.locator("#answer-form:not([hidden])").waitFor({ timeout: 30_000 });
+  assert.match(await pg.textContent("#question"), /what is your name\?/);
+  await pg.fill("#answer-text", "Ada");
+  await pg.click("#answer-form button[type=submit]");
+  const done = pg.locator("#timeline li.ev-run_completed");
+  await done.waitFor({ timeout: 30_000 });
+  assert.match(await done.textContent(), /what is your name\? -> Ada/);
+  await pg.locator("#timeline li.ev-answer_given").waitFor();
+  await pg.context().close();
+});
+
+test("a slow run is cancelled from the page", async () => {
+  const pg = await page();
+  const id = fresh("cancel");
+  await openThread(pg, s.url, id);
+  await post(pg, "slow 100 200");
+  await outputs(pg).first().waitFor({ timeout: 30_000 });
+  await pg.locator("#cancel:not([hidden])").waitFor();
+  await pg.click("#cancel");
+  const failed = pg.locator("#timeline li.ev-run_failed");
+  await failed.waitFor({ timeout: 30_000 });
+  assert.match(await failed.textContent(), /cancel/);
+  assert.ok(await outputs(pg).count() < 100, "the run went on to its end");
+  await pg.context().close();
+});
+
+test("a fork at an event lands on the new thread with the copied history", async () => {
+  const id = fresh("src");
+  const first = await api(s, "POST", `/threads/${id}/runs/wait`, { assistant_id: "echo", if_not_exists: "create", input: { messages: [{ role: "user", content: "first" }] } });
+  assert.ok(first);
+  await api(s, "POST", `/threads/${id}/runs/wait`, { assistant_id: "echo", input: { messages: [{ role: "user", content: "second" }] } });
+  const pg = await page();
+  await openThread(pg, s.url, id);
+  const done = pg.locator("#timeline li.ev-run_completed");
+  await until("two runs in the timeline", async () => (await done.count()) === 2);
+  const at = Number(await done.first().getAttribute("data-seq"));
+  await done.first().locator("button.as-of").click();
+  await until("the state as of the first run", async () => /As of seq/.test(await pg.textContent("#as-of")));
+  assert.equal(Number(await pg.inputValue("#fork-at")), at);
+  const to = fresh("fork");
+  await pg.fill("#fork-thread", to);
+  await pg.click("#fork-form button[type=submit]");
+  await until("the page on the fork", async () => (await pg.textContent("#thread-id")) === to);
+  const forked = pg.locator("#timeline li.ev-thread_forked");
+  await forked.waitFor({ timeout: 30_000 });
+  assert.match(await forked.textContent(), new RegExp(`from ${id} @ ${at}`));
+  const fold = await api(s, "GET", `/artifactr/threads/${to}/fold`);
+  assert.deepEqual(fold.Messages.map((m) => m.Text), ["first"], "the fork copies the history up to the event");
+  await pg.context().close();
+});
+
+test("under reject, a second post while a run is active shows busy and writes nothing", async () => {
+  const pg = await page();
+  const id = fresh("reject");
+  await openThread(pg, s.url, id);
+  await post(pg, "slow 20 200");
+  await outputs(pg).first().waitFor({ timeout: 30_000 });
+  const before = (await api(s, "GET", `/artifactr/threads/${id}/fold`)).Messages.length;
+  await post(pg, "another", { strategy: "reject" });
+  await until("the busy error", async () => /Busy/.test(await pg.textContent("#action-error")));
+  const after = (await api(s, "GET", `/artifactr/threads/${id}/fold`)).Messages.length;
+  assert.equal(after, before, "the refused post was written");
+  await shot(pg, "busy");
+  await pg.context().close();
+});
+
+test("message text is shown as text, never as HTML", async () => {
+  const pg = await page();
+  const id = fresh("xss");
+  const evil = "<img src=x onerror=alert(1)>";
+  await openThread(pg, s.url, id);
+  await post(pg, evil, { assistant: "echo" });
+  const posted = pg.locator("#timeline li.ev-message_posted .ev-text");
+  await posted.waitFor({ timeout: 30_000 });
+  assert.equal(await posted.textContent(), evil);
+  await pg.locator("#timeline li.ev-run_completed").waitFor({ timeout: 30_000 });
+  assert.equal(await pg.locator("#timeline img").count(), 0);
+  assert.deepEqual(pg.errors, [], "a dialog or script error means the text ran");
+  // The list shows the thread id as text too.
+  await pg.goto(`${s.url}/#/?q=${id}`);
+  await pg.locator(`#threads tr[data-thread="${id}"]`).waitFor();
+  await pg.context().close();
+});
+
+test("the thread list, runners and audit pages", async () => {
+  const pg = await page();
+  await pg.goto(`${s.url}/#/`);
+  await pg.locator("#threads tbody tr[data-thread]").first().waitFor({ timeout: 30_000 });
+  assert.match(await pg.textContent("#page-info"), /of \d+/);
+  await shot(pg, "threads");
+  await pg.goto(`${s.url}/#/runners`);
+  await pg.locator("#sessions tbody tr").first().waitFor({ timeout: 30_000 });
+  assert.match(await pg.textContent("#sessions"), new RegExp(s.runner));
+  assert.match(await pg.textContent("#metrics"), /artifactr_claims_total/);
+  await shot(pg, "runners");
+  await pg.goto(`${s.url}/#/audit`);
+  await pg.check("#audit-spec");
+  await pg.click("#audit-run");
+  await pg.locator("#audit-verdict").waitFor({ timeout: 60_000 });
+  assert.match(await pg.textContent("#audit-verdict"), /0 violations/);
+  assert.match(await pg.textContent("#audit-status"), /No violations/);
+  await shot(pg, "audit");
+  await pg.context().close();
+});
+
+test("--auth: no token asks for one, a wrong one is refused, the right one opens", async () => {
+  const a = await serve({ auth: true });
+  try {
+    const pg = await page();
+    await pg.goto(`${a.url}/#/`);
+    await pg.locator("#login[open]").waitFor({ timeout: 30_000 });
+    await pg.fill("#login-token", "wrong-token");
+    await pg.click("#login-form button[type=submit]");
+    await until("the refusal", async () => /refused/.test(await pg.textContent("#login-error")));
+    assert.equal(await pg.evaluate(() => location.href.includes("wrong-token")), false);
+    await shot(pg, "login");
+    await pg.fill("#login-token", a.token);
+    await pg.click("#login-form button[type=submit]");
+    await pg.locator("#login:not([open])").waitFor({ state: "attached" });
+    await pg.locator("#page-info").waitFor();
+    await until("the list", async () => /of \d+/.test(await pg.textContent("#page-info")));
+    assert.equal(await pg.evaluate(() => JSON.stringify(localStorage) + JSON.stringify(sessionStorage) + document.cookie), "{}{}");
+    await pg.context().close();
+  } finally {
+    await a.stop();
+  }
+});
+
+test("a takeover: the abandoned run and the refused stale write", async () => {
+  const nats = await natsServer();
+  const a = await serve({ nats: nats.url, ttl: "2s", extra: process.env.A_DEBUG ? ["--log-level", "debug"] : [] });
+  let b;
+  try {
+    const id = fresh("takeover");
+    const pg = await page();
+    await openThread(pg, a.url, id);
+    // a holds the thread, its run writes an output a second.
+    await post(pg, "slow 30 1000");
+    await outputs(pg).first().waitFor({ timeout: 30_000 });
+    b = await serve({ nats: nats.url, ttl: "2s" });
+    a.child.kill("SIGSTOP"); // a's runner, and its console, freeze past the TTL
+    await until("b's takeover", async () => {
+      const f = await api(b, "GET", `/artifactr/threads/${id}/fold`);
+      return f.Claim.Holder.startsWith(b.runner + "/") && f.Runs.some((r) => r.Status === "abandoned");
+    }, 60_000);
+    a.child.kill("SIGCONT");
+    const take = pg.locator("#timeline li.takeover");
+    await take.waitFor({ timeout: 30_000 });
+    assert.match(await take.textContent(), /takeover of claim #\d+/);
+    await pg.locator("#timeline li.ev-run_abandoned").waitFor({ timeout: 30_000 });
+    const refused = pg.locator("#timeline li.refused");
+    await refused.first().waitFor({ timeout: 30_000 }).catch((e) => { throw new Error(e.message + "\nserve a:\n" + a.output()); });
+    assert.match(await refused.first().textContent(), /refused/);
+    await shot(pg, "takeover");
+    await pg.context().close();
+  } finally {
+    a.child.kill("SIGCONT");
+    await b?.stop();
+    await a.stop();
+    await nats.stop();
+  }
+});
+
+test("10,000 threads: the list's first page (figure printed, not asserted)", async () => {
+  const big = await serve();
+  try {
+    const N = Number(process.env.CONSOLE_THREADS || 10000);
+    const t0 = Date.now();
+    for (let i = 0; i < N; i += 200) {
+      await Promise.all(Array.from({ length: Math.min(200, N - i) }, (_, j) =>
+        api(big, "POST", "/threads", { thread_id: `big-${i + j}`, metadata: { batch: String(Math.floor((i + j) / 1000)) } })));
+    }
+    const made = Date.now() - t0;
+    await until("every thread in the list", async () => (await api(big, "GET", "/artifactr/threads?limit=1")).total === N, 120_000);
+    const pg = await page();
+    const t1 = Date.now();
+    await pg.goto(`${big.url}/#/`);
+    await pg.locator("#threads tbody tr[data-thread]").nth(49).waitFor({ timeout: 60_000 });
+    const firstPage = Date.now() - t1;
+    assert.match(await pg.textContent("#page-info"), new RegExp(`1–50 of ${N}`));
+    await pg.click("#next");
+    await until("page 2", async () => /51–100/.test(await pg.textContent("#page-info")));
+    console.log(`console: ${N} threads made in ${made} ms; first page of the list shown in ${firstPage} ms`);
+    await pg.context().close();
+  } finally {
+    await big.stop();
+  }
+});
