@@ -24,6 +24,9 @@ bash spec/tlacheck/run.sh
 step "go test -race (unit, contract, spec, actors, e2e, sim, chaos)"
 go test -race -count=1 -timeout 20m ./...
 
+step "console in headless Chromium (test/console)"
+test/console/run.sh
+
 # Fuzz targets fuzz: each runs FUZZTIME inputs (20000x by default: 2-12 s a
 # target on 2 cores) from its seeds and the corpus committed in its package's
 # testdata/fuzz. The budget is a count, not a duration: Go 1.26's fuzz
