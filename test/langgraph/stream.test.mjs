@@ -2,7 +2,7 @@
 import { test, before, after } from "node:test";
 import assert from "node:assert/strict";
 import { startServer } from "./lib/servers.mjs";
-import { newThreadId, say, convo, textOf, lastMessage, collect, tokens } from "./lib/helpers.mjs";
+import { newThreadId, say, convo, textOf, lastMessage, collect, tokens, assertIdsIncrease } from "./lib/helpers.mjs";
 
 let srv, client;
 before(async () => {
@@ -39,10 +39,7 @@ function checkFraming(parts, runId) {
   const ids = parts.map((p) => p.id);
   assert.ok(ids.every((i) => typeof i === "string" && i !== ""), `ids ${ids}`);
   assert.equal(new Set(ids).size, ids.length, `ids repeat: ${ids}`);
-  if (ids.every((i) => /^\d+$/.test(i))) {
-    const n = ids.map(BigInt);
-    assert.ok(n.every((v, k) => k === 0 || v > n[k - 1]), `ids do not increase: ${ids}`);
-  }
+  assertIdsIncrease(ids);
   assert.ok(!parts.some((p) => p.event === "error"), JSON.stringify(parts.find((p) => p.event === "error")));
 }
 
@@ -64,7 +61,9 @@ test("stream mode messages-tuple: the three tokens, each while the run runs", as
 });
 
 test("stream mode values: the state after each step, the reply last", async () => {
-  const { runId, parts } = await streamSlow("values", () => false);
+  // The first values event (the input taken) comes while the run runs.
+  const { runId, parts, statusAtFirstToken } = await streamSlow("values", (p) => p.event === "values");
+  assert.ok(["pending", "running"].includes(statusAtFirstToken), `run status at the first values event: ${statusAtFirstToken}`);
   checkFraming(parts, runId);
   const values = parts.filter((p) => p.event === "values");
   assert.ok(values.length >= 1);

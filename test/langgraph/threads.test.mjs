@@ -122,6 +122,10 @@ test("threads: delete", async () => {
   assert.equal((await httpError(client.threads.getState(id))).status, 404);
   const after = await client.threads.search({ limit: 1000 });
   assert.ok(!after.some((t) => t.thread_id === id), "a deleted thread is not found by search");
+  if (isArtifactr) {
+    // artifactr: a delete is a tombstone, not erasure; the id stays taken.
+    assert.equal((await httpError(client.threads.create({ threadId: id }))).status, 409);
+  }
   assert.equal((await httpError(client.threads.delete(newThreadId()))).status, 404);
 });
 

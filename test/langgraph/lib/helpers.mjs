@@ -81,3 +81,23 @@ export const tokens = (parts) =>
 
 /** The run statuses the API may report. */
 export const RUN_STATUSES = ["pending", "running", "success", "error", "timeout", "interrupted"];
+
+// SSE ids: LangGraph's are counters ("7"), artifactr's "SEQ-K" (the log
+// sequence, then the index among the SSE events of that log event). Both
+// order as tuples of numbers; null when an id is neither.
+const idKey = (id) => (/^\d+(-\d+)*$/.test(id) ? id.split("-").map(BigInt) : null);
+function cmpKey(a, b) {
+  for (let i = 0; i < Math.max(a.length, b.length); i++) {
+    const x = a[i] ?? -1n;
+    const y = b[i] ?? -1n;
+    if (x !== y) return x < y ? -1 : 1;
+  }
+  return 0;
+}
+
+/** Asserts that SSE ids strictly increase (in the servers' id orders). */
+export function assertIdsIncrease(ids, what = "SSE ids") {
+  const keys = ids.map(idKey);
+  assert.ok(keys.every(Boolean), `${what}: not counters or SEQ-K: ${ids}`);
+  for (let i = 1; i < keys.length; i++) assert.equal(cmpKey(keys[i - 1], keys[i]), -1, `${what} do not increase: ${ids}`);
+}
