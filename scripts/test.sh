@@ -24,6 +24,11 @@ bash spec/tlacheck/run.sh
 step "go test -race (unit, contract, spec, actors, e2e, sim, chaos)"
 go test -race -count=1 -timeout 20m ./...
 
+# The LangGraph SDK's own client against LangGraph's JS server and against
+# serve --http, the same Node tests for both (test/README.md): about 2 min.
+step "LangGraph client suite (test/langgraph, node --test)"
+test/langgraph/run.sh
+
 # Fuzz targets fuzz: each runs FUZZTIME inputs (20000x by default: 2-12 s a
 # target on 2 cores) from its seeds and the corpus committed in its package's
 # testdata/fuzz. The budget is a count, not a duration: Go 1.26's fuzz

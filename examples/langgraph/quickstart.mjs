@@ -1,9 +1,6 @@
-// Drive artifactr from JavaScript with LangGraph's own SDK.
-//   npm install @langchain/langgraph-sdk
-//   artifactr serve --http 127.0.0.1:4280 &
-//   node quickstart.mjs
-// ARTIFACTR_URL overrides the address; ARTIFACTR_TOKEN is the bearer token
-// when serve runs with --auth (DATA/auth/http-client.token).
+// npm install @langchain/langgraph-sdk; node quickstart.mjs
+// ARTIFACTR_URL is serve's --http address; under serve --auth, ARTIFACTR_TOKEN
+// is the token in DATA/auth/http-client.token.
 import { Client } from "@langchain/langgraph-sdk";
 
 const token = process.env.ARTIFACTR_TOKEN;
@@ -13,15 +10,13 @@ const client = new Client({
   defaultHeaders: token ? { Authorization: `Bearer ${token}` } : {},
 });
 
-// A thread, and a run that waits for the answer.
 const thread = await client.threads.create();
 const result = await client.runs.wait(thread.thread_id, "echo", {
   input: { messages: [{ role: "user", content: "hello" }] },
 });
 console.log(result.messages.at(-1).content); // echo: hello
 
-// The agent asks a question (an interrupt); answer it with command.resume,
-// streaming the reply's tokens as they are written.
+// An ask: prompt is an interrupt; command.resume answers it, and the reply streams.
 const asked = await client.runs.wait(thread.thread_id, "echo", {
   input: { messages: [{ role: "user", content: "ask: what is your name?" }] },
 });

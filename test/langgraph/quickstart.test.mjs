@@ -3,7 +3,7 @@
 import { test, before, after } from "node:test";
 import assert from "node:assert/strict";
 import { execFile } from "node:child_process";
-import { mkdtempSync, copyFileSync, symlinkSync, rmSync } from "node:fs";
+import { mkdtempSync, copyFileSync, symlinkSync, rmSync, readFileSync } from "node:fs";
 import { tmpdir } from "node:os";
 import { join } from "node:path";
 import { promisify } from "node:util";
@@ -29,4 +29,26 @@ test("examples/langgraph/quickstart.mjs prints the echo agent's answers", async 
     timeout: 60_000,
   });
   assert.equal(stdout, "echo: hello\nasks: what is your name?\necho: what is your name? -> Ada\n");
+});
+
+// The README shows the file as it is, and a Python snippet that at least
+// compiles (CI has no PyPI to install langgraph-sdk from).
+const readme = () => readFileSync(join(suiteDir, "..", "..", "README.md"), "utf8");
+const block = (lang) => {
+  const sec = readme().split("## From Python or JavaScript")[1].split("\n## ")[0];
+  const m = new RegExp("```" + lang + "\\n([\\s\\S]*?)```").exec(sec);
+  assert.ok(m, `no ${lang} block in the README's "From Python or JavaScript"`);
+  return m[1];
+};
+
+test("the README's JavaScript snippet is examples/langgraph/quickstart.mjs", () => {
+  assert.equal(block("js"), readFileSync(join(suiteDir, "..", "..", "examples", "langgraph", "quickstart.mjs"), "utf8"));
+});
+
+test("the README's Python snippet compiles", async () => {
+  const src = block("python");
+  const p = execFile("python3", ["-c", "import sys; compile(sys.stdin.read(), 'quickstart.py', 'exec')"]);
+  p.stdin.end(src);
+  const code = await new Promise((res) => p.on("exit", res));
+  assert.equal(code, 0);
 });

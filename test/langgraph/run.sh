@@ -1,7 +1,7 @@
 #!/usr/bin/env bash
 # run.sh runs the LangGraph client suite: the pinned @langchain/langgraph-sdk
 # against LangGraph's own JS server (in memory), then against artifactr serve
-# --http, the same test files both times (README.md beside this file).
+# --http, the same test files both times (test/README.md).
 # Usage: test/langgraph/run.sh                 both servers
 #        TARGETS=artifactr test/langgraph/run.sh   one of them
 #        ARTIFACTR_BIN=PATH ...                    use that binary, build none
@@ -10,6 +10,13 @@ set -euo pipefail
 here="$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd)"
 root="$(cd "$here/../.." && pwd)"
 cd "$here"
+
+# @langchain/core needs Node 20; Debian 12's own nodejs is 18.
+major="$(node -p 'process.versions.node.split(".")[0]')"
+if [ "$major" -lt 20 ]; then
+  echo "test/langgraph: node $(node --version) is too old: the pinned LangGraph packages need Node >= 20.16" >&2
+  exit 1
+fi
 
 # npm ci from the committed lockfile, again only when the lockfile changed.
 # --ignore-scripts: no install script is needed (esbuild's only checks its
