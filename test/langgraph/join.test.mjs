@@ -91,3 +91,30 @@ test("joinStream of a running background run streams its tokens", async () => {
   assert.ok(got.length >= 1, `no token in ${parts.map((p) => p.event)}`);
   assert.equal((await client.runs.get(id, run.run_id)).status, "success");
 });
+
+test("on_disconnect cancel: cutting the stream cancels the run", async () => {
+  const id = newThreadId();
+  await client.threads.create({ threadId: id });
+  const ac = new AbortController();
+  let runId;
+  try {
+    for await (const p of client.runs.stream(id, "slow", {
+      input: say("slow: 600"),
+      streamMode: "messages-tuple",
+      onDisconnect: "cancel",
+      signal: ac.signal,
+      onRunCreated: (m) => (runId = m.run_id),
+    })) {
+      if (p.event === "messages") {
+        ac.abort();
+        break;
+      }
+    }
+  } catch (e) {
+    if (e.name !== "AbortError") throw e;
+  }
+  const run = await waitRunStatus(client, id, runId, ["success", "error", "interrupted"]);
+  assert.equal(run.status, "interrupted");
+  const values = (await client.threads.getState(id)).values;
+  assert.ok(!convo(values).some(([, s]) => s === "one two three"), "the run did not finish");
+});
