@@ -165,3 +165,26 @@ test("getHistory, and a run from a checkpoint_id", async () => {
 
   assert.equal((await httpError(client.threads.getHistory(newThreadId()))).status, 404);
 });
+
+test("a retried post with the same message id", async () => {
+  const id = newThreadId();
+  await client.threads.create({ threadId: id });
+  const msgId = newThreadId();
+  const input = { messages: [{ role: "user", content: "hello", id: msgId }] };
+  const a = await client.runs.create(id, "echo", { input });
+  await client.runs.join(id, a.run_id);
+  const b = await client.runs.create(id, "echo", { input, multitaskStrategy: "enqueue" });
+  if (isArtifactr) {
+    // artifactr: the message id is the artifactr message id, so the retry is
+    // the same post and the same run, and nothing runs twice.
+    assert.equal(b.run_id, a.run_id);
+    assert.deepEqual((await client.runs.list(id)).map((r) => r.run_id), [a.run_id]);
+  } else {
+    // LangGraph makes a second run; its messages reducer replaces the
+    // message with the same id.
+    assert.notEqual(b.run_id, a.run_id);
+    await client.runs.join(id, b.run_id);
+  }
+  const humans = convo((await client.threads.getState(id)).values).filter(([t]) => t === "human");
+  assert.deepEqual(humans, [["human", "hello"]]);
+});
