@@ -36,7 +36,7 @@ test("a webhook gets one POST of the run when it ends", async () => {
   assert.equal((await client.runs.get(id, run.run_id)).status, "success");
 });
 
-test("a webhook is delivered once across a serve restart", { skip: !isArtifactr && "artifactr only: LangGraph's in-memory server keeps no pending delivery across a restart" }, async () => {
+test("a webhook is delivered once across a serve restart", { skip: !isArtifactr && "artifactr only: LangGraph's in-memory server keeps no pending delivery across a restart" }, async (t) => {
   const id = newThreadId();
   await client.threads.create({ threadId: id });
   const start = rcv.deliveries.length;
@@ -60,4 +60,5 @@ test("a webhook is delivered once across a serve restart", { skip: !isArtifactr 
   assert.equal(accepted[0].body.status, ended.status);
   // And the refused attempts, if any, were for the same run.
   for (const d of rcv.deliveries.slice(start)) assert.equal(d.body?.run_id, run.run_id);
+  t.diagnostic(`run ${ended.status}; attempts refused before the restart: ${rcv.deliveries.length - start - 1}`);
 });
