@@ -188,3 +188,25 @@ test("a retried post with the same message id", async () => {
   const humans = convo((await client.threads.getState(id)).values).filter(([t]) => t === "human");
   assert.deepEqual(humans, [["human", "hello"]]);
 });
+
+test("after_seconds delays the run; runs.delete removes a finished run from the API", async () => {
+  const id = newThreadId();
+  await client.threads.create({ threadId: id });
+  const run = await client.runs.create(id, "echo", { input: say("later"), afterSeconds: 1 });
+  // Still pending just after: the run waits out its delay before any runner takes it.
+  assert.equal((await client.runs.get(id, run.run_id)).status, "pending");
+  const values = await client.runs.join(id, run.run_id);
+  assert.equal(textOf(lastMessage(values)), "echo: later");
+  await client.runs.delete(id, run.run_id);
+  assert.equal((await httpError(client.runs.get(id, run.run_id))).status, 404);
+  assert.deepEqual(await client.runs.list(id), []);
+  const after = convo((await client.threads.getState(id)).values);
+  if (isArtifactr) {
+    // artifactr's log is append-only: the run leaves the API, as a deleted
+    // thread does, but the conversation it took part in stays.
+    assert.deepEqual(after, [["human", "later"], ["ai", "echo: later"]]);
+  } else {
+    // LangGraph deletes the run's checkpoints with it.
+    assert.deepEqual(after, []);
+  }
+});
