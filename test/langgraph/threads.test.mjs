@@ -71,14 +71,14 @@ test("threads: search by metadata and status, limit/offset, sorting; count", asy
   await client.runs.wait(ids[0], "echo", { input: say("hello") });
 
   const all = await client.threads.search({ metadata: { suite: tag }, limit: 10 });
-  assert.deepEqual(all.map((t) => t.thread_id).sort(), [...ids].sort());
+  assert.deepEqual(all.map((t) => t.thread_id).sort(), [...ids].sort(), JSON.stringify(all));
 
   const byCreatedDesc = await client.threads.search({ metadata: { suite: tag }, sortBy: "created_at", sortOrder: "desc", limit: 10 });
   assert.deepEqual(byCreatedDesc.map((t) => t.thread_id), [...ids].reverse());
   const byCreatedAsc = await client.threads.search({ metadata: { suite: tag }, sortBy: "created_at", sortOrder: "asc", limit: 10 });
   assert.deepEqual(byCreatedAsc.map((t) => t.thread_id), ids);
-  const byUpdated = await client.threads.search({ metadata: { suite: tag }, sortBy: "updated_at", sortOrder: "desc", limit: 1 });
-  assert.equal(byUpdated[0].thread_id, ids[0]);
+  const byUpdated = await client.threads.search({ metadata: { suite: tag }, sortBy: "updated_at", sortOrder: "desc", limit: 10 });
+  assert.equal(byUpdated[0].thread_id, ids[0], `by updated_at desc: ${JSON.stringify(byUpdated.map((t) => [t.thread_id, t.updated_at, t.status]))}, ran on ${ids[0]}`);
 
   const page1 = await client.threads.search({ metadata: { suite: tag }, sortBy: "created_at", sortOrder: "asc", limit: 2, offset: 0 });
   const page2 = await client.threads.search({ metadata: { suite: tag }, sortBy: "created_at", sortOrder: "asc", limit: 2, offset: 2 });
@@ -87,7 +87,7 @@ test("threads: search by metadata and status, limit/offset, sorting; count", asy
   const one = await client.threads.search({ metadata: { suite: tag, i: 1 } });
   assert.deepEqual(one.map((t) => t.thread_id), [ids[1]]);
   const idle = await client.threads.search({ metadata: { suite: tag }, status: "idle", limit: 10 });
-  assert.equal(idle.length, 3);
+  assert.equal(idle.length, 3, `idle: ${JSON.stringify(idle.map((t) => [t.thread_id, t.status]))}; all: ${JSON.stringify(all.map((t) => [t.thread_id, t.status]))}`);
   const busy = await client.threads.search({ metadata: { suite: tag }, status: "busy", limit: 10 });
   assert.equal(busy.length, 0);
 
