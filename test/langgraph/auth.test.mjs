@@ -76,3 +76,20 @@ test("auth: the auditor token reads, and a write is 403 that writes nothing", { 
   assert.equal(t.metadata.who, "client");
   assert.equal((await c.threads.getState(id)).values.messages.length, 2);
 });
+
+test("auth: the SDK's apiKey option (x-api-key) works as the bearer token does", { skip }, async () => {
+  const c = makeClient(srv.url, { apiKey: srv.tokens.client });
+  const id = newThreadId();
+  await c.threads.create({ threadId: id });
+  assert.equal(textOf(lastMessage(await c.runs.wait(id, "echo", { input: say("hello") }))), "echo: hello");
+  const a = makeClient(srv.url, { apiKey: srv.tokens.auditor });
+  assert.equal((await a.threads.get(id)).thread_id, id);
+  assert.equal((await httpError(a.threads.create({ threadId: newThreadId() }))).status, 403);
+  assert.equal((await httpError(makeClient(srv.url, { apiKey: "wrong" }).threads.get(id))).status, 401);
+});
+
+test("auth: the README's quickstart runs with ARTIFACTR_TOKEN, and is refused without", { skip }, async () => {
+  const { runQuickstart } = await import("./lib/quickstart.mjs");
+  assert.equal(await runQuickstart(srv.url, srv.tokens.client), "echo: hello\nasks: what is your name?\necho: what is your name? -> Ada\n");
+  await assert.rejects(runQuickstart(srv.url, ""), /401/);
+});

@@ -174,11 +174,14 @@ async function startArtifactr({ auth = false, config = artifactrConfig(), extraA
   return srv;
 }
 
-/** An SDK client for url; opts.token is sent as a bearer token. */
-export function makeClient(url, { token, maxRetries = 0, headers = {} } = {}) {
+/**
+ * An SDK client for url; opts.token is sent as a bearer token, opts.apiKey
+ * through the SDK's own apiKey option (an x-api-key header).
+ */
+export function makeClient(url, { token, apiKey = null, maxRetries = 0, headers = {} } = {}) {
   return new Client({
     apiUrl: url,
-    apiKey: null,
+    apiKey,
     defaultHeaders: { ...(token ? { Authorization: `Bearer ${token}` } : {}), ...headers },
     callerOptions: { maxRetries },
   });
