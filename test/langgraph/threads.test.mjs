@@ -134,3 +134,24 @@ test("errors have a detail body (artifactr)", { skip: !isArtifactr && "LangGraph
   const body = JSON.parse(e.text);
   assert.equal(typeof body.detail, "string");
 });
+
+test("threads: search and count see a write at once (read your writes)", async () => {
+  // Four clients at once, each creating, running and updating threads and
+  // searching right after each write. (artifactr's search reads a read model
+  // filled after the write; it must still answer with the write in.)
+  let n = 0;
+  await Promise.all([0, 1, 2, 3].map(async () => {
+    for (let i = 0; i < 10; i++) {
+      const tag = newThreadId();
+      const id = newThreadId();
+      await client.threads.create({ threadId: id, metadata: { tag } });
+      assert.deepEqual((await client.threads.search({ metadata: { tag } })).map((t) => t.thread_id), [id], "after create");
+      await client.runs.wait(id, "echo", { input: say("hello") });
+      assert.equal((await client.threads.search({ metadata: { tag }, status: "idle" })).length, 1, "idle after the run");
+      await client.threads.update(id, { metadata: { step: i } });
+      assert.equal(await client.threads.count({ metadata: { tag, step: i } }), 1, "after update");
+      n++;
+    }
+  }));
+  assert.equal(n, 40);
+});
