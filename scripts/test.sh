@@ -24,6 +24,11 @@ bash spec/tlacheck/run.sh
 step "go test -race (unit, contract, spec, actors, e2e, sim, chaos)"
 go test -race -count=1 -timeout 20m ./...
 
+# The LangGraph SDK's own client against LangGraph's JS server and against
+# serve --http, the same Node tests for both (test/README.md): about 2 min.
+step "LangGraph client suite (test/langgraph, node --test)"
+test/langgraph/run.sh
+
 step "console in headless Chromium (test/console)"
 test/console/run.sh
 
