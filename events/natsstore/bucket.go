@@ -252,17 +252,11 @@ func (b *Bucket) Scan(ctx context.Context, filter string, fn func(Entry) error) 
 	// Read at least until the last write on filter as the stream leader
 	// has it: the consumer's pending count alone may come from a follower
 	// that lags (see Store.replay).
+	target, err := b.lastWrite(ctx, filter)
+	if err != nil || target == 0 {
+		return err
+	}
 	cctx, cancel := b.s.bound(ctx)
-	lastW, err := b.s.getMsg(cctx, b.stream.CachedInfo().Config.Name, msgGetRequest{LastFor: b.prefix + filter})
-	if errors.Is(err, jetstream.ErrMsgNotFound) {
-		cancel()
-		return nil
-	}
-	if err != nil {
-		cancel()
-		return unavailable("scan "+b.name, err)
-	}
-	target := lastW.Sequence
 	cons, err := b.stream.OrderedConsumer(cctx, jetstream.OrderedConsumerConfig{
 		FilterSubjects:    []string{b.prefix + filter},
 		DeliverPolicy:     jetstream.DeliverLastPerSubjectPolicy,
@@ -302,10 +296,36 @@ func (b *Bucket) Scan(ctx context.Context, filter string, fn func(Entry) error) 
 		// Past the target, the pending count is this consumer's view
 		// of writes made during the scan: deliveries go in sequence
 		// order, and a key rewritten meanwhile comes after the target.
+		// But the server counts a rewritten key's deleted revision out
+		// of it at once and the new one in only later (asynchronously),
+		// so a 0 may be short: the leader's last write on filter, read
+		// now, says whether the scan is done or how far to go.
 		if md.Sequence.Stream >= target && md.NumPending == 0 {
-			return nil
+			last, err := b.lastWrite(ctx, filter)
+			if err != nil {
+				return err
+			}
+			if last <= md.Sequence.Stream {
+				return nil
+			}
+			target = last
 		}
 	}
+}
+
+// lastWrite returns the sequence of the last write on the keys matching
+// filter, read from the stream leader; 0 when there is none.
+func (b *Bucket) lastWrite(ctx context.Context, filter string) (uint64, error) {
+	ctx, cancel := b.s.bound(ctx)
+	defer cancel()
+	m, err := b.s.getMsg(ctx, b.stream.CachedInfo().Config.Name, msgGetRequest{LastFor: b.prefix + filter})
+	if errors.Is(err, jetstream.ErrMsgNotFound) {
+		return 0, nil
+	}
+	if err != nil {
+		return 0, unavailable("scan "+b.name, err)
+	}
+	return m.Sequence, nil
 }
 
 // Purge removes every value of the keys matching filter ("*" is every key
