@@ -4,12 +4,17 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"time"
 
 	"github.com/nats-io/nats.go"
 	"github.com/nats-io/nats.go/jetstream"
 
 	"github.com/artifactr/artifactr/events"
 )
+
+// scanIdle is how long a scan waits for its next key before asking the
+// stream leader whether it has them all.
+const scanIdle = 50 * time.Millisecond
 
 // putWindow bounds the writes [Bucket.PutMany] keeps in flight.
 const putWindow = 256
@@ -276,8 +281,24 @@ func (b *Bucket) Scan(ctx context.Context, filter string, fn func(Entry) error) 
 		return unavailable("scan "+b.name, err)
 	}
 	defer it.Stop()
+	var seen uint64 // the last stream sequence delivered
 	for {
-		m, err := it.Next(jetstream.NextContext(ctx))
+		ictx, icancel := context.WithTimeout(ctx, scanIdle)
+		m, err := it.Next(jetstream.NextContext(ictx))
+		icancel()
+		if err != nil && ctx.Err() == nil && errors.Is(err, context.DeadlineExceeded) {
+			// Idle: the pending count of the last delivery may have
+			// been too high as well, so the leader decides.
+			last, err := b.lastWrite(ctx, filter)
+			if err != nil {
+				return err
+			}
+			if last <= seen {
+				return nil
+			}
+			target = last
+			continue
+		}
 		if err != nil {
 			if ctx.Err() != nil {
 				return ctx.Err()
@@ -288,6 +309,7 @@ func (b *Bucket) Scan(ctx context.Context, filter string, fn func(Entry) error) 
 		if err != nil {
 			return fmt.Errorf("natsstore: scan %s: no JetStream metadata: %w", b.name, err)
 		}
+		seen = md.Sequence.Stream
 		if m.Headers().Get(headerKVOperation) == "" {
 			if err := fn(Entry{Key: m.Subject()[len(b.prefix):], Value: m.Data(), Revision: md.Sequence.Stream}); err != nil {
 				return err
