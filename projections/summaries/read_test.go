@@ -17,7 +17,7 @@ func TestRead_exactWhileProjectorRewrites(t *testing.T) {
 	t.Logf("seed %d", seed)
 	srv := natsembed.RunForTest(t)
 	s := openStore(t, srv)
-	pub := newPublisher(t, srv, testLog(seed, 3000))
+	pub := newPublisher(t, srv, testLog(seed, 1500))
 	p := newTestProjector(t, s, "live", func(c *Config) { c.Batch = 5 })
 	runInBackground(t, p)
 	threads := map[string]*projections.Thread{}
