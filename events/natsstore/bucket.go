@@ -4,12 +4,17 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"time"
 
 	"github.com/nats-io/nats.go"
 	"github.com/nats-io/nats.go/jetstream"
 
 	"github.com/artifactr/artifactr/events"
 )
+
+// scanIdle is how long a scan waits for its next key before asking the
+// stream leader whether it has them all.
+const scanIdle = 50 * time.Millisecond
 
 // putWindow bounds the writes [Bucket.PutMany] keeps in flight.
 const putWindow = 256
@@ -252,17 +257,11 @@ func (b *Bucket) Scan(ctx context.Context, filter string, fn func(Entry) error) 
 	// Read at least until the last write on filter as the stream leader
 	// has it: the consumer's pending count alone may come from a follower
 	// that lags (see Store.replay).
+	target, err := b.lastWrite(ctx, filter)
+	if err != nil || target == 0 {
+		return err
+	}
 	cctx, cancel := b.s.bound(ctx)
-	lastW, err := b.s.getMsg(cctx, b.stream.CachedInfo().Config.Name, msgGetRequest{LastFor: b.prefix + filter})
-	if errors.Is(err, jetstream.ErrMsgNotFound) {
-		cancel()
-		return nil
-	}
-	if err != nil {
-		cancel()
-		return unavailable("scan "+b.name, err)
-	}
-	target := lastW.Sequence
 	cons, err := b.stream.OrderedConsumer(cctx, jetstream.OrderedConsumerConfig{
 		FilterSubjects:    []string{b.prefix + filter},
 		DeliverPolicy:     jetstream.DeliverLastPerSubjectPolicy,
@@ -282,8 +281,24 @@ func (b *Bucket) Scan(ctx context.Context, filter string, fn func(Entry) error) 
 		return unavailable("scan "+b.name, err)
 	}
 	defer it.Stop()
+	var seen uint64 // the last stream sequence delivered
 	for {
-		m, err := it.Next(jetstream.NextContext(ctx))
+		ictx, icancel := context.WithTimeout(ctx, scanIdle)
+		m, err := it.Next(jetstream.NextContext(ictx))
+		icancel()
+		if err != nil && ctx.Err() == nil && errors.Is(err, context.DeadlineExceeded) {
+			// Idle: the pending count of the last delivery may have
+			// been too high as well, so the leader decides.
+			last, err := b.lastWrite(ctx, filter)
+			if err != nil {
+				return err
+			}
+			if last <= seen {
+				return nil
+			}
+			target = last
+			continue
+		}
 		if err != nil {
 			if ctx.Err() != nil {
 				return ctx.Err()
@@ -294,6 +309,7 @@ func (b *Bucket) Scan(ctx context.Context, filter string, fn func(Entry) error) 
 		if err != nil {
 			return fmt.Errorf("natsstore: scan %s: no JetStream metadata: %w", b.name, err)
 		}
+		seen = md.Sequence.Stream
 		if m.Headers().Get(headerKVOperation) == "" {
 			if err := fn(Entry{Key: m.Subject()[len(b.prefix):], Value: m.Data(), Revision: md.Sequence.Stream}); err != nil {
 				return err
@@ -302,10 +318,36 @@ func (b *Bucket) Scan(ctx context.Context, filter string, fn func(Entry) error) 
 		// Past the target, the pending count is this consumer's view
 		// of writes made during the scan: deliveries go in sequence
 		// order, and a key rewritten meanwhile comes after the target.
+		// But the server counts a rewritten key's deleted revision out
+		// of it at once and the new one in only later (asynchronously),
+		// so a 0 may be short: the leader's last write on filter, read
+		// now, says whether the scan is done or how far to go.
 		if md.Sequence.Stream >= target && md.NumPending == 0 {
-			return nil
+			last, err := b.lastWrite(ctx, filter)
+			if err != nil {
+				return err
+			}
+			if last <= md.Sequence.Stream {
+				return nil
+			}
+			target = last
 		}
 	}
+}
+
+// lastWrite returns the sequence of the last write on the keys matching
+// filter, read from the stream leader; 0 when there is none.
+func (b *Bucket) lastWrite(ctx context.Context, filter string) (uint64, error) {
+	ctx, cancel := b.s.bound(ctx)
+	defer cancel()
+	m, err := b.s.getMsg(ctx, b.stream.CachedInfo().Config.Name, msgGetRequest{LastFor: b.prefix + filter})
+	if errors.Is(err, jetstream.ErrMsgNotFound) {
+		return 0, nil
+	}
+	if err != nil {
+		return 0, unavailable("scan "+b.name, err)
+	}
+	return m.Sequence, nil
 }
 
 // Purge removes every value of the keys matching filter ("*" is every key
