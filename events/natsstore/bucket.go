@@ -4,6 +4,8 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"sync"
+	"sync/atomic"
 	"time"
 
 	"github.com/nats-io/nats.go"
@@ -281,26 +283,48 @@ func (b *Bucket) Scan(ctx context.Context, filter string, fn func(Entry) error) 
 		return unavailable("scan "+b.name, err)
 	}
 	defer it.Stop()
-	var seen uint64 // the last stream sequence delivered
-	for {
-		ictx, icancel := context.WithTimeout(ctx, scanIdle)
-		m, err := it.Next(jetstream.NextContext(ictx))
-		icancel()
-		if err != nil && ctx.Err() == nil && errors.Is(err, context.DeadlineExceeded) {
-			// Idle: the pending count of the last delivery may have
-			// been too high as well, so the leader decides.
-			last, err := b.lastWrite(ctx, filter)
-			if err != nil {
-				return err
+	// The server's pending count can also stay one too high (a deleted
+	// revision skipped before it was counted out), and then no delivery
+	// ever says the scan is done. A watchdog asks the leader whenever the
+	// scan made no progress for scanIdle, and ends it once everything up
+	// to the leader's last write was delivered. It cancels Next's context
+	// only to end the scan: a Next cut short by a timeout would leave the
+	// ordered consumer's iterator in use mid-request.
+	var seen atomic.Uint64 // the last stream sequence delivered
+	var idleDone atomic.Bool
+	nctx, ncancel := context.WithCancel(ctx)
+	var wg sync.WaitGroup
+	defer wg.Wait()
+	defer ncancel()
+	wg.Go(func() {
+		t := time.NewTicker(scanIdle)
+		defer t.Stop()
+		prev := seen.Load()
+		for {
+			select {
+			case <-nctx.Done():
+				return
+			case <-t.C:
 			}
-			if last <= seen {
-				return nil
+			cur := seen.Load()
+			if cur != prev {
+				prev = cur
+				continue
 			}
-			target = last
-			continue
+			if last, err := b.lastWrite(nctx, filter); err == nil && last <= cur {
+				idleDone.Store(true)
+				ncancel()
+				return
+			}
 		}
+	})
+	for {
+		m, err := it.Next(jetstream.NextContext(nctx))
 		if err != nil {
-			if ctx.Err() != nil {
+			switch {
+			case idleDone.Load():
+				return nil
+			case ctx.Err() != nil:
 				return ctx.Err()
 			}
 			return unavailable("scan "+b.name, err)
@@ -309,7 +333,7 @@ func (b *Bucket) Scan(ctx context.Context, filter string, fn func(Entry) error) 
 		if err != nil {
 			return fmt.Errorf("natsstore: scan %s: no JetStream metadata: %w", b.name, err)
 		}
-		seen = md.Sequence.Stream
+		seen.Store(md.Sequence.Stream)
 		if m.Headers().Get(headerKVOperation) == "" {
 			if err := fn(Entry{Key: m.Subject()[len(b.prefix):], Value: m.Data(), Revision: md.Sequence.Stream}); err != nil {
 				return err
