@@ -66,8 +66,17 @@ type outcome struct {
 //     no verdict; retry;
 //   - no API error (timeout, disconnect, no responders): unknown; retry with
 //     the same msg id.
+//
+// Once an attempt may have landed, ctx's cancellation no longer stops the
+// retries and the read-back: the caller (a thread actor whose claim was
+// lost) may have gone, but its write's outcome is still settled within the
+// deadline, so a refusal is reported as one, not as "canceled".
 func (s *Store) publish(ctx context.Context, w write) outcome {
 	maybeLanded := w.landedBefore
+	callerCtx, detached := ctx, context.WithoutCancel(ctx)
+	if maybeLanded {
+		ctx = detached
+	}
 	var lastErr error
 	inFlight := false // the last attempt got 10164
 	attemptTimeout := max(s.cfg.Timeout/4, minAttemptTimeout)
@@ -100,7 +109,7 @@ func (s *Store) publish(ctx context.Context, w write) outcome {
 			if derr := s.publishDenied(w.pubSubject()); derr != nil {
 				return outcome{err: fmt.Errorf("natsstore: %s: %w", w.what, derr)}
 			}
-			maybeLanded = true
+			maybeLanded, ctx = true, detached
 			if s.closed.Load() {
 				break
 			}
@@ -113,7 +122,7 @@ func (s *Store) publish(ctx context.Context, w write) outcome {
 			if !maybeLanded {
 				return outcome{refused: err}
 			}
-			bctx, cancel := context.WithDeadline(ctx, deadline)
+			bctx, cancel := s.settleContext(detached)
 			defer cancel()
 			return s.settle(bctx, w, err)
 		case apiErr.Code == 503:
@@ -126,7 +135,7 @@ func (s *Store) publish(ctx context.Context, w write) outcome {
 		}
 	}
 	if lastErr == nil {
-		lastErr = ctx.Err()
+		lastErr = callerCtx.Err()
 	}
 	if lastErr == nil {
 		lastErr = context.DeadlineExceeded
@@ -134,8 +143,8 @@ func (s *Store) publish(ctx context.Context, w write) outcome {
 	if maybeLanded {
 		// A last look, if time is left: the write may have landed while
 		// its acks were lost.
-		if ctx.Err() == nil && time.Now().Before(deadline) {
-			bctx, cancel := context.WithDeadline(ctx, deadline)
+		if !s.closed.Load() && time.Now().Before(deadline) {
+			bctx, cancel := context.WithDeadline(detached, deadline)
 			ack, found, err := s.findLanded(bctx, w)
 			cancel()
 			if err == nil && found {
@@ -150,6 +159,13 @@ func (s *Store) publish(ctx context.Context, w write) outcome {
 		return outcome{refused: lastErr}
 	}
 	return outcome{err: fmt.Errorf("natsstore: %s: not written after %d attempts: %w: %w", w.what, attempts, events.ErrUnavailable, lastErr)}
+}
+
+// settleContext is the context of a read-back that settles a write: fresh
+// and bounded by the store's Timeout, whatever is left of the write's own
+// deadline or its caller's context (see publish).
+func (s *Store) settleContext(detached context.Context) (context.Context, context.CancelFunc) {
+	return context.WithTimeout(detached, s.cfg.Timeout)
 }
 
 // settle decides a refusal that followed an unknown outcome: the write
