@@ -75,6 +75,7 @@ const (
 	CodeUnknownStrategy                  // a post or thread_configured naming no known strategy
 	CodeInterruptedAgain                 // a run_interrupted of a run interrupted already
 	CodeNotInterrupting                  // a run_interrupted naming a post whose strategy does not interrupt
+	CodeRunHolder                        // a run's unfenced event by another holder or claim than the run's
 )
 
 // Finding is an event a rule refused, in part or whole. Reason is one
@@ -105,6 +106,10 @@ type State interface {
 	Active() (start, claim uint64, ok bool)
 	IsActive(run string) bool
 	ActiveID() string
+	// IsRunHolder reports whether holder started the active run, and
+	// RunHolder is that holder, for messages.
+	IsRunHolder(holder string) bool
+	RunHolder() string
 	// LastRun returns the newest run's id, status and end (0 while
 	// active); ok is false before the first run.
 	LastRun() (id string, status RunStatus, end uint64, ok bool)
@@ -244,7 +249,7 @@ func Rules(s State, env *events.Envelope, typ events.Type) {
 	case *eventspb.Event_RunStarted:
 		startRun(s, env, b.RunStarted)
 	case *eventspb.Event_RunOutput:
-		if activeRun(s, env, b.RunOutput.GetRunId()) {
+		if runWrite(s, env, b.RunOutput.GetRunId()) {
 			s.Output(env, b.RunOutput)
 		}
 	case *eventspb.Event_RequestOpened:
@@ -259,11 +264,11 @@ func Rules(s State, env *events.Envelope, typ events.Type) {
 			s.Steered(env, b.SteeringGiven)
 		}
 	case *eventspb.Event_RunCompleted:
-		if activeRun(s, env, b.RunCompleted.GetRunId()) {
+		if runWrite(s, env, b.RunCompleted.GetRunId()) {
 			s.EndRun(env, RunCompleted, b.RunCompleted.GetOutput(), "")
 		}
 	case *eventspb.Event_RunFailed:
-		if activeRun(s, env, b.RunFailed.GetRunId()) {
+		if runWrite(s, env, b.RunFailed.GetRunId()) {
 			s.EndRun(env, RunFailed, "", b.RunFailed.GetReason())
 		}
 	case *eventspb.Event_RunAbandoned:
@@ -320,7 +325,7 @@ func cancel(s State, env *events.Envelope, b *eventspb.CancelRequested) {
 
 // interrupt records that a post interrupts the active run.
 func interrupt(s State, env *events.Envelope, b *eventspb.RunInterrupted) {
-	if !activeRun(s, env, b.GetRunId()) {
+	if !runWrite(s, env, b.GetRunId()) {
 		return
 	}
 	if _, i := s.ActiveMarks(); i != 0 {
@@ -397,7 +402,7 @@ func startRun(s State, env *events.Envelope, b *eventspb.RunStarted) {
 }
 
 func openRequest(s State, env *events.Envelope, b *eventspb.RequestOpened) {
-	if !activeRun(s, env, b.GetRunId()) {
+	if !runWrite(s, env, b.GetRunId()) {
 		return
 	}
 	id := b.GetRequestId()
@@ -472,6 +477,26 @@ func consume(s State, env *events.Envelope, seq uint64, kind ConsumptionKind, ru
 			"message %d is not the oldest pending message", seq)})
 	}
 	s.Consume(env, seq, kind, run)
+}
+
+// runWrite reports whether env, an unfenced event of run (its output, a
+// request, an interrupt or its end), may change the state: run is the
+// active run, and env was written under the claim the run started under,
+// by the holder that started it. Only that holder writes a run's events
+// (the run subject's compare-and-set orders them, it does not say who
+// wrote them), so any other writer's is an anomaly that changes nothing.
+func runWrite(s State, env *events.Envelope, run string) bool {
+	if !activeRun(s, env, run) {
+		return false
+	}
+	ev := env.Event
+	if _, claim, _ := s.Active(); ev.GetClaimSeq() != claim || !s.IsRunHolder(ev.GetHolder()) {
+		s.Anomaly(env, Finding{Code: CodeRunHolder, Run: run, Reason: fmt.Sprintf(
+			"%s of run %q names claim %d and holder %q, but the run started under claim %d held by %q",
+			events.TypeOf(ev), run, ev.GetClaimSeq(), ev.GetHolder(), claim, s.RunHolder())})
+		return false
+	}
+	return true
 }
 
 // activeRun reports whether run is the active run, recording an anomaly

@@ -29,6 +29,15 @@
 //     previous sequence). A run event with no check, such as a
 //     run_completed forged by a client that can publish to the run
 //     subject, is a violation.
+//   - RunByHolder: each run_output, request_opened, run_interrupted,
+//     run_completed and run_failed is of the active run, with the claim_seq
+//     and holder of its run_started. A run that ends twice, an end or
+//     output of a run that never started, or one written by another holder
+//     (a holder with no claim marker, claim_seq 0, included) is a
+//     violation; such an event changes nothing in the fold either.
+//   - ReleaseByHolder: each thread_released releases the newest claim, not
+//     yet released, and names its holder (a release that also breaks
+//     ClaimChain is reported there once).
 //
 // What an audit cannot catch: a writer holding runner credentials that
 // follows the protocol (claims with a compare-and-set under its own
@@ -39,7 +48,7 @@
 // Anything else wrong with an event is an anomaly, listed apart: an
 // undecodable or unknown event, a repeated or out-of-order sequence, or an
 // event that contradicts the state, such as an answer to an unknown request,
-// the end of a run that is not active, or a consumed message that was never
+// or a consumed message that was never
 // posted or was not the oldest pending one. Anomalies do not fail an audit;
 // a malformed event never hides the violations of the events after it. The
 // audit folds with projections.Thread's rules (projections.Rules) on a
@@ -82,8 +91,8 @@
 //	     "message": "message 12 was consumed again by answer_given at 40; it was first consumed at 20"}
 //	  ],
 //	  "anomalies": [
-//	    {"thread": "T", "seq": 41, "type": "run_output",  // "" when unknown
-//	     "message": "run \"r9\" is not active: no run is"}
+//	    {"thread": "T", "seq": 41, "type": "request_opened",  // "" when unknown
+//	     "message": "request \"q1\" was already opened at 30 by the same run"}
 //	  ],
 //	  "checks": {"I1_ConsumedAtMostOnce": 52000, ...}   // events each check examined
 //	}
@@ -94,5 +103,7 @@
 // release,) event], or [event] when no claim precedes it; ClaimChain
 // [previous claim-subject sequence, event]; NoEndAfterAbandon [abandon,
 // event]; AnswerOnce [request_opened, first answer, second answer];
-// RunChain [previous run-subject sequence, event].
+// RunChain [previous run-subject sequence, event]; RunByHolder [the run's
+// start or end, event], or [event] when no run ever started or ended;
+// ReleaseByHolder [newest claim, event].
 package audit

@@ -170,7 +170,7 @@ func TestReport_WriteText(t *testing.T) {
 		t.Fatal(err)
 	}
 	want := `audit FAIL: 6 events (seq 1..6) in 1 threads, 1 violations, 1 anomalies
-checks: I1_ConsumedAtMostOnce=2 I3_OneActiveRun=2 FenceNewestClaim=2 ClaimChain=1 NoEndAfterAbandon=1 AnswerOnce=0 RunChain=1 RejectOnlyIdle=1
+checks: I1_ConsumedAtMostOnce=2 I3_OneActiveRun=2 FenceNewestClaim=2 ClaimChain=1 NoEndAfterAbandon=1 AnswerOnce=0 RunChain=1 RejectOnlyIdle=1 RunByHolder=1 ReleaseByHolder=0
 violations:
   I1_ConsumedAtMostOnce thread T seqs 1,3,5: message 1 was consumed again by run_started at 5; it was first consumed at 3
 anomalies:

@@ -44,10 +44,24 @@ const (
 	// its thread. Its check on the run subject makes that atomic; a post
 	// that skipped the check and landed during a run breaks it.
 	CheckRejectOnlyIdle = "RejectOnlyIdle"
+	// CheckRunByHolder (RunByHolder; the spec's Ask and RunEnd are the
+	// holder's steps for its own run): each run_output, request_opened,
+	// run_interrupted, run_completed and run_failed is of the active run,
+	// written under the claim the run started under by the holder that
+	// started it. An event of a run that never started or already ended (a
+	// run ends once), or by another writer (one with no claim marker, its
+	// claim_seq 0, included), breaks it. An event of an abandoned run is
+	// NoEndAfterAbandon's.
+	CheckRunByHolder = "RunByHolder"
+	// CheckReleaseByHolder (ReleaseByHolder, the spec's Release): each
+	// thread_released releases the newest claim, not yet released, and
+	// names that claim's holder.
+	CheckReleaseByHolder = "ReleaseByHolder"
 )
 
 // CheckNames lists the checks in the order reports print them.
-var CheckNames = []string{CheckI1, CheckI3, CheckFence, CheckClaimChain, CheckNoEndAfterAbandon, CheckAnswerOnce, CheckRunChain, CheckRejectOnlyIdle}
+var CheckNames = []string{CheckI1, CheckI3, CheckFence, CheckClaimChain, CheckNoEndAfterAbandon, CheckAnswerOnce, CheckRunChain, CheckRejectOnlyIdle,
+	CheckRunByHolder, CheckReleaseByHolder}
 
 // check indexes the per-check counters, in CheckNames order.
 type check int
@@ -61,6 +75,8 @@ const (
 	checkAnswerOnce
 	checkRunChain
 	checkRejectOnlyIdle
+	checkRunByHolder
+	checkReleaseByHolder
 	numChecks
 )
 
