@@ -197,10 +197,12 @@ func (a *Auditor) check(th *thread, env *events.Envelope, typ events.Type, prevC
 		return
 	case *eventspb.Event_AnswerGiven:
 		a.checked[checkAnswerOnce]++
+		a.checked[checkGivenToActive]++
 		a.checked[checkI1]++
 		a.fence(th, env)
 		return
 	case *eventspb.Event_SteeringGiven:
+		a.checked[checkGivenToActive]++
 		a.checked[checkI1]++
 		a.fence(th, env)
 		return

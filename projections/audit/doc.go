@@ -38,6 +38,9 @@
 //   - ReleaseByHolder: each thread_released releases the newest claim, not
 //     yet released, and names its holder (a release that also breaks
 //     ClaimChain is reported there once).
+//   - GivenToActive: each answer_given answers a request the active run
+//     opened, and each steering_given names the active run (either still
+//     consumes its message).
 //
 // What an audit cannot catch: a writer holding runner credentials that
 // follows the protocol (claims with a compare-and-set under its own
@@ -105,5 +108,6 @@
 // event]; AnswerOnce [request_opened, first answer, second answer];
 // RunChain [previous run-subject sequence, event]; RunByHolder [the run's
 // start or end, event], or [event] when no run ever started or ended;
-// ReleaseByHolder [newest claim, event].
+// ReleaseByHolder [newest claim, event]; GivenToActive [active run's
+// start, event], or [event] when no run is active.
 package audit

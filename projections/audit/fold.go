@@ -174,6 +174,14 @@ func (f *auditFold) Anomaly(env *events.Envelope, fd projections.Finding) {
 				return
 			}
 		}
+		// Spec: GivenToActive.
+		switch env.Event.GetBody().(type) {
+		case *eventspb.Event_AnswerGiven, *eventspb.Event_SteeringGiven:
+			if fd.Code != projections.CodeAnsweredAgain {
+				a.violation(checkGivenToActive, th, seqs(th.activeStart, env.Seq), fmt.Sprintf("%s at %d: %s", env.Type, env.Seq, fd.Reason))
+				return
+			}
+		}
 		if fd.Code != projections.CodeNotActive {
 			break
 		}

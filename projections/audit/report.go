@@ -57,11 +57,16 @@ const (
 	// thread_released releases the newest claim, not yet released, and
 	// names that claim's holder.
 	CheckReleaseByHolder = "ReleaseByHolder"
+	// CheckGivenToActive (GivenToActive; the spec's Reply answers an open
+	// request of the active run, Steer steers it): each answer_given
+	// answers a request the active run opened, and each steering_given
+	// names the active run. Such an event still consumes its message.
+	CheckGivenToActive = "GivenToActive"
 )
 
 // CheckNames lists the checks in the order reports print them.
 var CheckNames = []string{CheckI1, CheckI3, CheckFence, CheckClaimChain, CheckNoEndAfterAbandon, CheckAnswerOnce, CheckRunChain, CheckRejectOnlyIdle,
-	CheckRunByHolder, CheckReleaseByHolder}
+	CheckRunByHolder, CheckReleaseByHolder, CheckGivenToActive}
 
 // check indexes the per-check counters, in CheckNames order.
 type check int
@@ -77,6 +82,7 @@ const (
 	checkRejectOnlyIdle
 	checkRunByHolder
 	checkReleaseByHolder
+	checkGivenToActive
 	numChecks
 )
 
