@@ -11,6 +11,7 @@ import (
 
 	"github.com/nats-io/nats.go"
 	"github.com/nats-io/nats.go/jetstream"
+	"google.golang.org/protobuf/proto"
 
 	"github.com/artifactr/artifactr/actors/agent"
 	"github.com/artifactr/artifactr/actors/runner"
@@ -259,5 +260,58 @@ func TestRunner_forgeriesWithRunnerCredentials(t *testing.T) {
 				}
 			}
 		})
+	}
+}
+
+// Issue 23, item 3: a lease written straight to $KV.claims.T, with no
+// session and an expiry in 2100, no longer starves the thread: once it is
+// older than the store's UnexplainedLeaseTTL, the runner claims the thread,
+// runs its post, and logs and counts the taking.
+func TestRunner_forgedLeaseReclaimed(t *testing.T) {
+	srv := natsembed.RunForTest(t)
+	s, err := natsstore.New(t.Context(), natsstore.Config{URL: srv.ClientURL(), UnexplainedLeaseTTL: 2 * time.Second})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer s.Close()
+	nc, err := nats.Connect(srv.ClientURL())
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer nc.Close()
+	js, err := jetstream.New(nc)
+	if err != nil {
+		t.Fatal(err)
+	}
+	th := "starved"
+	data, err := proto.Marshal(&eventspb.Lease{Holder: "forger", ExpiresUnixNano: time.Date(2100, 1, 1, 0, 0, 0, 0, time.UTC).UnixNano(), TtlMs: 10_000})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := js.Publish(t.Context(), "$KV.claims."+th, data); err != nil {
+		t.Fatal(err)
+	}
+	logs := new(testkit.SyncBuffer)
+	r := startRunner(t, runner.Config{Store: s, ClaimTTL: time.Second,
+		Logger: slog.New(slog.NewTextHandler(logs, &slog.HandlerOptions{Level: slog.LevelWarn}))})
+	defer func() {
+		ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+		defer cancel()
+		if err := r.Stop(ctx); err != nil {
+			t.Errorf("stop: %v", err)
+		}
+	}()
+	post(t, s, th, "hello")
+	testkit.CheckFor(t, 30*time.Second, func() error {
+		if ok, why := settled(t, s, th)(); !ok {
+			return errors.New(why)
+		}
+		return nil
+	})
+	if n := r.Stats().LeasesReclaimed; n != 1 {
+		t.Errorf("LeasesReclaimed %d, want 1", n)
+	}
+	if !strings.Contains(logs.String(), "no live session explained") {
+		t.Errorf("the taking was not logged:\n%s", logs.String())
 	}
 }

@@ -144,12 +144,17 @@ type Stats struct {
 	SnapshotsLoaded int64 // claims that started from a snapshot
 	SnapshotsBad    int64 // snapshots that did not verify, ignored
 	SnapshotsSaved  int64 // snapshots encoded at release
+
+	// LeasesReclaimed counts claims that took a lease no live session
+	// explained (events.Lease.Reclaimed).
+	LeasesReclaimed int64
 }
 
 type stats struct {
 	claims, abandoned, fenced, completed, failed, held, panics, sessions atomic.Int64
 	claimsBusy, rechecks, rechecksDue, peeks, liveSessions               atomic.Int64
 	snapshotsLoaded, snapshotsBad, snapshotsSaved                        atomic.Int64
+	leasesReclaimed                                                      atomic.Int64
 }
 
 // Runner finds threads with work, claims them and hosts one thread actor per
@@ -213,6 +218,8 @@ func (r *Runner) Stats() Stats {
 		RechecksDue:    r.stats.rechecksDue.Load(),
 		Peeks:          r.stats.peeks.Load(),
 		LiveSessions:   r.stats.liveSessions.Load(),
+
+		LeasesReclaimed: r.stats.leasesReclaimed.Load(),
 	}
 }
 

@@ -24,6 +24,7 @@ func (a *app) auditCommand() *cobra.Command {
 		from   uint64
 		asJSON bool
 		spec   bool
+		leases bool
 	)
 	cmd := &cobra.Command{
 		Use:   "audit",
@@ -43,6 +44,15 @@ Go model): each thread's events, in stream order, must be steps the model
 allows; the first event of a thread that is not is reported with its seq
 and the actions the spec allowed there. It exits 1 on such an event.
 
+--leases lists, instead, the leases in the lease bucket that no live
+session explains: a lease naming a session that does not exist, one with no
+session and no server-side TTL, one expiring beyond what the lease protocol
+writes, or a value that does not decode. No runner writes such a lease; a
+writer with runner credentials could, to keep runners off a thread. Runners
+take such a thread once the lease is older than the store's
+unexplained-lease TTL (1 min), and log and count it
+(artifactr_leases_reclaimed_total). It exits 1 when it lists any.
+
 --from SEQ starts the replay at a stream sequence; checks that need earlier
 events (which claim is newest, what was consumed) may then report findings
 that a full replay would not.
@@ -53,6 +63,12 @@ unreachable, no stream, --thread with no events; the message on stderr
 says which), 2 usage error.`,
 		Args: cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error {
+			if leases {
+				if thread != "" || spec || from > 1 {
+					return usage(fmt.Errorf("--leases takes none of --thread, --spec, --from"))
+				}
+				return a.auditLeases(cmd.Context(), &conn, asJSON)
+			}
 			return a.audit(cmd.Context(), &conn, thread, from, asJSON, spec)
 		},
 	}
@@ -61,6 +77,7 @@ says which), 2 usage error.`,
 	cmd.Flags().Uint64Var(&from, "from", 1, "first stream sequence to replay")
 	cmd.Flags().BoolVar(&asJSON, "json", false, "print the report as JSON")
 	cmd.Flags().BoolVar(&spec, "spec", false, "also validate each thread's events against the spec's model")
+	cmd.Flags().BoolVar(&leases, "leases", false, "list the leases no live session explains, instead of replaying the log")
 	return cmd
 }
 
@@ -128,6 +145,59 @@ func (a *app) audit(ctx context.Context, conn *connFlags, thread string, from ui
 	}
 	if !sr.OK() {
 		return silent(exitFail, fmt.Errorf("%d threads do not conform to the spec", len(sr.Nonconforming)))
+	}
+	return nil
+}
+
+// auditLeases lists the leases no live session explains.
+func (a *app) auditLeases(ctx context.Context, conn *connFlags, asJSON bool) error {
+	store, err := a.openRead(ctx, conn)
+	if err != nil {
+		return err
+	}
+	defer store.Close()
+	found, err := store.UnexplainedLeases(ctx)
+	if err != nil {
+		return storeError(conn.url, err)
+	}
+	if asJSON {
+		enc := json.NewEncoder(a.stdout)
+		enc.SetIndent("", "  ")
+		if found == nil {
+			found = []natsstore.UnexplainedLease{}
+		}
+		err = enc.Encode(struct {
+			Unexplained []natsstore.UnexplainedLease `json:"unexplained_leases"`
+		}{found})
+	} else {
+		err = writeLeasesText(a.stdout, found)
+	}
+	if err != nil {
+		return fail(err)
+	}
+	if len(found) > 0 {
+		return silent(exitFail, fmt.Errorf("%d leases no live session explains", len(found)))
+	}
+	return nil
+}
+
+func writeLeasesText(w io.Writer, found []natsstore.UnexplainedLease) error {
+	if len(found) == 0 {
+		_, err := fmt.Fprintln(w, "leases OK: every thread lease lives by a session that explains it")
+		return err
+	}
+	if _, err := fmt.Fprintf(w, "leases: %d no live session explains:\n", len(found)); err != nil {
+		return err
+	}
+	for _, l := range found {
+		when := "runners take it at " + l.TakenAt.UTC().Format(time.RFC3339)
+		if !l.TakenAt.After(time.Now()) {
+			when = "runners take it at their next look (since " + l.TakenAt.UTC().Format(time.RFC3339) + ")"
+		}
+		if _, err := fmt.Fprintf(w, "  thread %s: holder %q, revision %d, stored %s: %s; %s\n",
+			l.Thread, l.Holder, l.Revision, l.Stored.UTC().Format(time.RFC3339), l.Reason, when); err != nil {
+			return err
+		}
 	}
 	return nil
 }

@@ -33,6 +33,7 @@ type Metrics struct {
 	AppendErrors         *prometheus.CounterVec // artifactr_append_errors_total{code}
 	LeaseRenewals        prometheus.Counter     // artifactr_lease_renewals_total
 	LeaseRenewalFailures prometheus.Counter     // artifactr_lease_renewal_failures_total
+	LeasesReclaimed      prometheus.Counter     // artifactr_leases_reclaimed_total
 }
 
 // NewMetrics makes the collectors and registers them with reg.
@@ -80,6 +81,10 @@ func NewMetrics(reg prometheus.Registerer) (*Metrics, error) {
 			Name: "artifactr_lease_renewal_failures_total",
 			Help: "Lease renewals that failed: the lease was lost, or the store could not be reached.",
 		}),
+		LeasesReclaimed: prometheus.NewCounter(prometheus.CounterOpts{
+			Name: "artifactr_leases_reclaimed_total",
+			Help: "Claims that took a thread whose lease no live session explained (a session that does not exist, no session and no server-side TTL, an expiry beyond the lease protocol's, a malformed value), once it was older than the store's unexplained-lease TTL.",
+		}),
 	}
 	// Every outcome shows from the first scrape, so rate() and dashboards
 	// see a zero rather than no series.
@@ -89,7 +94,7 @@ func NewMetrics(reg prometheus.Registerer) (*Metrics, error) {
 	var errs []error
 	for _, c := range []prometheus.Collector{
 		m.Turns, m.RunStartLatency, m.TurnDuration, m.FencedRefusals, m.Claims, m.Takeovers,
-		m.ClaimedThreads, m.AppendErrors, m.LeaseRenewals, m.LeaseRenewalFailures,
+		m.ClaimedThreads, m.AppendErrors, m.LeaseRenewals, m.LeaseRenewalFailures, m.LeasesReclaimed,
 	} {
 		errs = append(errs, reg.Register(c))
 	}
