@@ -684,6 +684,16 @@ func (c *Core) appendDone(in AppendDone) Ready {
 		return c.stop(in.Err)
 	case permanent(in.Err):
 		return c.refused(a, in.Err)
+	case c.draining && errors.Is(in.Err, events.ErrNoStorage):
+		// Stopping on a full store: what is left cannot be written now,
+		// and waiting would only delay the stop. The claim lapses with
+		// the session, and the next holder abandons what was left.
+		typ := events.TypeOf(a.Event)
+		an := Anomaly{Type: typ, MsgID: a.MsgID, Reason: fmt.Sprintf("%s not written on the way out: %v", typ, in.Err)}
+		c.anomalies = append(c.anomalies, an)
+		rd := c.stop(fmt.Errorf("thread: %s not written: %w", typ, in.Err))
+		rd.Anomalies = append(rd.Anomalies, an)
+		return rd
 	default:
 		// A refused compare-and-set, or an unknown outcome: catch up with
 		// the log, then plan again from what it holds. An outbox entry that

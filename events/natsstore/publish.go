@@ -73,6 +73,7 @@ type outcome struct {
 // deadline, so a refusal is reported as one, not as "canceled".
 func (s *Store) publish(ctx context.Context, w write) outcome {
 	maybeLanded := w.landedBefore
+	sentUnknown := false // an attempt of this call got no verdict
 	callerCtx, detached := ctx, context.WithoutCancel(ctx)
 	if maybeLanded {
 		ctx = detached
@@ -109,7 +110,7 @@ func (s *Store) publish(ctx context.Context, w write) outcome {
 			if derr := s.publishDenied(w.pubSubject()); derr != nil {
 				return outcome{err: fmt.Errorf("natsstore: %s: %w", w.what, derr)}
 			}
-			maybeLanded, ctx = true, detached
+			maybeLanded, sentUnknown, ctx = true, true, detached
 			if s.closed.Load() {
 				break
 			}
@@ -125,6 +126,19 @@ func (s *Store) publish(ctx context.Context, w write) outcome {
 			bctx, cancel := s.settleContext(detached)
 			defer cancel()
 			return s.settle(bctx, w, err)
+		case isNoStorage(apiErr.ErrorCode):
+			// A definite refusal of this attempt, which retrying soon will
+			// not change. An attempt of this call that got no verdict may
+			// have landed, before the store filled up: look for it.
+			if !sentUnknown {
+				return outcome{err: fmt.Errorf("natsstore: %s: %w: %w", w.what, events.ErrNoStorage, err)}
+			}
+			bctx, cancel := s.settleContext(detached)
+			defer cancel()
+			if ack, found, ferr := s.findLanded(bctx, w); ferr == nil && found {
+				return outcome{ack: ack}
+			}
+			return outcome{err: fmt.Errorf("%w: %w", unknownOutcome(w, err), events.ErrNoStorage)}
 		case apiErr.Code == 503:
 			// JetStream is electing or catching up: not stored; retry.
 		default:
@@ -159,6 +173,17 @@ func (s *Store) publish(ctx context.Context, w write) outcome {
 		return outcome{refused: lastErr}
 	}
 	return outcome{err: fmt.Errorf("natsstore: %s: not written after %d attempts: %w: %w", w.what, attempts, events.ErrUnavailable, lastErr)}
+}
+
+// isNoStorage reports whether a publish error code says the server is out
+// of storage: 10023 (insufficient resources), 10047 (insufficient storage
+// resources) or 10028 (insufficient memory resources).
+func isNoStorage(code jetstream.ErrorCode) bool {
+	switch code {
+	case 10023, 10047, 10028:
+		return true
+	}
+	return false
 }
 
 // settleContext is the context of a read-back that settles a write: fresh
