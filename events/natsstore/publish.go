@@ -23,6 +23,9 @@ const (
 	backoffMax         = 400 * time.Millisecond
 	// maxReadBack bounds the scan for a write whose ack was lost.
 	maxReadBack = 10_000
+	// reconnectWait is how often a write not sent for want of a
+	// connection looks again.
+	reconnectWait = 50 * time.Millisecond
 )
 
 // write is one checked publish, ready to be sent again with the same
@@ -102,6 +105,16 @@ func (s *Store) publish(ctx context.Context, w write) outcome {
 		lastErr, inFlight = err, false
 		var apiErr *jetstream.APIError
 		if !errors.As(err, &apiErr) {
+			if errors.Is(err, nats.ErrReconnectBufExceeded) {
+				// Not sent: the connection is down and keeps no buffer.
+				// Wait for it, without spending an attempt.
+				lastErr = fmt.Errorf("%w: %w", err, nats.ErrConnectionReconnecting)
+				if !ctxsleep.Sleep(ctx, min(reconnectWait, max(time.Until(deadline), 0))) {
+					break
+				}
+				attempts--
+				continue
+			}
 			if errors.Is(err, nats.ErrMaxPayload) && !maybeLanded {
 				// Refused by the client before sending: headers and
 				// payload together exceed the server's limit.
