@@ -2,6 +2,7 @@ package projections
 
 import (
 	"fmt"
+	"strings"
 
 	"github.com/artifactr/artifactr/events"
 	"github.com/artifactr/artifactr/events/eventspb"
@@ -76,6 +77,7 @@ const (
 	CodeInterruptedAgain                 // a run_interrupted of a run interrupted already
 	CodeNotInterrupting                  // a run_interrupted naming a post whose strategy does not interrupt
 	CodeRunHolder                        // a run's unfenced event by another holder or claim than the run's
+	CodeBadPost                          // a post no client writes: see PostFinding
 )
 
 // Finding is an event a rule refused, in part or whole. Reason is one
@@ -294,6 +296,9 @@ func Rules(s State, env *events.Envelope, typ events.Type) {
 // unknown strategy is an anomaly and counts as none: the post is a message
 // anyway.
 func post(s State, env *events.Envelope, b *eventspb.MessagePosted) {
+	if reason := PostFinding(env, s.ThreadID()); reason != "" {
+		anomalyf(s, env, CodeBadPost, "%s; it counts as a message anyway", reason)
+	}
 	first := !s.HasMessages()
 	s.Post(env, b)
 	st, err := events.ParseStrategy(b.GetStrategy())
@@ -307,6 +312,30 @@ func post(s State, env *events.Envelope, b *eventspb.MessagePosted) {
 			s.SetStrategy(env, st)
 		}
 	}
+}
+
+// PostFinding returns why env, a message_posted of thread id, is not a post
+// a client writes, or "": a schema this reader does not know, no message id
+// or one [events.ValidateMessageID] refuses, a claim_seq or holder (posts
+// carry no claim), or an expected-sequence check other than the reject
+// strategy's on the thread's run subject. The fold and the audit record it
+// as an anomaly; the spec's trace validator (spec/trace.go) calls it too.
+func PostFinding(env *events.Envelope, id string) string {
+	ev := env.Event
+	b := ev.GetMessagePosted()
+	switch {
+	case env.Schema != "" && env.Schema != events.SchemaVersion:
+		return fmt.Sprintf("post with schema %q; this reader knows %s", env.Schema, events.SchemaVersion)
+	case b.GetMessageId() == "":
+		return "post with no message id"
+	case events.ValidateMessageID(b.GetMessageId()) != nil:
+		return fmt.Sprintf("post with an invalid message id (%d bytes): %v", len(b.GetMessageId()), events.ValidateMessageID(b.GetMessageId()))
+	case ev.GetClaimSeq() != 0 || ev.GetHolder() != "":
+		return fmt.Sprintf("post with claim_seq %d and holder %q: posts carry no claim", ev.GetClaimSeq(), ev.GetHolder())
+	case (env.ExpectSeq != 0 || env.ExpectSubject != "") && !strings.HasSuffix(env.ExpectSubject, "."+id+"."+string(events.KindRun)):
+		return fmt.Sprintf("post with an expected-sequence check (%d on %q) other than the reject strategy's on its run subject", env.ExpectSeq, env.ExpectSubject)
+	}
+	return ""
 }
 
 // cancel marks the run a cancel_requested names (or the active run)

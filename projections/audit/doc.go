@@ -52,7 +52,10 @@
 // undecodable or unknown event, a repeated or out-of-order sequence, or an
 // event that contradicts the state, such as an answer to an unknown request,
 // or a consumed message that was never
-// posted or was not the oldest pending one. Anomalies do not fail an audit;
+// posted or was not the oldest pending one, or a post no client writes (a
+// schema this reader does not know, no message id or an invalid one, a
+// claim_seq or holder, an expected-sequence check other than the reject
+// strategy's: projections.PostFinding). Anomalies do not fail an audit;
 // a malformed event never hides the violations of the events after it. The
 // audit folds with projections.Thread's rules (projections.Rules) on a
 // compact state of its own, and reports each of their findings as the
