@@ -33,7 +33,9 @@ func (a *app) auditCommand() *cobra.Command {
 promises (projections/audit): each message consumed at most once (I1), at
 most one active run per thread (I3), every fenced event carrying the newest
 claim, an unbroken claim chain, no run ending after it was abandoned, no
-request answered twice.
+request answered twice, every run event of the active run by the holder
+that started it (a run ends once), releases of the newest claim by its
+holder, answers and steering given to the active run.
 
 Prints a report, or with --json the report object (see
 projections/audit's package doc). On a terminal, a long replay shows its

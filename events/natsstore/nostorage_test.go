@@ -50,6 +50,8 @@ func TestStore_fullStoreRefusesDefinitely(t *testing.T) {
 	check("post", err)
 	_, err = s.Append(ctxT(t), events.NewRunStarted(c, s.cfg.Now(), "r1", 1, "echo"), events.Fenced(c))
 	check("fenced append", err)
+	_, err = s.AppendBatch(ctxT(t), []BatchItem{{Event: events.NewRunStarted(c, s.cfg.Now(), "r1", 1, "echo"), Check: events.Fenced(c)}})
+	check("batch", err)
 	if n := len(load(t, s, "T")); n != 2 {
 		t.Errorf("load on a full store: %d events, want the post and the marker", n)
 	}
