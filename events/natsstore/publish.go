@@ -70,17 +70,15 @@ type outcome struct {
 //   - no API error (timeout, disconnect, no responders): unknown; retry with
 //     the same msg id.
 //
-// Once an attempt may have landed, ctx's cancellation no longer stops the
-// retries and the read-back: the caller (a thread actor whose claim was
-// lost) may have gone, but its write's outcome is still settled within the
-// deadline, so a refusal is reported as one, not as "canceled".
+// Once an attempt of this call was sent without a verdict, ctx's
+// cancellation no longer stops the retries and the read-back: the caller (a
+// thread actor whose claim was lost) may have gone, but its write's outcome
+// is still settled within the deadline, so a refusal is reported as one,
+// not as "canceled". Nothing is sent after ctx ended before that.
 func (s *Store) publish(ctx context.Context, w write) outcome {
 	maybeLanded := w.landedBefore
 	sentUnknown := false // an attempt of this call got no verdict
 	callerCtx, detached := ctx, context.WithoutCancel(ctx)
-	if maybeLanded {
-		ctx = detached
-	}
 	var lastErr error
 	inFlight := false // the last attempt got 10164
 	attemptTimeout := max(s.cfg.Timeout/4, minAttemptTimeout)
