@@ -20,10 +20,6 @@ func (s *Store) connectOptions() []nats.Option {
 		nats.Name("artifactr"),
 		nats.Timeout(s.cfg.Timeout),
 		nats.MaxReconnects(-1),
-		// No reconnect buffer: a publish made while disconnected fails at
-		// once instead of waiting in the client, to be sent on reconnect
-		// after its caller was told it failed (and may have moved on).
-		nats.ReconnectBufSize(-1),
 		// The server refuses a publish it does not permit with an
 		// asynchronous -ERR and no reply; say so in the log, since the
 		// caller only sees its request time out.
