@@ -70,11 +70,10 @@ type outcome struct {
 //   - no API error (timeout, disconnect, no responders): unknown; retry with
 //     the same msg id.
 //
-// Once an attempt of this call was sent without a verdict, ctx's
-// cancellation no longer stops the retries and the read-back: the caller (a
-// thread actor whose claim was lost) may have gone, but its write's outcome
-// is still settled within the deadline, so a refusal is reported as one,
-// not as "canceled". Nothing is sent after ctx ended before that.
+// The read-back that settles a refusal runs on a fresh context bounded by
+// the store's Timeout: the caller's may have ended meanwhile (a thread actor
+// whose claim was lost), and the refusal must still be reported as one, not
+// as "canceled".
 func (s *Store) publish(ctx context.Context, w write) outcome {
 	maybeLanded := w.landedBefore
 	sentUnknown := false // an attempt of this call got no verdict
@@ -121,7 +120,7 @@ func (s *Store) publish(ctx context.Context, w write) outcome {
 			if derr := s.publishDenied(w.pubSubject()); derr != nil {
 				return outcome{err: fmt.Errorf("natsstore: %s: %w", w.what, derr)}
 			}
-			maybeLanded, sentUnknown, ctx = true, true, detached
+			maybeLanded, sentUnknown = true, true
 			if s.closed.Load() {
 				break
 			}
@@ -168,8 +167,8 @@ func (s *Store) publish(ctx context.Context, w write) outcome {
 	if maybeLanded {
 		// A last look, if time is left: the write may have landed while
 		// its acks were lost.
-		if !s.closed.Load() && time.Now().Before(deadline) {
-			bctx, cancel := context.WithDeadline(detached, deadline)
+		if callerCtx.Err() == nil && time.Now().Before(deadline) {
+			bctx, cancel := context.WithDeadline(ctx, deadline)
 			ack, found, err := s.findLanded(bctx, w)
 			cancel()
 			if err == nil && found {

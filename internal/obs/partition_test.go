@@ -21,14 +21,16 @@ import (
 )
 
 // partition holds every publish of one store from the first run_started
-// on its thread until released: each held attempt times out for its
-// caller, and reaches the server only after the release, as a write
-// delayed by a network partition does.
+// on its thread until released, as a network partition delays them. The
+// run_started's first attempt times out for its caller, so it may have
+// landed; every other held publish gets its reply once released: a reply
+// that comes back after its caller's claim was lost.
 type partition struct {
 	thread  string
 	holding atomic.Bool
+	first   atomic.Bool // the first held attempt was made
 	release chan struct{}
-	wg      sync.WaitGroup // the held attempts, delivered after the release
+	wg      sync.WaitGroup // the first attempt, delivered after the release
 }
 
 func (p *partition) wrap(next natsstore.SendFunc) natsstore.SendFunc {
@@ -44,6 +46,12 @@ func (p *partition) wrap(next natsstore.SendFunc) natsstore.SendFunc {
 			return next(ctx, m)
 		default:
 		}
+		if p.first.Swap(true) {
+			<-p.release
+			dctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
+			defer cancel()
+			return next(dctx, m)
+		}
 		p.wg.Add(1)
 		go func() {
 			defer p.wg.Done()
@@ -58,15 +66,16 @@ func (p *partition) wrap(next natsstore.SendFunc) natsstore.SendFunc {
 }
 
 // Issue 23, item 4: runner A's fenced run_started is held past its first
-// attempt's timeout, so it may have landed; A's session lapses, B takes the
-// thread over, and A's actor stops, cancelling its context. Released, the
-// write is refused (10071). The refusal is counted as one, fenced and a
-// refused turn, though the actor that made it no longer lives: the store
-// settles it on a fresh context, not the cancelled one.
+// attempt's timeout, so it may have landed; its retry is held too. A's
+// session lapses, B takes the thread over, and A's actor stops, cancelling
+// its context. Released, the retry is refused (10071). The refusal is
+// counted as one, fenced and a refused turn, though the actor that made it
+// no longer lives: the store settles it on a fresh context, not the
+// cancelled one.
 func TestObserver_fencedRefusalHeldPastAttemptTimeout(t *testing.T) {
 	srv := natsembed.RunForTest(t)
 	base := openStore(t, srv)
-	sa, err := natsstore.New(context.Background(), natsstore.Config{URL: srv.ClientURL(), Timeout: 20 * time.Second})
+	sa, err := natsstore.New(context.Background(), natsstore.Config{URL: srv.ClientURL(), Timeout: 2 * time.Second})
 	if err != nil {
 		t.Fatal(err)
 	}
