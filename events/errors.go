@@ -35,3 +35,10 @@ var ErrUnavailable = errors.New("events: store unavailable")
 
 // ErrClosed is returned by calls on a closed store or tail.
 var ErrClosed = errors.New("events: closed")
+
+// ErrNoStorage is returned when the server refused a write for want of
+// storage (JetStream 10023, insufficient resources): nothing was written.
+// It is a state to recover from, not a verdict on the write: it lands once
+// space is freed. Wrapped together with [ErrUnavailable], an earlier
+// attempt of the same call may have landed: the outcome is unknown.
+var ErrNoStorage = errors.New("events: not written: the server is out of storage")

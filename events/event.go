@@ -136,6 +136,8 @@ type Envelope struct {
 
 	// TraceParent is the W3C traceparent a post carried, "" when none.
 	TraceParent string
+	// Schema is the HeaderSchema as stored, "" when none.
+	Schema string
 
 	Event *eventspb.Event
 	Err   error
@@ -197,6 +199,7 @@ func Decode(subjects Subjects, subject string, seq uint64, stored time.Time, h H
 		MsgID:         h.Get(HeaderMsgID),
 		ExpectSubject: h.Get(HeaderExpectSubj),
 		TraceParent:   h.Get(HeaderTraceParent),
+		Schema:        h.Get(HeaderSchema),
 	}
 	if v := h.Get(HeaderExpectSeq); v != "" {
 		n, err := strconv.ParseUint(v, 10, 64)

@@ -239,6 +239,11 @@ type Lease struct {
 	// Session is the session the lease lives by, if any; TTL and Expires
 	// are then the session's as last read.
 	Session string
+	// Reclaimed, set on a lease just acquired, says why the lease it
+	// replaced was taken although it had not lapsed the usual way: no live
+	// session explained it (a store's rule; natsstore's is
+	// Config.UnexplainedLeaseTTL). "" for an ordinary acquisition.
+	Reclaimed string
 }
 
 // Claim is a held claim: a lease plus the claim marker whose sequence is the

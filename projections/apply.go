@@ -66,6 +66,17 @@ func (t threadFold) ActiveID() string {
 	return t.ActiveRun.ID
 }
 
+// IsRunHolder implements [State].
+func (t threadFold) IsRunHolder(h string) bool { return t.ActiveRun != nil && t.ActiveRun.Holder == h }
+
+// RunHolder implements [State].
+func (t threadFold) RunHolder() string {
+	if t.ActiveRun == nil {
+		return ""
+	}
+	return t.ActiveRun.Holder
+}
+
 // LastRun implements [State].
 func (t threadFold) LastRun() (string, RunStatus, uint64, bool) {
 	n := len(t.Runs)

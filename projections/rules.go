@@ -3,6 +3,7 @@ package projections
 import (
 	"encoding/json"
 	"fmt"
+	"strings"
 
 	"github.com/artifactr/artifactr/events"
 	"github.com/artifactr/artifactr/events/eventspb"
@@ -77,6 +78,8 @@ const (
 	CodeInterruptedAgain                 // a run_interrupted of a run interrupted already
 	CodeNotInterrupting                  // a run_interrupted naming a post whose strategy does not interrupt
 	CodeBadMetadata                      // a thread_metadata whose metadata is not a JSON object
+	CodeRunHolder                        // a run's unfenced event by another holder or claim than the run's
+	CodeBadPost                          // a post no client writes: see PostFinding
 )
 
 // Finding is an event a rule refused, in part or whole. Reason is one
@@ -107,6 +110,10 @@ type State interface {
 	Active() (start, claim uint64, ok bool)
 	IsActive(run string) bool
 	ActiveID() string
+	// IsRunHolder reports whether holder started the active run, and
+	// RunHolder is that holder, for messages.
+	IsRunHolder(holder string) bool
+	RunHolder() string
 	// LastRun returns the newest run's id, status and end (0 while
 	// active); ok is false before the first run.
 	LastRun() (id string, status RunStatus, end uint64, ok bool)
@@ -251,7 +258,7 @@ func Rules(s State, env *events.Envelope, typ events.Type) {
 	case *eventspb.Event_RunStarted:
 		startRun(s, env, b.RunStarted)
 	case *eventspb.Event_RunOutput:
-		if activeRun(s, env, b.RunOutput.GetRunId()) {
+		if runWrite(s, env, b.RunOutput.GetRunId()) {
 			s.Output(env, b.RunOutput)
 		}
 	case *eventspb.Event_RequestOpened:
@@ -266,11 +273,11 @@ func Rules(s State, env *events.Envelope, typ events.Type) {
 			s.Steered(env, b.SteeringGiven)
 		}
 	case *eventspb.Event_RunCompleted:
-		if activeRun(s, env, b.RunCompleted.GetRunId()) {
+		if runWrite(s, env, b.RunCompleted.GetRunId()) {
 			s.EndRun(env, RunCompleted, b.RunCompleted.GetOutput(), "")
 		}
 	case *eventspb.Event_RunFailed:
-		if activeRun(s, env, b.RunFailed.GetRunId()) {
+		if runWrite(s, env, b.RunFailed.GetRunId()) {
 			s.EndRun(env, RunFailed, "", b.RunFailed.GetReason())
 		}
 	case *eventspb.Event_RunAbandoned:
@@ -305,6 +312,9 @@ func Rules(s State, env *events.Envelope, typ events.Type) {
 // unknown strategy is an anomaly and counts as none: the post is a message
 // anyway.
 func post(s State, env *events.Envelope, b *eventspb.MessagePosted) {
+	if reason := PostFinding(env, s.ThreadID()); reason != "" {
+		anomalyf(s, env, CodeBadPost, "%s; it counts as a message anyway", reason)
+	}
 	first := !s.HasMessages()
 	s.Post(env, b)
 	st, err := events.ParseStrategy(b.GetStrategy())
@@ -318,6 +328,30 @@ func post(s State, env *events.Envelope, b *eventspb.MessagePosted) {
 			s.SetStrategy(env, st)
 		}
 	}
+}
+
+// PostFinding returns why env, a message_posted of thread id, is not a post
+// a client writes, or "": a schema this reader does not know, no message id
+// or one [events.ValidateMessageID] refuses, a claim_seq or holder (posts
+// carry no claim), or an expected-sequence check other than the reject
+// strategy's on the thread's run subject. The fold and the audit record it
+// as an anomaly; the spec's trace validator (spec/trace.go) calls it too.
+func PostFinding(env *events.Envelope, id string) string {
+	ev := env.Event
+	b := ev.GetMessagePosted()
+	switch {
+	case env.Schema != "" && env.Schema != events.SchemaVersion:
+		return fmt.Sprintf("post with schema %q; this reader knows %s", env.Schema, events.SchemaVersion)
+	case b.GetMessageId() == "":
+		return "post with no message id"
+	case events.ValidateMessageID(b.GetMessageId()) != nil:
+		return fmt.Sprintf("post with an invalid message id (%d bytes): %v", len(b.GetMessageId()), events.ValidateMessageID(b.GetMessageId()))
+	case ev.GetClaimSeq() != 0 || ev.GetHolder() != "":
+		return fmt.Sprintf("post with claim_seq %d and holder %q: posts carry no claim", ev.GetClaimSeq(), ev.GetHolder())
+	case (env.ExpectSeq != 0 || env.ExpectSubject != "") && !strings.HasSuffix(env.ExpectSubject, "."+id+"."+string(events.KindRun)):
+		return fmt.Sprintf("post with an expected-sequence check (%d on %q) other than the reject strategy's on its run subject", env.ExpectSeq, env.ExpectSubject)
+	}
+	return ""
 }
 
 // cancel marks the run a cancel_requested names (or the active run)
@@ -336,7 +370,7 @@ func cancel(s State, env *events.Envelope, b *eventspb.CancelRequested) {
 
 // interrupt records that a post interrupts the active run.
 func interrupt(s State, env *events.Envelope, b *eventspb.RunInterrupted) {
-	if !activeRun(s, env, b.GetRunId()) {
+	if !runWrite(s, env, b.GetRunId()) {
 		return
 	}
 	if _, i := s.ActiveMarks(); i != 0 {
@@ -413,7 +447,7 @@ func startRun(s State, env *events.Envelope, b *eventspb.RunStarted) {
 }
 
 func openRequest(s State, env *events.Envelope, b *eventspb.RequestOpened) {
-	if !activeRun(s, env, b.GetRunId()) {
+	if !runWrite(s, env, b.GetRunId()) {
 		return
 	}
 	id := b.GetRequestId()
@@ -488,6 +522,26 @@ func consume(s State, env *events.Envelope, seq uint64, kind ConsumptionKind, ru
 			"message %d is not the oldest pending message", seq)})
 	}
 	s.Consume(env, seq, kind, run)
+}
+
+// runWrite reports whether env, an unfenced event of run (its output, a
+// request, an interrupt or its end), may change the state: run is the
+// active run, and env was written under the claim the run started under,
+// by the holder that started it. Only that holder writes a run's events
+// (the run subject's compare-and-set orders them, it does not say who
+// wrote them), so any other writer's is an anomaly that changes nothing.
+func runWrite(s State, env *events.Envelope, run string) bool {
+	if !activeRun(s, env, run) {
+		return false
+	}
+	ev := env.Event
+	if _, claim, _ := s.Active(); ev.GetClaimSeq() != claim || !s.IsRunHolder(ev.GetHolder()) {
+		s.Anomaly(env, Finding{Code: CodeRunHolder, Run: run, Reason: fmt.Sprintf(
+			"%s of run %q names claim %d and holder %q, but the run started under claim %d held by %q",
+			events.TypeOf(ev), run, ev.GetClaimSeq(), ev.GetHolder(), claim, s.RunHolder())})
+		return false
+	}
+	return true
 }
 
 // activeRun reports whether run is the active run, recording an anomaly

@@ -7,6 +7,7 @@ import (
 
 	"github.com/artifactr/artifactr/events"
 	"github.com/artifactr/artifactr/events/eventspb"
+	"github.com/artifactr/artifactr/projections"
 )
 
 // Trace validation: real logs checked against the Go model, as etcd raft
@@ -192,6 +193,9 @@ func (v *TraceValidator) step(th *threadTrace, env *events.Envelope) *Nonconform
 	action := ""
 	switch b := ev.GetBody().(type) {
 	case *eventspb.Event_MessagePosted:
+		if reason := projections.PostFinding(env, th.id); reason != "" {
+			return &Nonconformance{Action: "Post", Reason: "is " + reason + ": no client's Post writes it"}
+		}
 		post, name := v.mt.Post, "Post"
 		if th.postStrategy(b.MessagePosted) == events.StrategyReject { // trace_strategy.go
 			post, name = v.mt.PostIdle, "PostIdle"

@@ -599,6 +599,10 @@ func (ra *runnerActor) claimed(ctx actor.Context, m claimResult) {
 		return
 	}
 	delete(ra.failures, m.thread)
+	if why := m.claim.Lease.Reclaimed; why != "" {
+		r.stats.leasesReclaimed.Add(1)
+		r.log.Warn("claimed a thread whose lease no live session explained", "thread", m.thread, "reason", why)
+	}
 	if r.ctx.Err() != nil {
 		return // killed or stopped: spawn nothing the stop would wait for
 	}

@@ -149,12 +149,20 @@ type Stats struct {
 	SnapshotsLoaded int64 // claims that started from a snapshot
 	SnapshotsBad    int64 // snapshots that did not verify, ignored
 	SnapshotsSaved  int64 // snapshots encoded at release
+
+	// LeasesReclaimed counts claims that took a lease no live session
+	// explained (events.Lease.Reclaimed).
+	LeasesReclaimed int64
+	// NotWritten counts appends, releases and session closes the server
+	// refused for want of storage (events.ErrNoStorage).
+	NotWritten int64
 }
 
 type stats struct {
 	claims, abandoned, fenced, completed, failed, held, panics, sessions atomic.Int64
 	claimsBusy, rechecks, rechecksDue, peeks, liveSessions, keptParked   atomic.Int64
 	snapshotsLoaded, snapshotsBad, snapshotsSaved                        atomic.Int64
+	leasesReclaimed, notWritten                                          atomic.Int64
 }
 
 // Runner finds threads with work, claims them and hosts one thread actor per
@@ -219,6 +227,9 @@ func (r *Runner) Stats() Stats {
 		Peeks:          r.stats.peeks.Load(),
 		LiveSessions:   r.stats.liveSessions.Load(),
 		KeptParked:     r.stats.keptParked.Load(),
+
+		LeasesReclaimed: r.stats.leasesReclaimed.Load(),
+		NotWritten:      r.stats.notWritten.Load(),
 	}
 }
 
@@ -245,12 +256,18 @@ func (r *Runner) Start(ctx context.Context) error {
 	sctx, scancel := context.WithTimeout(ctx, r.cfg.CallTimeout)
 	defer scancel()
 	sess, err := r.store.OpenSession(sctx, r.cfg.ID, r.cfg.ClaimTTL)
-	if err != nil {
+	switch {
+	case errors.Is(err, events.ErrNoStorage) && !errors.Is(err, events.ErrUnavailable):
+		// A full store: start without a session, so reads work; claims
+		// wait until keepSession opens one, once space is freed.
+		r.log.Warn("the server is out of storage: no session yet, so no claims; retrying until space is freed", "err", err)
+	case err != nil:
 		r.cancel()
 		return fmt.Errorf("runner: open session: %w", err)
+	default:
+		r.stats.sessions.Add(1)
+		r.session = sess
 	}
-	r.stats.sessions.Add(1)
-	r.session = sess
 	tail, err := r.store.Tail(sctx, r.subjects.All(), 0)
 	if err != nil {
 		r.cancel()
@@ -396,6 +413,14 @@ func (r *Runner) currentSession() events.Session {
 func (r *Runner) keepSession() {
 	defer close(r.sessDone)
 	ctx := r.sessCtx
+	if r.currentSession().ID == "" {
+		ns, ok := r.openSession(ctx)
+		if !ok {
+			return
+		}
+		r.setSession(ns)
+		r.send(sessionOpened{id: ns.ID})
+	}
 	delay := r.cfg.ClaimTTL / 3
 	for {
 		if !ctxsleep.Sleep(ctx, delay) {
@@ -445,7 +470,13 @@ func (r *Runner) closeSession(ctx context.Context) {
 	cctx, cancel := context.WithTimeout(ctx, r.cfg.CallTimeout)
 	defer cancel()
 	s := r.currentSession()
+	if s.ID == "" {
+		return // never opened
+	}
 	if err := r.store.CloseSession(cctx, s); err != nil && !errors.Is(err, events.ErrLeaseLost) {
+		if errors.Is(err, events.ErrNoStorage) {
+			r.stats.notWritten.Add(1)
+		}
 		r.log.Warn("close session failed; it lapses after its TTL", "session", s.ID, "err", err)
 	}
 }

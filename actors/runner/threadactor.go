@@ -293,6 +293,10 @@ func (a *threadActor) release(why string) {
 				a.log().Debug("snapshot not saved", "err", serr)
 			}
 		}
+		if err != nil && errors.Is(err, events.ErrNoStorage) {
+			a.r.stats.notWritten.Add(1)
+			a.log().Warn("release not written: the server is out of storage; the claim lapses with the session", "err", err)
+		}
 		switch {
 		case err != nil:
 			// The marker or the lease may still be ours, under a session
@@ -373,9 +377,20 @@ func (a *threadActor) append(ap *thread.Append) {
 		if err != nil && errors.Is(err, events.ErrThreadBusy) {
 			a.log().Info("fenced write refused", "type", events.TypeOf(ev), "err", err)
 		}
+		if err != nil && errors.Is(err, events.ErrNoStorage) {
+			// The core tries again (or, stopping, gives up): not at once,
+			// the store stays full for a while.
+			a.r.stats.notWritten.Add(1)
+			a.log().Warn("not written: the server is out of storage", "type", events.TypeOf(ev))
+			ctxsleep.Sleep(a.ctx, noStorageRetry)
+		}
 		a.send(thread.AppendDone{Ack: ack, Err: err})
 	})
 }
+
+// noStorageRetry is how long an append refused for want of storage waits
+// before the core tries again.
+const noStorageRetry = time.Second
 
 // sync reads the thread's last sequence, retrying until it can.
 func (a *threadActor) sync() {

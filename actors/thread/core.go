@@ -1,8 +1,10 @@
 package thread
 
 import (
+	"cmp"
 	"errors"
 	"fmt"
+	"slices"
 	"time"
 	"unicode/utf8"
 
@@ -295,9 +297,10 @@ func (c *Core) liveRun(id string) error {
 // its goroutine may still act, so no other run starts.
 func (c *Core) running() bool { return len(c.alive) > 0 }
 
-// ownActive returns the id of the active run if this claim started it.
+// ownActive returns the id of the active run if this claim started it: a
+// run_started under this claim that it did not write is not its run.
 func (c *Core) ownActive() string {
-	if r := c.view.ActiveRun; r != nil && r.ClaimSeq == c.claim.Seq {
+	if r := c.view.ActiveRun; r != nil && r.ClaimSeq == c.claim.Seq && c.started[r.ID] {
 		return r.ID
 	}
 	return ""
@@ -400,13 +403,16 @@ func (c *Core) observe(env events.Envelope) Ready {
 	}
 	var rd Ready
 	if reason := c.foreign(&env); reason != "" {
+		if consuming(&env) {
+			return c.observeForeignConsumer(env, reason)
+		}
 		// Not this holder's write: the view counts its sequence (the
 		// store's checks do) but not its body, so it starts, ends or
 		// feeds no run here.
-		an := Anomaly{Seq: env.Seq, Type: env.Type, MsgID: env.MsgID, Reason: reason}
+		an := Anomaly{Seq: env.Seq, Type: env.Type, MsgID: env.MsgID, Reason: reason + "; ignored"}
 		c.anomalies = append(c.anomalies, an)
 		rd.Anomalies = append(rd.Anomalies, an)
-		env.Err = errors.New("thread: " + reason)
+		env.Err = errors.New("thread: " + an.Reason)
 		c.view.Apply(env)
 		return rd
 	}
@@ -505,8 +511,100 @@ func (c *Core) foreign(env *events.Envelope) string {
 			}
 		}
 	}
-	return fmt.Sprintf("%s at %d under claim %d (msg id %q) was not written by this holder (claim %d); ignored",
+	return fmt.Sprintf("%s at %d under claim %d (msg id %q) was not written by this holder (claim %d)",
 		orUnknown(env.Type), env.Seq, ev.GetClaimSeq(), env.MsgID, c.claim.Seq)
+}
+
+// consuming reports whether env is a well-formed run_started, answer_given
+// or steering_given: an event that consumes a message.
+func consuming(env *events.Envelope) bool {
+	if env.Err != nil || env.Event == nil {
+		return false
+	}
+	switch env.Event.GetBody().(type) {
+	case *eventspb.Event_RunStarted, *eventspb.Event_AnswerGiven, *eventspb.Event_SteeringGiven:
+		return true
+	}
+	return false
+}
+
+// observeForeignConsumer folds a consuming event this holder did not write
+// as it stands: the log is the truth, and its message is consumed whoever
+// consumed it (I1: this holder must never run or give it again).
+//   - A run_started starts no agent: its run becomes the active run, which
+//     plan abandons (fenced). A run of this holder's it displaced is no
+//     longer active in the log, so it is cancelled and nothing more of it
+//     is written.
+//   - An answer or steering that the log gives to this holder's active run
+//     (the fold accepted it) is delivered to it, as the log says, so that
+//     the run does not wait for a message it was given; any other changes
+//     nothing but the consumption.
+func (c *Core) observeForeignConsumer(env events.Envelope, reason string) Ready {
+	own := c.ownActive()
+	c.view.Apply(env)
+	an := Anomaly{Seq: env.Seq, Type: env.Type, MsgID: env.MsgID, Reason: reason + "; its message counts as consumed"}
+	rd := Ready{Anomalies: []Anomaly{an}}
+	if d, ok := c.givenToOwn(env, own); ok {
+		rd.Deliver = append(rd.Deliver, d)
+		rd.Anomalies[0].Reason += ", and is given to run " + own + " as the log says"
+	}
+	if own != "" && c.ownActive() != own {
+		rd.Anomalies[0].Reason += fmt.Sprintf(", and run %s, which it displaced, is given up", own)
+		c.dropRun(own)
+		if !c.finished[own] {
+			rd.Cancel = append(rd.Cancel, own)
+		}
+	}
+	c.anomalies = append(c.anomalies, rd.Anomalies...)
+	return rd
+}
+
+// givenToOwn returns the delivery of env, an answer_given or
+// steering_given just folded, when it consumed its message for run own,
+// this holder's active run, as an answer to one of its open requests or
+// as steering it takes.
+func (c *Core) givenToOwn(env events.Envelope, own string) (Deliver, bool) {
+	if own == "" || c.ownActive() != own {
+		return Deliver{}, false
+	}
+	var seq uint64
+	var d Deliver
+	switch b := env.Event.GetBody().(type) {
+	case *eventspb.Event_AnswerGiven:
+		q := c.view.Requests[b.AnswerGiven.GetRequestId()]
+		if b.AnswerGiven.GetRunId() != own || q == nil || q.RunID != own || q.AnswerSeq != env.Seq {
+			return Deliver{}, false
+		}
+		seq, d = b.AnswerGiven.GetMessageSeq(), Deliver{RunID: own, RequestID: q.ID}
+	case *eventspb.Event_SteeringGiven:
+		if b.SteeringGiven.GetRunId() != own || !c.cfg.Steerable {
+			return Deliver{}, false
+		}
+		seq, d = b.SteeringGiven.GetMessageSeq(), Deliver{RunID: own}
+	default:
+		return Deliver{}, false
+	}
+	i, ok := slices.BinarySearchFunc(c.view.Messages, seq, func(m projections.Message, s uint64) int { return cmp.Compare(m.Seq, s) })
+	if !ok || c.view.Messages[i].Consumed == nil || c.view.Messages[i].Consumed.Seq != env.Seq {
+		return Deliver{}, false // it consumed nothing: the message was taken before
+	}
+	d.Message = toAgent(c.view.Messages[i])
+	return d, true
+}
+
+// dropRun forgets the queued appends of run, whose later reports are
+// ignored: it is no longer active.
+func (c *Core) dropRun(run string) {
+	keep := c.outbox[:0]
+	for _, o := range c.outbox {
+		if runOf(o.Event) != run {
+			keep = append(keep, o)
+		} else {
+			delete(c.mine, o.MsgID)
+		}
+	}
+	c.outbox = keep
+	c.ending[run] = true
 }
 
 func orUnknown(t events.Type) events.Type {
@@ -582,6 +680,16 @@ func (c *Core) appendDone(in AppendDone) Ready {
 		return c.stop(in.Err)
 	case permanent(in.Err):
 		return c.refused(a, in.Err)
+	case c.draining && errors.Is(in.Err, events.ErrNoStorage):
+		// Stopping on a full store: what is left cannot be written now,
+		// and waiting would only delay the stop. The claim lapses with
+		// the session, and the next holder abandons what was left.
+		typ := events.TypeOf(a.Event)
+		an := Anomaly{Type: typ, MsgID: a.MsgID, Reason: fmt.Sprintf("%s not written on the way out: %v", typ, in.Err)}
+		c.anomalies = append(c.anomalies, an)
+		rd := c.stop(fmt.Errorf("thread: %s not written: %w", typ, in.Err))
+		rd.Anomalies = append(rd.Anomalies, an)
+		return rd
 	default:
 		// A refused compare-and-set, or an unknown outcome: catch up with
 		// the log, then plan again from what it holds. An outbox entry that
@@ -670,6 +778,11 @@ func (c *Core) plan(rd Ready) Ready {
 	}
 	if r := v.ActiveRun; r != nil && r.ClaimSeq != c.claim.Seq {
 		return c.issue(rd, events.NewRunAbandoned(c.claim, time.Time{}, r.ID, r.ClaimSeq, "taken over"), events.Fenced(c.claim))
+	}
+	if r := v.ActiveRun; r != nil && !c.started[r.ID] {
+		// A run_started under this claim that this holder did not write:
+		// no agent of ours runs it.
+		return c.issue(rd, events.NewRunAbandoned(c.claim, time.Time{}, r.ID, r.ClaimSeq, "not started by this claim's holder"), events.Fenced(c.claim))
 	}
 	if len(c.outbox) > 0 {
 		a := c.outbox[0]

@@ -233,8 +233,8 @@ func lastRunSeq(t *testing.T, s events.Store, th string) uint64 {
 
 // Spec: the runtime acts only on its own writes (issue 10, item 5). Run
 // events under the holder's claim that it did not write are reported and
-// never acted on: they start no agent, deliver nothing, and neither start
-// nor end a run in the core's view.
+// never acted on: they start no agent and neither end a run nor feed it in
+// the core's view. Consuming ones are TestCore_Decide_forgedConsumersCount's.
 func TestCore_Decide_forgedRunEventsIgnored(t *testing.T) {
 	tests := []struct {
 		name string
@@ -244,14 +244,6 @@ func TestCore_Decide_forgedRunEventsIgnored(t *testing.T) {
 		// check runs after the real run completed.
 		check func(t *testing.T, s events.Store, d *driver)
 	}{
-		{"run_started for the pending message",
-			func(t *testing.T, s events.Store, d *driver, run string, two uint64) {
-				forge(t, s, events.NewRunStarted(d.core.Claim(), d.core.Claim().Lease.Expires, "evil", two, "evil"), events.Fenced(d.core.Claim()), "x:1")
-			}, nil},
-		{"run_started for the consumed message",
-			func(t *testing.T, s events.Store, d *driver, run string, two uint64) {
-				forge(t, s, events.NewRunStarted(d.core.Claim(), d.core.Claim().Lease.Expires, "evil", d.starts[0].Prompt.Seq, "evil"), events.Fenced(d.core.Claim()), "x:1")
-			}, nil},
 		{"run_completed for the active run",
 			func(t *testing.T, s events.Store, d *driver, run string, two uint64) {
 				forge(t, s, events.NewRunCompleted(d.core.Claim(), d.core.Claim().Lease.Expires, run, "forged text"), events.ExpectLast(lastRunSeq(t, s, d.thread)), "x:1")
@@ -265,14 +257,6 @@ func TestCore_Decide_forgedRunEventsIgnored(t *testing.T) {
 			func(t *testing.T, s events.Store, d *driver, run string, two uint64) {
 				ev := events.NewRunFailed(events.Claim{Thread: d.thread}, d.core.Claim().Lease.Expires, run, "forged")
 				forge(t, s, ev, events.ExpectLast(lastRunSeq(t, s, d.thread)), "")
-			}, nil},
-		{"answer_given",
-			func(t *testing.T, s events.Store, d *driver, run string, two uint64) {
-				forge(t, s, events.NewAnswerGiven(d.core.Claim(), d.core.Claim().Lease.Expires, run, run+"/q1", two), events.Fenced(d.core.Claim()), "x:1")
-			}, nil},
-		{"steering_given",
-			func(t *testing.T, s events.Store, d *driver, run string, two uint64) {
-				forge(t, s, events.NewSteeringGiven(d.core.Claim(), d.core.Claim().Lease.Expires, run, two), events.Fenced(d.core.Claim()), "x:1")
 			}, nil},
 		{"run_output under the holder's next message id",
 			func(t *testing.T, s events.Store, d *driver, run string, two uint64) {
@@ -346,8 +330,9 @@ func TestCore_Decide_forgedRunEventsIgnored(t *testing.T) {
 	}
 }
 
-// A forgery can land between the claim's marker and the load of the
-// history the claim starts from: it is not acted on there either.
+// A forged run_started can land between the claim's marker and the load
+// of the history the claim starts from: it starts no agent there either,
+// its message counts as consumed, and the holder abandons its run first.
 func TestCore_New_forgeryInHistory(t *testing.T) {
 	s := memstore.New(memstore.Config{})
 	th := "early"
@@ -366,10 +351,10 @@ func TestCore_New_forgeryInHistory(t *testing.T) {
 	if len(rd.Start) != 0 || len(rd.Anomalies) != 1 || rd.Anomalies[0].Type != events.TypeRunStarted {
 		t.Fatalf("start %+v anomalies %+v; want no run and the forgery reported", rd.Start, rd.Anomalies)
 	}
-	if v := core.View(); v.ActiveRun != nil {
-		t.Fatalf("the view took the forged run as active: %+v", v.ActiveRun)
+	if v := core.View(); len(v.Pending()) != 0 {
+		t.Fatalf("the view did not count the forged run's prompt as consumed: pending %+v", v.Pending())
 	}
-	if rd.Append == nil || events.TypeOf(rd.Append.Event) != events.TypeRunStarted {
-		t.Fatalf("append %+v, want the holder's own run_started", rd.Append)
+	if rd.Append == nil || events.TypeOf(rd.Append.Event) != events.TypeRunAbandoned || rd.Append.Event.GetRunAbandoned().GetRunId() != "evil" {
+		t.Fatalf("append %+v, want the holder's run_abandoned of the forged run", rd.Append)
 	}
 }

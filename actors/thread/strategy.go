@@ -17,7 +17,7 @@ import (
 // holds a cancel request or an interrupt of it.
 func (c *Core) maybeCancel(rd Ready) Ready {
 	r := c.view.ActiveRun
-	if c.done || r == nil || r.ClaimSeq != c.claim.Seq || c.finished[r.ID] || c.cancelled[r.ID] {
+	if c.done || r == nil || r.ClaimSeq != c.claim.Seq || !c.started[r.ID] || c.finished[r.ID] || c.cancelled[r.ID] {
 		return rd
 	}
 	if r.CancelSeq == 0 && r.InterruptSeq == 0 {

@@ -26,6 +26,7 @@ func (a *app) auditCommand() *cobra.Command {
 		asJSON bool
 		spec   bool
 		strand time.Duration
+		leases bool
 	)
 	cmd := &cobra.Command{
 		Use:   "audit",
@@ -34,7 +35,9 @@ func (a *app) auditCommand() *cobra.Command {
 promises (projections/audit): each message consumed at most once (I1), at
 most one active run per thread (I3), every fenced event carrying the newest
 claim, an unbroken claim chain, no run ending after it was abandoned, no
-request answered twice.
+request answered twice, every run event of the active run by the holder
+that started it (a run ends once), releases of the newest claim by its
+holder, answers and steering given to the active run.
 
 Prints a report, or with --json the report object (see
 projections/audit's package doc). On a terminal, a long replay shows its
@@ -53,6 +56,15 @@ AckWait, three claim TTLs and a claim's retry; 68s for serve's defaults);
 one that waits longer is answered by nobody until its next post. 0 turns the
 warning off.
 
+--leases lists, instead, the leases in the lease bucket that no live
+session explains: a lease naming a session that does not exist, one with no
+session and no server-side TTL, one expiring beyond what the lease protocol
+writes, or a value that does not decode. No runner writes such a lease; a
+writer with runner credentials could, to keep runners off a thread. Runners
+take such a thread once the lease is older than the store's
+unexplained-lease TTL (1 min), and log and count it
+(artifactr_leases_reclaimed_total). It exits 1 when it lists any.
+
 --from SEQ starts the replay at a stream sequence; checks that need earlier
 events (which claim is newest, what was consumed) may then report findings
 that a full replay would not.
@@ -63,6 +75,12 @@ unreachable, no stream, --thread with no events; the message on stderr
 says which), 2 usage error.`,
 		Args: cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error {
+			if leases {
+				if thread != "" || spec || from > 1 {
+					return usage(fmt.Errorf("--leases takes none of --thread, --spec, --from"))
+				}
+				return a.auditLeases(cmd.Context(), &conn, asJSON)
+			}
 			return a.audit(cmd.Context(), &conn, auditOpts{thread: thread, from: from, asJSON: asJSON, spec: spec, strandedAfter: strand})
 		},
 	}
@@ -73,6 +91,7 @@ says which), 2 usage error.`,
 	cmd.Flags().BoolVar(&spec, "spec", false, "also validate each thread's events against the spec's model")
 	cmd.Flags().DurationVar(&strand, "stranded-after", runner.ConsumeBound(defaultClaimTTL, natsstore.WorkAckWait),
 		"warn of threads with a message pending, no run and no claim for longer than this (0: off)")
+	cmd.Flags().BoolVar(&leases, "leases", false, "list the leases no live session explains, instead of replaying the log")
 	return cmd
 }
 
@@ -153,6 +172,59 @@ func (a *app) audit(ctx context.Context, conn *connFlags, o auditOpts) error {
 	}
 	if !sr.OK() {
 		return silent(exitFail, fmt.Errorf("%d threads do not conform to the spec", len(sr.Nonconforming)))
+	}
+	return nil
+}
+
+// auditLeases lists the leases no live session explains.
+func (a *app) auditLeases(ctx context.Context, conn *connFlags, asJSON bool) error {
+	store, err := a.openRead(ctx, conn)
+	if err != nil {
+		return err
+	}
+	defer store.Close()
+	found, err := store.UnexplainedLeases(ctx)
+	if err != nil {
+		return storeError(conn.url, err)
+	}
+	if asJSON {
+		enc := json.NewEncoder(a.stdout)
+		enc.SetIndent("", "  ")
+		if found == nil {
+			found = []natsstore.UnexplainedLease{}
+		}
+		err = enc.Encode(struct {
+			Unexplained []natsstore.UnexplainedLease `json:"unexplained_leases"`
+		}{found})
+	} else {
+		err = writeLeasesText(a.stdout, found)
+	}
+	if err != nil {
+		return fail(err)
+	}
+	if len(found) > 0 {
+		return silent(exitFail, fmt.Errorf("%d leases no live session explains", len(found)))
+	}
+	return nil
+}
+
+func writeLeasesText(w io.Writer, found []natsstore.UnexplainedLease) error {
+	if len(found) == 0 {
+		_, err := fmt.Fprintln(w, "leases OK: every thread lease lives by a session that explains it")
+		return err
+	}
+	if _, err := fmt.Fprintf(w, "leases: %d no live session explains:\n", len(found)); err != nil {
+		return err
+	}
+	for _, l := range found {
+		when := "runners take it at " + l.TakenAt.UTC().Format(time.RFC3339)
+		if !l.TakenAt.After(time.Now()) {
+			when = "runners take it at their next look (since " + l.TakenAt.UTC().Format(time.RFC3339) + ")"
+		}
+		if _, err := fmt.Fprintf(w, "  thread %s: holder %q, revision %d, stored %s: %s; %s\n",
+			l.Thread, l.Holder, l.Revision, l.Stored.UTC().Format(time.RFC3339), l.Reason, when); err != nil {
+			return err
+		}
 	}
 	return nil
 }

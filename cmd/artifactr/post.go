@@ -10,6 +10,7 @@ import (
 	"time"
 	"unicode/utf8"
 
+	"github.com/nats-io/nuid"
 	"github.com/spf13/cobra"
 
 	"github.com/artifactr/artifactr/client"
@@ -106,7 +107,19 @@ run is null without --wait; its status is "active" when the run asks.`,
 				return err
 			}
 			defer cl.Close()
+			if id == "" {
+				// Chosen here, not by the store, so that a post whose
+				// outcome is unknown can be settled by posting it again.
+				id = nuid.Next()
+			}
 			ack, err := a.postTraced(ctx, cl, thread, text, id, author, strategy)
+			if err != nil && errors.Is(err, events.ErrUnavailable) {
+				// The server may have stored it, or may still (nats.go
+				// sends what it buffered while disconnected once it is
+				// back): never report it as not written.
+				return failf("outcome unknown: the post may have landed, or may still land once NATS at %s is back; "+
+					"post it again with --id %s to settle it (a repeat of a stored post is a no-op): %v", conn.url, id, err)
+			}
 			if err != nil {
 				return storeError(conn.url, err)
 			}

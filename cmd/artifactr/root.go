@@ -312,6 +312,11 @@ func storeError(url string, err error) error {
 		return usage(err)
 	case errors.Is(err, events.ErrConflict):
 		return fail(err)
+	case errors.Is(err, events.ErrNoStorage) && !errors.Is(err, events.ErrUnavailable):
+		// A definite refusal: say so first, not as an unreachable server.
+		return failf("not written: the server at %s is out of storage (free space, or raise its max_file_store; see the README's storage section): %v", url, err)
+	case errors.Is(err, events.ErrNoStorage):
+		return failf("outcome unknown: the server at %s is out of storage, and an earlier attempt may have landed; post again with the same --id to settle it: %v", url, err)
 	case errors.Is(err, events.ErrUnavailable):
 		return failf("NATS at %s: %s", url, causeText(err))
 	}

@@ -35,6 +35,7 @@ type serveFlags struct {
 	data          string
 	listen        string
 	noSync        bool
+	maxStore      int64
 	replicas      int
 	agentName     string
 	steer         bool
@@ -141,6 +142,7 @@ next runner abandons the unfinished runs (run_abandoned).`,
 	fl.Lookup("nats").DefValue = ""
 	fl.StringVar(&f.data, "data", "artifactr-data", "JetStream data directory of the embedded server")
 	fl.StringVar(&f.listen, "listen", natsembed.DefaultListen, "client address of the embedded server (port 0: any free port)")
+	fl.Int64Var(&f.maxStore, "max-store", 0, "embedded server: JetStream's storage limit in bytes (max_file_store); 0 takes 75% of the disk's free space at start. Leave headroom: see the README's storage section")
 	fl.BoolVar(&f.noSync, "no-sync", false, "do not fsync JetStream writes: faster, but acknowledged events can be lost on power failure")
 	fl.IntVar(&f.replicas, "replicas", 1, "replicas of the stream and lease bucket when serve creates them (3 on a cluster)")
 	fl.StringVar(&f.agentName, "agent", "echo", `agent running the turns: "echo", "exec" (program after --) or "openai"`)
@@ -232,6 +234,8 @@ func (f *serveFlags) validate(external bool) error {
 		return usagef("--exec-cancel-grace %s: must be positive", f.execCancelGrace)
 	case f.echoDelay < 0:
 		return usagef("--echo-delay %s: must not be negative", f.echoDelay)
+	case f.maxStore < 0:
+		return usagef("--max-store %d: must not be negative", f.maxStore)
 	case f.replicas < 1 || f.replicas > 5:
 		return usagef("--replicas %d: want 1 to 5", f.replicas)
 	case f.replicas > 1 && !external:
@@ -443,7 +447,7 @@ func (a *app) embed(ctx context.Context, f *serveFlags) (*natsembed.Server, erro
 	if err := os.MkdirAll(dir, 0o755); err != nil {
 		return nil, failf("data directory: %v", err)
 	}
-	cfg := natsembed.Config{DataDir: dir, Listen: f.listen, NoSync: f.noSync, Logger: a.serverLogger(),
+	cfg := natsembed.Config{DataDir: dir, Listen: f.listen, NoSync: f.noSync, MaxStore: f.maxStore, Logger: a.serverLogger(),
 		TLS: natsembed.TLSFiles{Cert: f.conn.tlsCert, Key: f.conn.tlsKey, CA: f.conn.tlsCA}}
 	var ea *embeddedAuth
 	if f.auth {
@@ -499,6 +503,12 @@ func (a *app) awaitStop(ctx context.Context, sigs <-chan os.Signal, r *runner.Ru
 		st := r.Stats()
 		fmt.Fprintf(a.stdout, "artifactr serve: stopped: %d claims, %d runs completed, %d failed, %d abandoned, %d fenced\n",
 			st.Claims, st.Completed, st.Failed, st.Abandoned, st.Fenced)
+		if st.NotWritten > 0 {
+			// Safe: the claims lapse with the session, and the next
+			// runner abandons what they left.
+			fmt.Fprintf(a.stdout, "artifactr serve: %d writes (run ends, releases, the session's close) not written: the server is out of storage; "+
+				"the session lapses after --claim-ttl (%s), and the next runner abandons the runs left\n", st.NotWritten, f.claimTTL)
+		}
 		if err != nil {
 			return failf("graceful stop: %v", err)
 		}

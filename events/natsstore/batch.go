@@ -130,6 +130,8 @@ func (s *Store) AppendBatch(ctx context.Context, items []BatchItem) ([]events.Ac
 		switch {
 		case apiErr.ErrorCode == jetstream.JSErrCodeStreamWrongLastSequence:
 			return nil, s.batchRefused(ctx, what, thread, fence, hasCAS, err)
+		case isNoStorage(apiErr.ErrorCode):
+			return nil, fmt.Errorf("natsstore: %s: %w: %w", what, events.ErrNoStorage, err)
 		case apiErr.ErrorCode == jetstream.JSErrCodeStreamWrongLastSequenceConstant,
 			apiErr.ErrorCode == errCodeBatchIncomplete, apiErr.Code == 503:
 			// The whole batch was refused without a verdict on its checks

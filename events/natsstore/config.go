@@ -75,7 +75,19 @@ type Config struct {
 	// missing. Commands that only read set it, so that pointing one at the
 	// wrong server or stream never creates a stream that cannot be deleted.
 	NoCreate bool
+	// UnexplainedLeaseTTL is how long a lease that no live session
+	// explains holds its thread, from when it was written: a lease naming
+	// a session that does not exist, one with no session and no
+	// server-side TTL, one expiring beyond what the lease protocol writes,
+	// or a value that does not decode. No runner writes one; a writer with
+	// runner credentials could, to starve the thread. After it, the lease
+	// is taken like a lapsed one, and the taking is logged and reported
+	// (events.Lease.Reclaimed). Default DefaultUnexplainedLeaseTTL.
+	UnexplainedLeaseTTL time.Duration
 }
+
+// DefaultUnexplainedLeaseTTL is the default of Config.UnexplainedLeaseTTL.
+const DefaultUnexplainedLeaseTTL = time.Minute
 
 func (c *Config) setDefaults() {
 	if c.Stream == "" {
@@ -108,6 +120,9 @@ func (c *Config) setDefaults() {
 	if c.DuplicateWindow == 0 {
 		c.DuplicateWindow = DefaultDuplicateWindow
 	}
+	if c.UnexplainedLeaseTTL == 0 {
+		c.UnexplainedLeaseTTL = DefaultUnexplainedLeaseTTL
+	}
 }
 
 func (c *Config) validate() error {
@@ -132,6 +147,8 @@ func (c *Config) validate() error {
 		return fmt.Errorf("natsstore: Config.MaxEventBytes %d is negative", c.MaxEventBytes)
 	case c.Timeout < 0:
 		return fmt.Errorf("natsstore: Config.Timeout %s is negative", c.Timeout)
+	case c.UnexplainedLeaseTTL < 0:
+		return fmt.Errorf("natsstore: Config.UnexplainedLeaseTTL %s is negative", c.UnexplainedLeaseTTL)
 	case c.DuplicateWindow < 0:
 		return fmt.Errorf("natsstore: Config.DuplicateWindow %s is negative", c.DuplicateWindow)
 	}

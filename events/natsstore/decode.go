@@ -68,6 +68,7 @@ func (s *Store) decodeFast(subject string, seq uint64, stored time.Time, h event
 		ExpectSeq:     expect,
 		ExpectSubject: h.Get(events.HeaderExpectSubj),
 		TraceParent:   h.Get(events.HeaderTraceParent),
+		Schema:        h.Get(events.HeaderSchema),
 		Event:         ev,
 	}, true
 }

@@ -4,6 +4,8 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"slices"
+	"strconv"
 	"time"
 
 	"github.com/nats-io/nats.go"
@@ -26,7 +28,21 @@ type leaseState struct {
 	rev   uint64       // the key's last sequence on the bucket stream; 0: none
 	lease events.Lease // set when the last message is a lease value
 	held  bool         // a lease value, lapsed or not
+	// stored is when the server stored the value; unexplained, when set,
+	// is why the lease protocol cannot have written it (see
+	// Config.UnexplainedLeaseTTL).
+	stored      time.Time
+	unexplained string
 }
+
+// Bounds of what the lease protocol writes: a lease or session with its
+// own TTL carries a server-side TTL, a TTL of at most maxLeaseTTL, and an
+// expiry at most its TTL after it was stored, give or take leaseSkew of
+// the writer's clock against the server's.
+const (
+	maxLeaseTTL = time.Hour
+	leaseSkew   = time.Minute
+)
 
 // live reports whether the lease is held and not lapsed by now.
 func (st leaseState) live(now time.Time) bool {
@@ -50,41 +66,82 @@ func (s *Store) readKey(ctx context.Context, key, thread string) (leaseState, er
 	if err != nil {
 		return leaseState{}, err
 	}
-	st := leaseState{rev: m.Sequence}
+	st := leaseState{rev: m.Sequence, stored: m.Time}
 	if m.Header.Get(headerKVOperation) != "" || m.Header.Get(headerMarkerReason) != "" {
 		return st, nil // deleted, purged or expired
 	}
+	st.held = true
+	st.lease = events.Lease{Thread: thread, Revision: m.Sequence}
 	var v eventspb.Lease
 	if err := proto.Unmarshal(m.Data, &v); err != nil {
-		// A value we cannot read holds nothing; the next write replaces it.
-		s.cfg.Logger.Warn("natsstore: undecodable lease value; treating the lease as free",
-			"key", key, "revision", m.Sequence, "error", err)
+		st.unexplained = fmt.Sprintf("its value does not decode (%v)", err)
 		return st, nil
 	}
-	st.held = true
-	st.lease = events.Lease{
-		Thread:   thread,
-		Holder:   v.GetHolder(),
-		Revision: m.Sequence,
-		TTL:      time.Duration(v.GetTtlMs()) * time.Millisecond,
-		Expires:  time.Unix(0, v.GetExpiresUnixNano()),
-		Session:  v.GetSession(),
+	st.lease.Holder = v.GetHolder()
+	st.lease.TTL = time.Duration(v.GetTtlMs()) * time.Millisecond
+	st.lease.Expires = time.Unix(0, v.GetExpiresUnixNano())
+	st.lease.Session = v.GetSession()
+	if st.lease.Session == "" {
+		st.unexplained = unexplainedExpiry(st.lease, m.Time, m.Header.Get(jetstream.MsgTTLHeader))
 	}
 	return st, nil
+}
+
+// unexplainedExpiry returns why l, a lease or session with its own TTL
+// stored at stored with the server-side TTL header ttl, is not one the
+// lease protocol writes, or "". The server removes the key at that TTL, so
+// it bounds the expiry too.
+func unexplainedExpiry(l events.Lease, stored time.Time, ttl string) string {
+	if ttl == "" {
+		return "it has no session and no server-side TTL"
+	}
+	d, err := time.ParseDuration(ttl)
+	if err != nil {
+		if secs, serr := strconv.ParseUint(ttl, 10, 32); serr == nil {
+			d, err = time.Duration(secs)*time.Second, nil
+		}
+	}
+	switch {
+	case err != nil || d <= 0 || d > maxLeaseTTL:
+		return fmt.Sprintf("its server-side TTL %q is not within (0, %s]", ttl, maxLeaseTTL)
+	case l.Expires.After(stored.Add(d + leaseSkew)):
+		return fmt.Sprintf("it expires at %s, beyond its server-side TTL %s after it was stored at %s",
+			l.Expires.UTC().Format(time.RFC3339), d, stored.UTC().Format(time.RFC3339))
+	}
+	return ""
+}
+
+// unexplainedLive reports whether an unexplained lease, or one under an
+// unexplained session, still holds its thread by now.
+func (s *Store) unexplainedLive(st leaseState, now time.Time) bool {
+	return now.Before(st.stored.Add(s.cfg.UnexplainedLeaseTTL))
 }
 
 // liveNow reports whether st is held and live by now: a lease with its own
 // TTL by its expiry, one that lives by a session by that session's.
 func (s *Store) liveNow(ctx context.Context, st leaseState, now time.Time) (leaseState, bool, error) {
-	if !st.held {
+	switch {
+	case !st.held:
 		return st, false, nil
-	}
-	if st.lease.Session == "" {
+	case st.unexplained != "":
+		return st, s.unexplainedLive(st, now), nil
+	case st.lease.Session == "":
 		return st, st.live(now), nil
 	}
 	ss, err := s.readKey(ctx, sessionKey(st.lease.Session), st.lease.Thread)
 	if err != nil {
 		return st, false, err
+	}
+	switch {
+	case ss.rev == 0:
+		// No session key was ever written, or so long ago that even its
+		// expiry marker is gone: then the lease is old too.
+		st.unexplained = fmt.Sprintf("it names session %s, which does not exist", st.lease.Session)
+		return st, s.unexplainedLive(st, now), nil
+	case ss.unexplained != "":
+		st.unexplained = fmt.Sprintf("its session %s is not one the protocol writes: %s", st.lease.Session, ss.unexplained)
+		st.stored = ss.stored
+		return st, s.unexplainedLive(st, now), nil
 	}
 	st.lease.TTL, st.lease.Expires = ss.lease.TTL, ss.lease.Expires
 	return st, ss.live(now), nil
@@ -108,7 +165,7 @@ func (s *Store) AcquireLease(ctx context.Context, thread, holder string, ttl tim
 	ctx, cancel := s.bound(ctx)
 	defer cancel()
 	now := s.cfg.Now()
-	rev, err := s.freeRevision(ctx, thread, now)
+	rev, reclaimed, err := s.freeRevision(ctx, thread, now)
 	if err != nil {
 		return events.Lease{}, err
 	}
@@ -116,30 +173,109 @@ func (s *Store) AcquireLease(ctx context.Context, thread, holder string, ttl tim
 	if o.refused != nil {
 		return events.Lease{}, fmt.Errorf("%w: lease of %s taken by another while acquiring it: %w", events.ErrThreadBusy, thread, o.refused)
 	}
+	l.Reclaimed = s.reclaimed(l, o.err, reclaimed)
 	return l, o.err
 }
+
+// reclaimed logs and counts the taking of an unexplained lease by l, and
+// returns why it was unexplained, or "" when it was not or l was not taken.
+func (s *Store) reclaimed(l events.Lease, err error, why string) string {
+	if why == "" || err != nil {
+		return ""
+	}
+	s.leasesReclaimed.Add(1)
+	s.cfg.Logger.Warn("natsstore: reclaimed a lease that no live session explains",
+		"thread", l.Thread, "holder", l.Holder, "revision", l.Revision, "reason", why)
+	return why
+}
+
+// LeasesReclaimed returns how many unexplained leases this store took
+// (see Config.UnexplainedLeaseTTL).
+func (s *Store) LeasesReclaimed() int64 { return s.leasesReclaimed.Load() }
 
 // freeRevision reads thread's lease and returns the revision a write taking
 // it must expect, or an error wrapping [events.ErrThreadBusy] when it is
 // live. A lease under session own (when set) is free to own's runner: it
-// made it, and knows it holds no claim on it now.
-func (s *Store) freeRevision(ctx context.Context, thread string, now time.Time, own ...string) (uint64, error) {
+// made it, and knows it holds no claim on it now. reclaimed is why the
+// lease is unexplained, when it is one taken after its
+// Config.UnexplainedLeaseTTL.
+func (s *Store) freeRevision(ctx context.Context, thread string, now time.Time, own ...string) (rev uint64, reclaimed string, err error) {
 	st, err := s.readLease(ctx, thread)
 	if err != nil {
-		return 0, unavailable("read lease of "+thread, err)
+		return 0, "", unavailable("read lease of "+thread, err)
 	}
-	if len(own) > 0 && st.held && st.lease.Session == own[0] {
-		return st.rev, nil
+	if len(own) > 0 && st.held && st.unexplained == "" && st.lease.Session == own[0] {
+		return st.rev, "", nil
 	}
 	st, live, err := s.liveNow(ctx, st, now)
 	if err != nil {
-		return 0, unavailable("read session of "+thread, err)
+		return 0, "", unavailable("read session of "+thread, err)
 	}
-	if live {
-		return 0, fmt.Errorf("%w: lease of %s is held by %s until %s (%s from now by this store's clock)",
+	switch {
+	case live && st.unexplained != "":
+		return 0, "", fmt.Errorf("%w: lease of %s (holder %q, revision %d) is explained by no live session: %s; it is taken at %s",
+			events.ErrThreadBusy, thread, st.lease.Holder, st.rev, st.unexplained, st.stored.Add(s.cfg.UnexplainedLeaseTTL).UTC().Format(time.RFC3339))
+	case live:
+		return 0, "", fmt.Errorf("%w: lease of %s is held by %s until %s (%s from now by this store's clock)",
 			events.ErrThreadBusy, thread, st.lease.Holder, st.lease.Expires.UTC().Format(time.RFC3339Nano), st.lease.Expires.Sub(now).Round(time.Millisecond))
 	}
-	return st.rev, nil
+	return st.rev, st.unexplained, nil
+}
+
+// UnexplainedLease is a lease that no live session explains (see
+// Config.UnexplainedLeaseTTL), as [Store.UnexplainedLeases] lists it.
+type UnexplainedLease struct {
+	Thread   string    `json:"thread"`
+	Holder   string    `json:"holder"`
+	Session  string    `json:"session,omitempty"`
+	Revision uint64    `json:"revision"`
+	Stored   time.Time `json:"stored"`
+	Reason   string    `json:"reason"`
+	// TakenAt is when runners may take the thread: Stored plus the
+	// store's UnexplainedLeaseTTL (in the past once it may).
+	TakenAt time.Time `json:"taken_at"`
+}
+
+// UnexplainedLeases lists the thread leases in the bucket that no live
+// session explains, in key order. It only reads.
+func (s *Store) UnexplainedLeases(ctx context.Context) ([]UnexplainedLease, error) {
+	if err := s.checkOpen(); err != nil {
+		return nil, err
+	}
+	ctx, cancel := s.bound(ctx)
+	defer cancel()
+	kv, err := s.js.KeyValue(ctx, s.cfg.Bucket)
+	if err != nil {
+		return nil, unavailable("open lease bucket "+s.cfg.Bucket, err)
+	}
+	keys, err := kv.ListKeys(ctx)
+	if err != nil {
+		return nil, unavailable("list leases", err)
+	}
+	var names []string
+	for k := range keys.Keys() {
+		if events.ValidateThreadID(k) == nil {
+			names = append(names, k)
+		}
+	}
+	slices.Sort(names)
+	var out []UnexplainedLease
+	now := s.cfg.Now()
+	for _, th := range names {
+		st, err := s.readLease(ctx, th)
+		if err != nil {
+			return nil, unavailable("read lease of "+th, err)
+		}
+		if st, _, err = s.liveNow(ctx, st, now); err != nil {
+			return nil, unavailable("read session of "+th, err)
+		}
+		if st.unexplained == "" {
+			continue
+		}
+		out = append(out, UnexplainedLease{Thread: th, Holder: st.lease.Holder, Session: st.lease.Session, Revision: st.rev,
+			Stored: st.stored, Reason: st.unexplained, TakenAt: st.stored.Add(s.cfg.UnexplainedLeaseTTL)})
+	}
+	return out, nil
 }
 
 // RenewLease implements [events.Leaser]. It rewrites the value, and its

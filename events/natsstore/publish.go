@@ -23,6 +23,9 @@ const (
 	backoffMax         = 400 * time.Millisecond
 	// maxReadBack bounds the scan for a write whose ack was lost.
 	maxReadBack = 10_000
+	// reconnectWait is how often a write not sent for want of a
+	// connection looks again.
+	reconnectWait = 50 * time.Millisecond
 )
 
 // write is one checked publish, ready to be sent again with the same
@@ -66,8 +69,15 @@ type outcome struct {
 //     no verdict; retry;
 //   - no API error (timeout, disconnect, no responders): unknown; retry with
 //     the same msg id.
+//
+// The read-back that settles a refusal runs on a fresh context bounded by
+// the store's Timeout: the caller's may have ended meanwhile (a thread actor
+// whose claim was lost), and the refusal must still be reported as one, not
+// as "canceled".
 func (s *Store) publish(ctx context.Context, w write) outcome {
 	maybeLanded := w.landedBefore
+	sentUnknown := false // an attempt of this call got no verdict
+	callerCtx, detached := ctx, context.WithoutCancel(ctx)
 	var lastErr error
 	inFlight := false // the last attempt got 10164
 	attemptTimeout := max(s.cfg.Timeout/4, minAttemptTimeout)
@@ -92,6 +102,16 @@ func (s *Store) publish(ctx context.Context, w write) outcome {
 		lastErr, inFlight = err, false
 		var apiErr *jetstream.APIError
 		if !errors.As(err, &apiErr) {
+			if errors.Is(err, nats.ErrReconnectBufExceeded) {
+				// Not sent: the connection is down and keeps no buffer.
+				// Wait for it, without spending an attempt.
+				lastErr = fmt.Errorf("%w: %w", err, nats.ErrConnectionReconnecting)
+				if !ctxsleep.Sleep(ctx, min(reconnectWait, max(time.Until(deadline), 0))) {
+					break
+				}
+				attempts--
+				continue
+			}
 			if errors.Is(err, nats.ErrMaxPayload) && !maybeLanded {
 				// Refused by the client before sending: headers and
 				// payload together exceed the server's limit.
@@ -100,7 +120,7 @@ func (s *Store) publish(ctx context.Context, w write) outcome {
 			if derr := s.publishDenied(w.pubSubject()); derr != nil {
 				return outcome{err: fmt.Errorf("natsstore: %s: %w", w.what, derr)}
 			}
-			maybeLanded = true
+			maybeLanded, sentUnknown = true, true
 			if s.closed.Load() {
 				break
 			}
@@ -113,9 +133,22 @@ func (s *Store) publish(ctx context.Context, w write) outcome {
 			if !maybeLanded {
 				return outcome{refused: err}
 			}
-			bctx, cancel := context.WithDeadline(ctx, deadline)
+			bctx, cancel := s.settleContext(detached)
 			defer cancel()
 			return s.settle(bctx, w, err)
+		case isNoStorage(apiErr.ErrorCode):
+			// A definite refusal of this attempt, which retrying soon will
+			// not change. An attempt of this call that got no verdict may
+			// have landed, before the store filled up: look for it.
+			if !sentUnknown {
+				return outcome{err: fmt.Errorf("natsstore: %s: %w: %w", w.what, events.ErrNoStorage, err)}
+			}
+			bctx, cancel := s.settleContext(detached)
+			defer cancel()
+			if ack, found, ferr := s.findLanded(bctx, w); ferr == nil && found {
+				return outcome{ack: ack}
+			}
+			return outcome{err: fmt.Errorf("%w: %w", unknownOutcome(w, err), events.ErrNoStorage)}
 		case apiErr.Code == 503:
 			// JetStream is electing or catching up: not stored; retry.
 		default:
@@ -126,7 +159,7 @@ func (s *Store) publish(ctx context.Context, w write) outcome {
 		}
 	}
 	if lastErr == nil {
-		lastErr = ctx.Err()
+		lastErr = callerCtx.Err()
 	}
 	if lastErr == nil {
 		lastErr = context.DeadlineExceeded
@@ -134,7 +167,7 @@ func (s *Store) publish(ctx context.Context, w write) outcome {
 	if maybeLanded {
 		// A last look, if time is left: the write may have landed while
 		// its acks were lost.
-		if ctx.Err() == nil && time.Now().Before(deadline) {
+		if callerCtx.Err() == nil && time.Now().Before(deadline) {
 			bctx, cancel := context.WithDeadline(ctx, deadline)
 			ack, found, err := s.findLanded(bctx, w)
 			cancel()
@@ -150,6 +183,24 @@ func (s *Store) publish(ctx context.Context, w write) outcome {
 		return outcome{refused: lastErr}
 	}
 	return outcome{err: fmt.Errorf("natsstore: %s: not written after %d attempts: %w: %w", w.what, attempts, events.ErrUnavailable, lastErr)}
+}
+
+// isNoStorage reports whether a publish error code says the server is out
+// of storage: 10023 (insufficient resources), 10047 (insufficient storage
+// resources) or 10028 (insufficient memory resources).
+func isNoStorage(code jetstream.ErrorCode) bool {
+	switch code {
+	case 10023, 10047, 10028:
+		return true
+	}
+	return false
+}
+
+// settleContext is the context of a read-back that settles a write: fresh
+// and bounded by the store's Timeout, whatever is left of the write's own
+// deadline or its caller's context (see publish).
+func (s *Store) settleContext(detached context.Context) (context.Context, context.CancelFunc) {
+	return context.WithTimeout(detached, s.cfg.Timeout)
 }
 
 // settle decides a refusal that followed an unknown outcome: the write

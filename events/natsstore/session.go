@@ -127,7 +127,7 @@ func (s *Store) AcquireSessionLease(ctx context.Context, thread, holder string, 
 	}
 	ctx, cancel := s.bound(ctx)
 	defer cancel()
-	rev, err := s.freeRevision(ctx, thread, now, ss.ID)
+	rev, reclaimed, err := s.freeRevision(ctx, thread, now, ss.ID)
 	if err != nil {
 		return events.Lease{}, err
 	}
@@ -136,6 +136,7 @@ func (s *Store) AcquireSessionLease(ctx context.Context, thread, holder string, 
 		return events.Lease{}, fmt.Errorf("%w: lease of %s taken by another while acquiring it: %w", events.ErrThreadBusy, thread, o.refused)
 	}
 	l.Expires = ss.Expires
+	l.Reclaimed = s.reclaimed(l, o.err, reclaimed)
 	return l, o.err
 }
 

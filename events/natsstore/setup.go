@@ -55,6 +55,27 @@ func (s *Store) where() string {
 	return s.cfg.URL
 }
 
+// overlapError names the streams whose subjects overlap the artifactr
+// stream's, which the server refused to create (10065): JetStream lets one
+// stream hold a subject, and another application's holds some of ours.
+func (s *Store) overlapError(ctx context.Context, err error) error {
+	var names []string
+	for _, subj := range s.streamConfig().Subjects {
+		l := s.js.StreamNames(ctx, jetstream.WithStreamListSubject(subj))
+		for n := range l.Name() {
+			if !slices.Contains(names, n) {
+				names = append(names, n)
+			}
+		}
+	}
+	if len(names) == 0 {
+		return fmt.Errorf("natsstore: create stream %s on %v: another stream holds some of these subjects: %w",
+			s.cfg.Stream, s.streamConfig().Subjects, err)
+	}
+	return fmt.Errorf("natsstore: create stream %s on %v: stream %s already holds overlapping subjects (JetStream gives a subject to one stream): change that stream's subjects, or run artifactr under another subject prefix, account or server: %w",
+		s.cfg.Stream, s.streamConfig().Subjects, strings.Join(names, ", "), err)
+}
+
 func (s *Store) ensureStream(ctx context.Context) error {
 	st, err := s.js.Stream(ctx, s.cfg.Stream)
 	if errors.Is(err, jetstream.ErrStreamNotFound) && s.cfg.NoCreate {
@@ -65,6 +86,9 @@ func (s *Store) ensureStream(ctx context.Context) error {
 		if errors.Is(err, jetstream.ErrStreamNameAlreadyInUse) {
 			// Created meanwhile by another process: check theirs.
 			st, err = s.js.Stream(ctx, s.cfg.Stream)
+		}
+		if apiCode(err) == 10065 { // subjects overlap with an existing stream
+			return s.overlapError(ctx, err)
 		}
 	}
 	if err != nil {

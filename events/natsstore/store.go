@@ -34,6 +34,8 @@ type Store struct {
 	muxErr  error
 	snaps   snapshots
 	closed  atomic.Bool
+	// leasesReclaimed counts the unexplained leases this store took.
+	leasesReclaimed atomic.Int64
 
 	// send publishes one attempt. Tests replace it to lose acks; it is
 	// nil outside tests.

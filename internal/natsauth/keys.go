@@ -82,9 +82,10 @@ func createSeed(path string) (Key, error) {
 	return k, nil
 }
 
-// ReadSeedFile reads a user nkey seed file (the seed on a line of its own,
-// as `nk -gen user` writes it). It refuses a file that group or others may
-// read.
+// ReadSeedFile reads a user nkey seed file: the seed on its first line, as
+// `nk -gen user` writes it, optionally followed by its public key on the
+// second, as `nk -gen user -pubout` writes it (which must then be the
+// seed's). It refuses a file that group or others may read.
 func ReadSeedFile(path string) (Key, error) {
 	st, err := os.Stat(path)
 	if err != nil {
@@ -97,11 +98,22 @@ func ReadSeedFile(path string) (Key, error) {
 	if err != nil {
 		return Key{}, fmt.Errorf("natsauth: seed file: %w", err)
 	}
-	kp, err := nkeys.FromSeed(bytes.TrimSpace(data))
-	if err != nil {
-		return Key{}, fmt.Errorf("natsauth: seed file %s: %w", path, err)
+	fields := bytes.Fields(data)
+	if len(fields) == 0 || len(fields) > 2 {
+		return Key{}, fmt.Errorf("natsauth: seed file %s: want the seed on line 1, optionally its public key on line 2 (nk -gen user -pubout); found %d words", path, len(fields))
 	}
-	return keyOf(kp, "", path)
+	kp, err := nkeys.FromSeed(fields[0])
+	if err != nil {
+		return Key{}, fmt.Errorf("natsauth: seed file %s: line 1: %w", path, err)
+	}
+	k, err := keyOf(kp, "", path)
+	if err != nil {
+		return Key{}, err
+	}
+	if len(fields) == 2 && string(fields[1]) != k.Public {
+		return Key{}, fmt.Errorf("natsauth: seed file %s: line 2 is not the public key of the seed on line 1 (which is %s)", path, k.Public)
+	}
+	return k, nil
 }
 
 func keyOf(kp nkeys.KeyPair, r Role, path string) (Key, error) {

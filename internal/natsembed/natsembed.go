@@ -59,6 +59,11 @@ type Config struct {
 	NoSync bool
 	// MaxPayload is the largest message, in bytes. Default DefaultMaxPayload.
 	MaxPayload int32
+	// MaxStore is JetStream's file storage limit in bytes (the server's
+	// max_file_store). 0 lets the server take 75% of the disk's free space
+	// when it starts, a limit that moves with the disk: set one, with
+	// headroom, to make a full store a predictable state.
+	MaxStore int64
 	// Logger receives the server's log. Nil discards it (start-up failures
 	// are still returned by Start).
 	Logger *slog.Logger
@@ -232,13 +237,14 @@ func (c *Config) serverOptions() (*server.Options, error) {
 		return nil, fmt.Errorf("natsembed: Config.Listen: %w", err)
 	}
 	opts := &server.Options{
-		ServerName: c.ServerName,
-		Host:       host,
-		Port:       port,
-		JetStream:  true,
-		StoreDir:   c.DataDir,
-		SyncAlways: !c.NoSync,
-		MaxPayload: c.MaxPayload,
+		ServerName:        c.ServerName,
+		Host:              host,
+		Port:              port,
+		JetStream:         true,
+		StoreDir:          c.DataDir,
+		SyncAlways:        !c.NoSync,
+		MaxPayload:        c.MaxPayload,
+		JetStreamMaxStore: c.MaxStore,
 		// The embedding process owns signals; the server must not exit it.
 		NoSigs: true,
 	}

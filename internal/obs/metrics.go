@@ -35,6 +35,7 @@ type Metrics struct {
 	LeaseRenewals        prometheus.Counter     // artifactr_lease_renewals_total
 	LeaseRenewalFailures prometheus.Counter     // artifactr_lease_renewal_failures_total
 	StrandedThreads      prometheus.Counter     // artifactr_stranded_threads
+	LeasesReclaimed      prometheus.Counter     // artifactr_leases_reclaimed_total
 }
 
 // NewMetrics makes the collectors and registers them with reg.
@@ -86,6 +87,10 @@ func NewMetrics(reg prometheus.Registerer) (*Metrics, error) {
 			Name: "artifactr_stranded_threads",
 			Help: "Stranded threads this serve's projector found, each then claimed by its runner: a message pending, no run and no claim for longer than the runners' bound (work-queue AckWait + 3 claim TTLs + 8s). Counted again for each further bound a thread stays stranded.",
 		}),
+		LeasesReclaimed: prometheus.NewCounter(prometheus.CounterOpts{
+			Name: "artifactr_leases_reclaimed_total",
+			Help: "Claims that took a thread whose lease no live session explained (a session that does not exist, no session and no server-side TTL, an expiry beyond the lease protocol's, a malformed value), once it was older than the store's unexplained-lease TTL.",
+		}),
 	}
 	// Every outcome shows from the first scrape, so rate() and dashboards
 	// see a zero rather than no series.
@@ -95,7 +100,7 @@ func NewMetrics(reg prometheus.Registerer) (*Metrics, error) {
 	var errs []error
 	for _, c := range []prometheus.Collector{
 		m.Turns, m.RunStartLatency, m.TurnDuration, m.FencedRefusals, m.Claims, m.Takeovers,
-		m.ClaimedThreads, m.AppendErrors, m.LeaseRenewals, m.LeaseRenewalFailures, m.StrandedThreads,
+		m.ClaimedThreads, m.AppendErrors, m.LeaseRenewals, m.LeaseRenewalFailures, m.StrandedThreads, m.LeasesReclaimed,
 	} {
 		errs = append(errs, reg.Register(c))
 	}

@@ -125,6 +125,9 @@ func (o *Observer) Claimed(c events.Claim, takeover bool) {
 	if takeover {
 		o.m.Takeovers.Inc()
 	}
+	if c.Lease.Reclaimed != "" {
+		o.m.LeasesReclaimed.Inc()
+	}
 }
 
 // ClaimEnded implements [runner.Observer]. A turn span still open ends as

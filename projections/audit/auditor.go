@@ -54,7 +54,11 @@ type Auditor struct {
 
 	events            int
 	firstSeq, lastSeq uint64
-	checked           [numChecks]int
+	// chainBroken is set when the claim event being audited broke
+	// ClaimChain: the fold's objection to the same release is then an
+	// anomaly, so that one forged release is one violation.
+	chainBroken bool
+	checked     [numChecks]int
 
 	violations     []Violation
 	anomalies      []Finding
@@ -110,12 +114,13 @@ type thread struct {
 	abandoned map[short]uint64 // run id -> its run_abandoned
 
 	// 192-: run events
-	activeID short
-	lastRun  short             // the newest run
-	requests map[short]request // by id; the newest request of each id
-	id       string            // the id, for reports
-	lastEnd  uint64            // the newest run's end, 0 while active
-	lastStat runStatus         // the newest run's status, 0 before the first run
+	activeID     short
+	activeHolder short             // the holder that started the active run
+	lastRun      short             // the newest run
+	requests     map[short]request // by id; the newest request of each id
+	id           string            // the id, for reports
+	lastEnd      uint64            // the newest run's end, 0 while active
+	lastStat     runStatus         // the newest run's status, 0 before the first run
 	// unclaimedSince is the stored time (unix ns) of the event since which
 	// the thread has had a message pending, no active run and no claim; 0
 	// while it has not.
@@ -207,7 +212,11 @@ func (a *Auditor) check(th *thread, env *events.Envelope, typ events.Type, prevC
 	case *eventspb.Event_MessagePosted:
 		a.rejectOnlyIdle(th, env)
 		return
-	case *eventspb.Event_ThreadClaimed, *eventspb.Event_ThreadReleased:
+	case *eventspb.Event_ThreadClaimed:
+		a.claimChain(th, env, prevClaimSubj)
+		return
+	case *eventspb.Event_ThreadReleased:
+		a.checked[checkReleaseByHolder]++
 		a.claimChain(th, env, prevClaimSubj)
 		return
 	case *eventspb.Event_RunStarted:
@@ -217,10 +226,12 @@ func (a *Auditor) check(th *thread, env *events.Envelope, typ events.Type, prevC
 		return
 	case *eventspb.Event_AnswerGiven:
 		a.checked[checkAnswerOnce]++
+		a.checked[checkGivenToActive]++
 		a.checked[checkI1]++
 		a.fence(th, env)
 		return
 	case *eventspb.Event_SteeringGiven:
+		a.checked[checkGivenToActive]++
 		a.checked[checkI1]++
 		a.fence(th, env)
 		return
@@ -233,6 +244,7 @@ func (a *Auditor) check(th *thread, env *events.Envelope, typ events.Type, prevC
 	case *eventspb.Event_RunOutput, *eventspb.Event_RequestOpened, *eventspb.Event_RunCompleted, *eventspb.Event_RunFailed,
 		*eventspb.Event_RunInterrupted:
 		a.checked[checkNoEndAfterAbandon]++
+		a.checked[checkRunByHolder]++
 		a.runChain(th, env, prevRunSubj)
 		return
 	}
@@ -290,9 +302,11 @@ func (a *Auditor) claimSubject(thread string) string {
 // Spec: ClaimChain. prev is the claim subject's last sequence before env.
 func (a *Auditor) claimChain(th *thread, env *events.Envelope, prev uint64) {
 	a.checked[checkClaimChain]++
+	a.chainBroken = false
 	if env.ExpectSeq == prev && (env.ExpectSubject == "" || a.isClaimSubject(env.ExpectSubject, env.Thread)) {
 		return
 	}
+	a.chainBroken = true
 	a.violation(checkClaimChain, th, seqs(prev, env.Seq), fmt.Sprintf(
 		"%s at %d expected sequence %d on %s, but the claim subject's last sequence was %d",
 		env.Type, env.Seq, env.ExpectSeq, orOwn(env.ExpectSubject), prev))

@@ -64,7 +64,8 @@ func TestAuditor_Add_cleanLog(t *testing.T) {
 	if r.Events != len(l.Envs) || r.Threads != 2 || r.FirstSeq != 1 || r.LastSeq != l.Seq() {
 		t.Errorf("Events %d, Threads %d, seqs %d..%d; want %d, 2, 1..%d", r.Events, r.Threads, r.FirstSeq, r.LastSeq, len(l.Envs), l.Seq())
 	}
-	want := map[string]int{CheckI1: 5, CheckI3: 3, CheckFence: 6, CheckClaimChain: 5, CheckNoEndAfterAbandon: 5, CheckAnswerOnce: 1, CheckRunChain: 5, CheckRejectOnlyIdle: 6, CheckNoneSkipped: 5}
+	want := map[string]int{CheckI1: 5, CheckI3: 3, CheckFence: 6, CheckClaimChain: 5, CheckNoEndAfterAbandon: 5, CheckAnswerOnce: 1, CheckRunChain: 5, CheckRejectOnlyIdle: 6,
+		CheckNoneSkipped: 5, CheckRunByHolder: 5, CheckReleaseByHolder: 2, CheckGivenToActive: 2}
 	if !reflect.DeepEqual(r.Checks, want) {
 		t.Errorf("Checks = %v, want %v", r.Checks, want)
 	}
@@ -263,9 +264,65 @@ func TestAuditor_Add_violations(t *testing.T) {
 			a := claim(l, "A")                            // 2
 			l.Fenced(a.Started("r1", m))                  // 3
 			l.Event(a.Completed("r1"), events.Check{})    // 4: forged
-			l.CAS(a.Output("r1", "too late, not active")) // 5: fine as a CAS, an anomaly
+			l.CAS(a.Output("r1", "too late, not active")) // 5: fine as a CAS, but after the run's end
 		},
-		want: []wantViolation{{CheckRunChain, []uint64{3, 4}}},
+		want: []wantViolation{{CheckRunChain, []uint64{3, 4}}, {CheckRunByHolder, []uint64{4, 5}}},
+	}, {
+		// Issue 23's forgeries with runner credentials and valid headers.
+		// A second end of the active run: the forger's, then the holder's.
+		name: "RunByHolder_endsTwice",
+		build: func(l *eventgen.Log) {
+			m := l.Post(poster.Post("a", "x")).Seq // 1
+			a := claim(l, "A")                     // 2
+			l.Fenced(a.Started("r1", m))           // 3
+			l.CAS(a.Completed("r1"))               // 4: forged, as the holder
+			l.CAS(a.Completed("r1"))               // 5: the holder's own
+		},
+		want: []wantViolation{{CheckRunByHolder, []uint64{4, 5}}},
+	}, {
+		name: "RunByHolder_endByAnotherHolder",
+		build: func(l *eventgen.Log) {
+			m := l.Post(poster.Post("a", "x")).Seq // 1
+			a := claim(l, "A")                     // 2
+			l.Fenced(a.Started("r1", m))           // 3
+			f := a
+			f.Holder = "F"
+			l.CAS(f.Completed("r1")) // 4: A's claim_seq, another holder
+			l.CAS(a.Output("r1", "o"))
+		},
+		want: []wantViolation{{CheckRunByHolder, []uint64{3, 4}}},
+	}, {
+		name: "RunByHolder_noClaimMarker",
+		build: func(l *eventgen.Log) {
+			m := l.Post(poster.Post("a", "x")).Seq // 1
+			a := claim(l, "A")                     // 2
+			l.Fenced(a.Started("r1", m))           // 3
+			f := eventgen.Writer{Thread: "T", Holder: "F"}
+			l.CAS(f.Completed("r1")) // 4: claim_seq 0
+			l.CAS(f.Output("r1", "o"))
+			l.CAS(a.Completed("r1")) // 6: the holder's own end stands
+		},
+		want: []wantViolation{{CheckRunByHolder, []uint64{3, 4}}, {CheckRunByHolder, []uint64{3, 5}}},
+	}, {
+		name: "RunByHolder_forgedClaimThenEndOfRunNeverStarted",
+		build: func(l *eventgen.Log) {
+			l.Post(poster.Post("a", "x")) // 1
+			f := claim(l, "F")            // 2: forged, a valid compare-and-set
+			l.CAS(f.Output("r9", "o"))    // 3
+			l.CAS(f.Completed("r9"))      // 4
+		},
+		// The first run-subject event cannot be a compare-and-set on it.
+		want: []wantViolation{{CheckRunChain, []uint64{3}}, {CheckRunByHolder, []uint64{3}}, {CheckRunByHolder, []uint64{4}}},
+	}, {
+		name: "ReleaseByHolder_noClaimMarker",
+		build: func(l *eventgen.Log) {
+			a := claim(l, "A") // 1
+			f := a
+			f.ClaimSeq, f.Holder = 0, "F"
+			l.CAS(f.Released()) // 2: a valid compare-and-set, naming no claim
+			l.CAS(a.Released()) // 3: A's own
+		},
+		want: []wantViolation{{CheckReleaseByHolder, []uint64{1, 2}}},
 	}, {
 		name: "RunChain_eachUncheckedRunEvent",
 		build: func(l *eventgen.Log) {
@@ -383,27 +440,23 @@ func TestAuditor_Add_anomalies(t *testing.T) {
 	m2 := l.Post(poster.Post("b", "y")).Seq // 2
 	a := claim(l, "A")                      // 3
 	l.Fenced(a.Started("r1", m1))           // 4
-	l.Fenced(a.Answer("r1", "q9", m2))      // 5: no such request
-	l.CAS(a.Completed("r7"))                // 6: not the active run
+	l.Fenced(a.Answer("r1", "q9", m2))      // 5: no such request: GivenToActive
+	l.CAS(a.Output("r1", "fine"))           // 6
 	l.Fenced(a.Steer("r1", 99))             // 7: no such message
 	l.CAS(a.Opened("r1", "q1"))             // 8
 	l.CAS(a.Opened("r1", "q1"))             // 9: duplicate
 	l.CAS(a.Released())                     // 10: fine
-	l.CAS(a.Released())                     // 11: again
 	l.Repeat(0)                             // seq 1 again
 	r := run(l.Envs)
 	want := []struct {
 		seq uint64
 		msg string
 	}{
-		{5, `answer to unknown request "q9"`},
-		{6, `run "r7" is not the active run "r1"`},
 		{7, "names message 99, which was not posted"},
 		{9, `request "q1" was already opened at 8`},
-		{11, "claim 3 is already released"},
-		{1, "sequence 1 does not follow 11"},
+		{1, "sequence 1 does not follow 10"},
 	}
-	if len(r.Anomalies) != len(want) || !r.OK() {
+	if len(r.Anomalies) != len(want) || r.ViolationCount != 1 || r.Violations[0].Check != CheckGivenToActive {
 		t.Fatalf("anomalies = %+v, violations %+v", r.Anomalies, r.Violations)
 	}
 	for i, w := range want {

@@ -32,6 +32,18 @@
 //     previous sequence). A run event with no check, such as a
 //     run_completed forged by a client that can publish to the run
 //     subject, is a violation.
+//   - RunByHolder: each run_output, request_opened, run_interrupted,
+//     run_completed and run_failed is of the active run, with the claim_seq
+//     and holder of its run_started. A run that ends twice, an end or
+//     output of a run that never started, or one written by another holder
+//     (a holder with no claim marker, claim_seq 0, included) is a
+//     violation; such an event changes nothing in the fold either.
+//   - ReleaseByHolder: each thread_released releases the newest claim, not
+//     yet released, and names its holder (a release that also breaks
+//     ClaimChain is reported there once).
+//   - GivenToActive: each answer_given answers a request the active run
+//     opened, and each steering_given names the active run (either still
+//     consumes its message).
 //
 // What an audit cannot catch: a writer holding runner credentials that
 // follows the protocol (claims with a compare-and-set under its own
@@ -49,8 +61,10 @@
 // Anything else wrong with an event is an anomaly, listed apart: an
 // undecodable or unknown event, a repeated or out-of-order sequence, or an
 // event that contradicts the state, such as an answer to an unknown request,
-// the end of a run that is not active, or a consumed message that was never
-// posted. Anomalies do not fail an audit;
+// or a consumed message that was never posted, or a post no client writes (a
+// schema this reader does not know, no message id or an invalid one, a
+// claim_seq or holder, an expected-sequence check other than the reject
+// strategy's: projections.PostFinding). Anomalies do not fail an audit;
 // a malformed event never hides the violations of the events after it. The
 // audit folds with projections.Thread's rules (projections.Rules) on a
 // compact state of its own, and reports each of their findings as the
@@ -92,8 +106,8 @@
 //	     "message": "message 12 was consumed again by answer_given at 40; it was first consumed at 20"}
 //	  ],
 //	  "anomalies": [
-//	    {"thread": "T", "seq": 41, "type": "run_output",  // "" when unknown
-//	     "message": "run \"r9\" is not active: no run is"}
+//	    {"thread": "T", "seq": 41, "type": "request_opened",  // "" when unknown
+//	     "message": "request \"q1\" was already opened at 30 by the same run"}
 //	  ],
 //	  "checks": {"I1_ConsumedAtMostOnce": 52000, ...},  // events each check examined
 //	  "stranded_count": 1,          // warnings, with Options.StrandedAfter set
@@ -111,5 +125,8 @@
 // event]; AnswerOnce [request_opened, first answer, second answer];
 // RunChain [previous run-subject sequence, event]; NoneSkipped [the oldest
 // pending message, event], or [the passed-over message, event] when the
-// event consumes one behind the taken cursor.
+// event consumes one behind the taken cursor; RunByHolder [the run's
+// start or end, event], or [event] when no run ever started or ended;
+// ReleaseByHolder [newest claim, event]; GivenToActive [active run's
+// start, event], or [event] when no run is active.
 package audit

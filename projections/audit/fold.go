@@ -41,6 +41,13 @@ func (f *auditFold) IsActive(run string) bool {
 
 func (f *auditFold) ActiveID() string { return f.last.activeID.String() }
 
+func (f *auditFold) IsRunHolder(h string) bool {
+	th := f.last
+	return th.hasActive && th.activeHolder.eq(h)
+}
+
+func (f *auditFold) RunHolder() string { return f.last.activeHolder.String() }
+
 func (f *auditFold) LastRun() (string, projections.RunStatus, uint64, bool) {
 	th := f.last
 	return th.lastRun.String(), runStatuses[th.lastStat], th.lastEnd, th.lastStat != 0
@@ -106,6 +113,7 @@ func (f *auditFold) StartRun(env *events.Envelope, b *eventspb.RunStarted) {
 	th := f.last
 	th.hasActive, th.activeStart, th.activeClaim = true, env.Seq, env.Event.GetClaimSeq()
 	th.activeID.set(b.GetRunId())
+	th.activeHolder.set(env.Event.GetHolder())
 	th.lastRun, th.lastStat, th.lastEnd = th.activeID, toRunStatus(projections.RunActive), 0
 }
 
@@ -169,6 +177,14 @@ func (f *auditFold) Anomaly(env *events.Envelope, fd projections.Finding) {
 				return
 			}
 		}
+		// Spec: GivenToActive.
+		switch env.Event.GetBody().(type) {
+		case *eventspb.Event_AnswerGiven, *eventspb.Event_SteeringGiven:
+			if fd.Code != projections.CodeAnsweredAgain {
+				a.violation(checkGivenToActive, th, seqs(th.activeStart, env.Seq), fmt.Sprintf("%s at %d: %s", env.Type, env.Seq, fd.Reason))
+				return
+			}
+		}
 		if fd.Code != projections.CodeNotActive {
 			break
 		}
@@ -179,7 +195,20 @@ func (f *auditFold) Anomaly(env *events.Envelope, fd projections.Finding) {
 					"%s at %d is of run %q, which was abandoned at %d", env.Type, env.Seq, fd.Run, at))
 				return
 			}
+			// Spec: RunByHolder. No holder writes for a run that is not
+			// active: one that never started, or ended (it ends once).
+			a.violation(checkRunByHolder, th, seqs(th.lastEnd, env.Seq), fmt.Sprintf("%s at %d: %s", env.Type, env.Seq, fd.Reason))
+			return
 		}
+	case projections.CodeRunHolder:
+		a.violation(checkRunByHolder, th, seqs(th.activeStart, env.Seq), fmt.Sprintf("%s at %d: %s", env.Type, env.Seq, fd.Reason))
+		return
+	case projections.CodeReleaseNotNewest, projections.CodeReleasedAgain, projections.CodeReleaseHolder:
+		if a.chainBroken {
+			break // ClaimChain reported it
+		}
+		a.violation(checkReleaseByHolder, th, seqs(th.claimSeq, env.Seq), fmt.Sprintf("thread_released at %d: %s", env.Seq, fd.Reason))
+		return
 	}
 	a.anomaly(th, env, fd.Reason)
 }

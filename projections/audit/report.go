@@ -49,10 +49,29 @@ const (
 	// steering_given consumes the oldest pending message of its thread, so
 	// none is passed over.
 	CheckNoneSkipped = "NoneSkipped"
+	// CheckRunByHolder (RunByHolder; the spec's Ask and RunEnd are the
+	// holder's steps for its own run): each run_output, request_opened,
+	// run_interrupted, run_completed and run_failed is of the active run,
+	// written under the claim the run started under by the holder that
+	// started it. An event of a run that never started or already ended (a
+	// run ends once), or by another writer (one with no claim marker, its
+	// claim_seq 0, included), breaks it. An event of an abandoned run is
+	// NoEndAfterAbandon's.
+	CheckRunByHolder = "RunByHolder"
+	// CheckReleaseByHolder (ReleaseByHolder, the spec's Release): each
+	// thread_released releases the newest claim, not yet released, and
+	// names that claim's holder.
+	CheckReleaseByHolder = "ReleaseByHolder"
+	// CheckGivenToActive (GivenToActive; the spec's Reply answers an open
+	// request of the active run, Steer steers it): each answer_given
+	// answers a request the active run opened, and each steering_given
+	// names the active run. Such an event still consumes its message.
+	CheckGivenToActive = "GivenToActive"
 )
 
 // CheckNames lists the checks in the order reports print them.
-var CheckNames = []string{CheckI1, CheckI3, CheckFence, CheckClaimChain, CheckNoEndAfterAbandon, CheckAnswerOnce, CheckRunChain, CheckRejectOnlyIdle, CheckNoneSkipped}
+var CheckNames = []string{CheckI1, CheckI3, CheckFence, CheckClaimChain, CheckNoEndAfterAbandon, CheckAnswerOnce, CheckRunChain, CheckRejectOnlyIdle,
+	CheckNoneSkipped, CheckRunByHolder, CheckReleaseByHolder, CheckGivenToActive}
 
 // check indexes the per-check counters, in CheckNames order.
 type check int
@@ -67,6 +86,9 @@ const (
 	checkRunChain
 	checkRejectOnlyIdle
 	checkNoneSkipped
+	checkRunByHolder
+	checkReleaseByHolder
+	checkGivenToActive
 	numChecks
 )
 

@@ -46,6 +46,8 @@ type Summary struct {
 	ActiveRun   string `json:"active_run"`
 	RunStartSeq uint64 `json:"run_start_seq,omitempty"`
 	RunClaimSeq uint64 `json:"run_claim_seq,omitempty"`
+	// RunHolder is the holder that started the active run.
+	RunHolder string `json:"run_holder,omitempty"`
 	// RunCancelSeq is the active run's first cancel request and
 	// RunInterruptSeq its run_interrupted, 0 when none.
 	RunCancelSeq    uint64 `json:"run_cancel_seq,omitempty"`
@@ -213,6 +215,10 @@ func (f summaryFold) IsActive(run string) bool { return f.s.active() && f.s.Acti
 
 func (f summaryFold) ActiveID() string { return f.s.ActiveRun }
 
+func (f summaryFold) IsRunHolder(h string) bool { return f.s.active() && f.s.RunHolder == h }
+
+func (f summaryFold) RunHolder() string { return f.s.RunHolder }
+
 // LastRun does not know when the newest run ended: only messages use it.
 func (f summaryFold) LastRun() (string, projections.RunStatus, uint64, bool) {
 	return f.s.LastRun, projections.RunStatus(f.s.LastRunStatus), 0, f.s.Runs > 0
@@ -272,6 +278,7 @@ func (f summaryFold) StartRun(env *events.Envelope, b *eventspb.RunStarted) {
 	s := f.s
 	s.Runs++
 	s.ActiveRun, s.RunStartSeq, s.RunClaimSeq = b.GetRunId(), env.Seq, env.Event.GetClaimSeq()
+	s.RunHolder = env.Event.GetHolder()
 	s.RunCancelSeq, s.RunInterruptSeq = 0, 0
 	s.LastRun, s.LastRunStatus, s.LastRunReason = s.ActiveRun, string(projections.RunActive), ""
 	s.OpenRequests, s.Answered = nil, nil
@@ -296,7 +303,7 @@ func (summaryFold) Steered(*events.Envelope, *eventspb.SteeringGiven) {}
 func (f summaryFold) EndRun(_ *events.Envelope, status projections.RunStatus, _, reason string) {
 	s := f.s
 	s.LastRunReason = reason
-	s.ActiveRun, s.RunStartSeq, s.RunClaimSeq = "", 0, 0
+	s.ActiveRun, s.RunStartSeq, s.RunClaimSeq, s.RunHolder = "", 0, 0, ""
 	s.RunCancelSeq, s.RunInterruptSeq = 0, 0
 	s.LastRunStatus = string(status)
 	s.OpenRequests, s.Answered = nil, nil
@@ -337,7 +344,7 @@ func FromThread(t *projections.Thread) Summary {
 		}
 	}
 	if r := t.ActiveRun; r != nil {
-		s.ActiveRun, s.RunStartSeq, s.RunClaimSeq = r.ID, r.StartSeq, r.ClaimSeq
+		s.ActiveRun, s.RunStartSeq, s.RunClaimSeq, s.RunHolder = r.ID, r.StartSeq, r.ClaimSeq, r.Holder
 		s.RunCancelSeq, s.RunInterruptSeq = r.CancelSeq, r.InterruptSeq
 		for _, id := range r.Requests {
 			switch q := t.Requests[id]; {

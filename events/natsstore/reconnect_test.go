@@ -1,0 +1,57 @@
+package natsstore
+
+import (
+	"errors"
+	"net"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/artifactr/artifactr/events"
+	"github.com/artifactr/artifactr/events/eventspb"
+	"github.com/artifactr/artifactr/internal/natsembed"
+	"github.com/artifactr/artifactr/internal/testkit"
+)
+
+// Issue 23, item 8: a post made while the server is down is reported as of
+// unknown outcome, naming its msg id, never as not written: nats.go keeps it
+// in its reconnect buffer and sends it once the server is back, where it
+// lands. Posting it again with the same id settles it: one message.
+func TestStore_Post_whileDownIsUnknownAndSettles(t *testing.T) {
+	l, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	addr := l.Addr().String()
+	l.Close()
+	cfg := natsembed.Config{DataDir: t.TempDir(), Listen: addr, NoSync: true}
+	srv, err := natsembed.Start(cfg)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { srv.Shutdown() })
+	s := open(t, srv, func(c *Config) { c.Timeout = 500 * time.Millisecond })
+	post(t, s, "T", "before")
+	srv.Shutdown()
+	m := &eventspb.MessagePosted{MessageId: "maybe", Text: "while down"}
+	_, err = s.Post(ctxT(t), "T", m)
+	if !errors.Is(err, events.ErrUnavailable) || !strings.Contains(err.Error(), "outcome unknown") || !strings.Contains(err.Error(), `"T:maybe"`) {
+		t.Fatalf("post while down: %v, want an unknown outcome naming msg id T:maybe", err)
+	}
+	if srv, err = natsembed.Start(cfg); err != nil {
+		t.Fatal(err)
+	}
+	testkit.CheckFor(t, 20*time.Second, func() error {
+		_, err := s.Post(ctxT(t), "T", m)
+		return err
+	})
+	n := 0
+	for _, env := range load(t, s, "T") {
+		if env.Event.GetMessagePosted().GetMessageId() == "maybe" {
+			n++
+		}
+	}
+	if n != 1 {
+		t.Fatalf("%d messages with id maybe, want 1", n)
+	}
+}
