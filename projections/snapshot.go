@@ -45,6 +45,7 @@ type threadState struct {
 	Fork                *Fork               `json:"fork,omitempty"`
 	Strategy            events.Strategy     `json:"strategy,omitempty"`
 	LastPostedSubjSeq   uint64              `json:"last_posted_seq,omitempty"`
+	Reposts             map[uint64]uint64   `json:"reposts,omitempty"`
 }
 
 // EncodeSnapshot returns t's state as a snapshot at t.LastSeq. Loading it
@@ -57,6 +58,7 @@ func (t *Thread) EncodeSnapshot() ([]byte, error) {
 		Runs: t.Runs, ActiveRun: -1, Requests: t.Requests, Anomalies: t.Anomalies,
 		LastActivity: t.LastActivity, Fork: t.Fork,
 		Strategy: t.Strategy, LastPostedSubjSeq: t.LastPostedSubjectSeq,
+		Reposts: t.Reposts,
 	}
 	for i, r := range t.Runs {
 		if r == t.ActiveRun {
@@ -109,6 +111,8 @@ func DecodeSnapshot(thread string, data []byte) (*Thread, error) {
 	t.Runs, t.Anomalies, t.LastActivity = st.Runs, st.Anomalies, st.LastActivity
 	t.Fork = st.Fork
 	t.Strategy, t.LastPostedSubjectSeq = st.Strategy, st.LastPostedSubjSeq
+	t.Reposts = st.Reposts
+	t.indexIDs()
 	if st.Requests != nil {
 		t.Requests = st.Requests
 	}
