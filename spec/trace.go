@@ -131,6 +131,9 @@ type threadTrace struct {
 	forked    bool // its thread_forked was validated (trace_fork.go)
 
 	strategy traceStrategy // trace_strategy.go
+	// ids are the message ids posted: a post of one again is no message
+	// (projections.Rules), so no Post action.
+	ids map[string]bool
 }
 
 // Add validates env, the next envelope of the stream.
@@ -185,6 +188,15 @@ func (v *TraceValidator) step(th *threadTrace, env *events.Envelope) *Nonconform
 	action := ""
 	switch b := ev.GetBody().(type) {
 	case *eventspb.Event_MessagePosted:
+		if id := b.MessagePosted.GetMessageId(); id != "" {
+			if th.ids[id] {
+				return nil // a repost: no message, no action
+			}
+			if th.ids == nil {
+				th.ids = make(map[string]bool)
+			}
+			th.ids[id] = true
+		}
 		post, name := v.mt.Post, "Post"
 		if th.postStrategy(b.MessagePosted) == events.StrategyReject { // trace_strategy.go
 			post, name = v.mt.PostIdle, "PostIdle"

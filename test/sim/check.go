@@ -148,6 +148,11 @@ func (w *world) verifyDrained() {
 	if len(missed) > 0 {
 		w.fail(CheckDrain, "not consumed after the drain: "+strings.Join(missed, ", "))
 	}
+	for _, r := range w.fold.Runs {
+		if orig, ok := w.fold.Reposts[r.PromptSeq]; ok {
+			w.fail(CheckRepostNoMessage, fmt.Sprintf("run %s took %d, a repost of message %d's id, as its prompt", r.ID, r.PromptSeq, orig))
+		}
+	}
 	if r := w.fold.ActiveRun; r != nil {
 		w.fail(CheckDrain, fmt.Sprintf("run %s still active after the drain", r.ID))
 	}
