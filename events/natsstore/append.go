@@ -175,6 +175,11 @@ func (s *Store) Append(ctx context.Context, ev *eventspb.Event, chk events.Check
 		return events.Ack{}, fmt.Errorf("%w: %s expecting last seq %d: the subject moved on, nothing written: %w",
 			events.ErrConflict, w.what, chk.Seq, out.refused)
 	}
+	if out.err == nil && w.typ == events.TypeThreadConfigured {
+		rctx, cancel := s.bound(context.WithoutCancel(ctx))
+		s.recordConfig(rctx, ev, out.ack.Seq)
+		cancel()
+	}
 	return out.ack, out.err
 }
 

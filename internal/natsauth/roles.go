@@ -118,7 +118,7 @@ type Perm struct {
 // streams returns the JetStream streams artifactr reads: the thread stream
 // and the streams behind the three buckets.
 func (n Names) streams() []string {
-	return []string{n.Stream, "KV_" + n.Claims, "KV_" + n.Summaries, "KV_" + n.Snapshots, "KV_" + n.messageIDs()}
+	return []string{n.Stream, "KV_" + n.Claims, "KV_" + n.Summaries, "KV_" + n.Snapshots}
 }
 
 func (n Names) messageIDs() string {
@@ -139,6 +139,10 @@ func (n Names) readAPI() []string {
 		"$JS.API.INFO",
 		"$SYS.REQ.USER.INFO", // lets a user see its own permissions
 	}
+	// The message-id bucket is read by key only: no consumers, which
+	// keeps the user JWTs under the server's control line.
+	ids := "KV_" + n.messageIDs()
+	s = append(s, "$JS.API.STREAM.INFO."+ids, "$JS.API.STREAM.MSG.GET."+ids, "$JS.API.DIRECT.GET."+ids, "$JS.API.DIRECT.GET."+ids+".>")
 	for _, st := range n.streams() {
 		s = append(s,
 			"$JS.API.STREAM.INFO."+st,
