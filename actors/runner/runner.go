@@ -144,12 +144,16 @@ type Stats struct {
 	SnapshotsLoaded int64 // claims that started from a snapshot
 	SnapshotsBad    int64 // snapshots that did not verify, ignored
 	SnapshotsSaved  int64 // snapshots encoded at release
+	// SnapshotsFailed are snapshots encoded at release that the store
+	// could not save (too large, or unreachable).
+	SnapshotsFailed int64
 }
 
 type stats struct {
 	claims, abandoned, fenced, completed, failed, held, panics, sessions atomic.Int64
 	claimsBusy, rechecks, rechecksDue, peeks, liveSessions               atomic.Int64
 	snapshotsLoaded, snapshotsBad, snapshotsSaved                        atomic.Int64
+	snapshotsFailed                                                      atomic.Int64
 }
 
 // Runner finds threads with work, claims them and hosts one thread actor per
@@ -207,7 +211,7 @@ func (r *Runner) Stats() Stats {
 		Completed: r.stats.completed.Load(), Failed: r.stats.failed.Load(), Held: r.stats.held.Load(),
 		Panics: r.stats.panics.Load(), Sessions: r.stats.sessions.Load(),
 		SnapshotsLoaded: r.stats.snapshotsLoaded.Load(), SnapshotsBad: r.stats.snapshotsBad.Load(),
-		SnapshotsSaved: r.stats.snapshotsSaved.Load(),
+		SnapshotsSaved: r.stats.snapshotsSaved.Load(), SnapshotsFailed: r.stats.snapshotsFailed.Load(),
 		ClaimsBusy:     r.stats.claimsBusy.Load(),
 		Rechecks:       r.stats.rechecks.Load(),
 		RechecksDue:    r.stats.rechecksDue.Load(),

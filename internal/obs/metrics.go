@@ -33,6 +33,8 @@ type Metrics struct {
 	AppendErrors         *prometheus.CounterVec // artifactr_append_errors_total{code}
 	LeaseRenewals        prometheus.Counter     // artifactr_lease_renewals_total
 	LeaseRenewalFailures prometheus.Counter     // artifactr_lease_renewal_failures_total
+	SnapshotFailures     prometheus.Counter     // artifactr_snapshot_failures_total
+	SnapshotBytes        prometheus.Histogram   // artifactr_snapshot_bytes
 }
 
 // NewMetrics makes the collectors and registers them with reg.
@@ -80,6 +82,15 @@ func NewMetrics(reg prometheus.Registerer) (*Metrics, error) {
 			Name: "artifactr_lease_renewal_failures_total",
 			Help: "Lease renewals that failed: the lease was lost, or the store could not be reached.",
 		}),
+		SnapshotFailures: prometheus.NewCounter(prometheus.CounterOpts{
+			Name: "artifactr_snapshot_failures_total",
+			Help: "Snapshots encoded at a release that the store could not save (too large, or unreachable): the next claim replays more.",
+		}),
+		SnapshotBytes: prometheus.NewHistogram(prometheus.HistogramOpts{
+			Name:    "artifactr_snapshot_bytes",
+			Help:    "Size of each snapshot encoded at a release, saved or not.",
+			Buckets: prometheus.ExponentialBuckets(256, 4, 10), // 256 B .. 64 MiB
+		}),
 	}
 	// Every outcome shows from the first scrape, so rate() and dashboards
 	// see a zero rather than no series.
@@ -90,6 +101,7 @@ func NewMetrics(reg prometheus.Registerer) (*Metrics, error) {
 	for _, c := range []prometheus.Collector{
 		m.Turns, m.RunStartLatency, m.TurnDuration, m.FencedRefusals, m.Claims, m.Takeovers,
 		m.ClaimedThreads, m.AppendErrors, m.LeaseRenewals, m.LeaseRenewalFailures,
+		m.SnapshotFailures, m.SnapshotBytes,
 	} {
 		errs = append(errs, reg.Register(c))
 	}
