@@ -212,11 +212,11 @@ func (r *Runner) Stats() Stats {
 		Panics: r.stats.panics.Load(), Sessions: r.stats.sessions.Load(),
 		SnapshotsLoaded: r.stats.snapshotsLoaded.Load(), SnapshotsBad: r.stats.snapshotsBad.Load(),
 		SnapshotsSaved: r.stats.snapshotsSaved.Load(), SnapshotsFailed: r.stats.snapshotsFailed.Load(),
-		ClaimsBusy:     r.stats.claimsBusy.Load(),
-		Rechecks:       r.stats.rechecks.Load(),
-		RechecksDue:    r.stats.rechecksDue.Load(),
-		Peeks:          r.stats.peeks.Load(),
-		LiveSessions:   r.stats.liveSessions.Load(),
+		ClaimsBusy:   r.stats.claimsBusy.Load(),
+		Rechecks:     r.stats.rechecks.Load(),
+		RechecksDue:  r.stats.rechecksDue.Load(),
+		Peeks:        r.stats.peeks.Load(),
+		LiveSessions: r.stats.liveSessions.Load(),
 	}
 }
 
