@@ -31,7 +31,7 @@ func (a *app) benchCommand() *cobra.Command {
 			return silent(exitUsage, fmt.Errorf("bench needs a subcommand"))
 		},
 	}
-	cmd.AddCommand(a.benchTurnsCommand(), a.benchAuditCommand(), a.benchScaleCommand())
+	cmd.AddCommand(a.benchTurnsCommand(), a.benchAuditCommand(), a.benchScaleCommand(), a.benchLongCommand())
 	return cmd
 }
 
