@@ -49,6 +49,10 @@ type Config struct {
 	ShutdownGrace time.Duration
 	// CallTimeout bounds each storage call the runner makes. Default 10s.
 	CallTimeout time.Duration
+	// HistoryWindow is the most messages a run is given as its history
+	// (see thread.Config.HistoryWindow): 0 means thread.DefaultHistoryWindow,
+	// negative the whole thread.
+	HistoryWindow int
 	// SnapshotEvery is how many events a thread's view must have moved
 	// past the snapshot its claim started from for its release to save a
 	// new one, when the store keeps snapshots. Default 32; negative turns

@@ -183,6 +183,7 @@ func (a *threadActor) started(ctx actor.Context) {
 		IdleTicks: 1,
 
 		MaxEventBytes: thread.MaxEventBytesOf(a.r.store),
+		HistoryWindow: a.r.cfg.HistoryWindow,
 	}
 	if a.view != nil {
 		a.core = thread.NewFromView(cfg, a.claim, a.view, a.history)

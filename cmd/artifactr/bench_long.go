@@ -118,7 +118,9 @@ func (a *app) benchLong(ctx context.Context, f *longFlags) (*longReport, error) 
 		return nil, err
 	}
 	quiet := slog.New(slog.NewTextHandler(a.stderr, &slog.HandlerOptions{Level: slog.LevelError}))
-	clients, err := ts.client(ctx, quiet)
+	// Its own connection, as a client's; a long timeout for the load of
+	// the whole thread that sizes its snapshot.
+	clients, err := natsstore.New(ctx, natsstore.Config{URL: ts.srv.ClientURL(), Logger: quiet, Timeout: 5 * time.Minute})
 	if err != nil {
 		return nil, err
 	}

@@ -7,9 +7,11 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"strconv"
 	"sync"
 	"time"
 
+	"github.com/nats-io/nats.go"
 	"github.com/nats-io/nats.go/jetstream"
 
 	"github.com/artifactr/artifactr/events"
@@ -206,12 +208,17 @@ func (c idClaim) original(err error, seq uint64) idClaim {
 
 // recordID writes the post's sequence into its id key, by compare-and-set
 // on the revision the post reserved or found: a repost then finds the
-// original without the stream's window. A failure only costs a later
-// repost the look on the posted subject.
-func (s *Store) recordID(ctx context.Context, kv jetstream.KeyValue, c idClaim, seq uint64) {
+// original without the stream's window. It is published without waiting
+// for its ack, so it costs the post no round trip: if it is lost, a later
+// repost finds the key without a sequence and republishes under the same
+// Nats-Msg-Id, or past the window looks on the posted subject.
+func (s *Store) recordID(_ context.Context, _ jetstream.KeyValue, c idClaim, seq uint64) {
 	c.rec.Seq = seq
 	val, _ := json.Marshal(c.rec)
-	if _, err := kv.Update(ctx, c.key, val, c.rev); err != nil && !errors.Is(err, jetstream.ErrKeyExists) {
+	m := nats.NewMsg(s.kvPutSubject(c.key))
+	m.Data = val
+	m.Header.Set(jetstream.ExpectedLastSubjSeqHeader, strconv.FormatUint(c.rev, 10))
+	if err := s.nc.PublishMsg(m); err != nil {
 		s.cfg.Logger.Warn("natsstore: could not record a post's sequence in its message id key", "key", c.key, "seq", seq, "err", err)
 	}
 }

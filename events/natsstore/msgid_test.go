@@ -16,6 +16,7 @@ import (
 	"github.com/artifactr/artifactr/events/eventspb"
 	"github.com/artifactr/artifactr/events/eventstest"
 	"github.com/artifactr/artifactr/internal/natsembed"
+	"github.com/artifactr/artifactr/internal/testkit"
 )
 
 // shortWindow is the deduplication window of the tests that outlive it.
@@ -176,14 +177,15 @@ func TestStore_Post_staleIDKey(t *testing.T) {
 	if err != nil || !a.Duplicate || a.Seq != first.Seq {
 		t.Fatalf("repost with an unrecorded key: %+v %v, want a duplicate of %d", a, err, first.Seq)
 	}
-	e, err := kv.Get(ctxT(t), th+".m1")
-	if err != nil {
-		t.Fatal(err)
-	}
-	var rec idRecord
-	if err := json.Unmarshal(e.Value(), &rec); err != nil || rec.Seq != first.Seq {
-		t.Fatalf("key after the repost: %s %v, want seq %d recorded", e.Value(), err, first.Seq)
-	}
+	// The sequence is recorded without waiting for the ack.
+	testkit.WaitFor(t, 10*time.Second, "the key to record the original", func() (bool, string) {
+		e, err := kv.Get(ctxT(t), th+".m1")
+		if err != nil {
+			return false, err.Error()
+		}
+		var rec idRecord
+		return json.Unmarshal(e.Value(), &rec) == nil && rec.Seq == first.Seq, string(e.Value())
+	})
 	a2, err := s.Post(ctxT(t), th, &eventspb.MessagePosted{MessageId: "m2", Text: "hello"})
 	if err != nil || a2.Duplicate {
 		t.Fatalf("post of an id whose poster died before publishing: %+v %v, want a new message", a2, err)

@@ -64,7 +64,7 @@ func (p Poster) Post(ctx context.Context, thread string, m *eventspb.MessagePost
 	var lastRun uint64
 	var lastErr error
 	for attempt := 0; ; attempt++ {
-		v, err := p.read(ctx, thread, m.GetMessageId())
+		v, err := p.read(ctx, thread, "")
 		if err != nil {
 			return events.Ack{}, err
 		}
@@ -78,6 +78,13 @@ func (p Poster) Post(ctx context.Context, thread string, m *eventspb.MessagePost
 		}
 		if st != events.StrategyReject {
 			return p.Store.Post(ctx, thread, m, opts...)
+		}
+		if v.activeRun != "" && m.GetMessageId() != "" {
+			// Busy: only a repost may go on. The id is read only now, so
+			// the usual post costs no read of it.
+			if v, err = p.read(ctx, thread, m.GetMessageId()); err != nil {
+				return events.Ack{}, err
+			}
 		}
 		if v.posted != 0 {
 			// A repost: the store answers it from the id (a duplicate
