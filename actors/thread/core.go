@@ -1,8 +1,10 @@
 package thread
 
 import (
+	"cmp"
 	"errors"
 	"fmt"
+	"slices"
 	"strings"
 	"time"
 	"unicode/utf8"
@@ -538,11 +540,10 @@ func (c *Core) startRun(rs *eventspb.RunStarted) StartRun {
 		Token:  agent.Token{Thread: c.claim.Thread, ClaimSeq: c.claim.Seq, RunID: rs.RunId},
 		Prompt: c.message(rs.PromptSeq),
 	}
-	hist := c.view.History(rs.PromptSeq)
 	w := c.cfg.historyWindow()
+	hist := c.view.HistoryTail(rs.PromptSeq, w)
 	var from uint64 // replies before the window's first message are left out
-	if w > 0 && len(hist) > w {
-		hist = hist[len(hist)-w:]
+	if w > 0 && len(hist) == w {
 		from = hist[0].Seq
 	}
 	for _, m := range hist {
@@ -583,10 +584,9 @@ func conversation(v *projections.Thread, history []agent.Message, promptSeq, fro
 }
 
 func (c *Core) message(seq uint64) agent.Message {
-	for _, m := range c.view.Messages {
-		if m.Seq == seq {
-			return toAgent(m)
-		}
+	ms := c.view.Messages
+	if i, ok := slices.BinarySearchFunc(ms, seq, func(m projections.Message, s uint64) int { return cmp.Compare(m.Seq, s) }); ok {
+		return toAgent(ms[i])
 	}
 	return agent.Message{Seq: seq}
 }
