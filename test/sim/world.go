@@ -31,8 +31,9 @@ const (
 	CheckHandOutAfterLog = "HandOutAfterLog"
 	// CheckPostIdempotent: a repeated post returns the original sequence.
 	CheckPostIdempotent = "PostIdempotent"
-	// CheckRepostNoMessage: no run takes a message_posted whose message id
-	// the thread had already (a forged or late repost) as its prompt.
+	// CheckRepostNoMessage: a message id is one message: no two messages
+	// share one, and no run takes a message_posted whose message id the
+	// thread had already (a forged or late repost) as its prompt.
 	CheckRepostNoMessage = "RepostNoMessage"
 	// CheckDecide: Decide refuses no input the shell may send (only run
 	// reports of runs the core no longer holds may be refused).
