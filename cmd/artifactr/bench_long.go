@@ -114,10 +114,15 @@ func (a *app) benchLong(ctx context.Context, f *longFlags) (*longReport, error) 
 		return nil, fmt.Errorf("build: %w", err)
 	}
 	rep.Events, rep.BuildSeconds = n, time.Since(t0).Seconds()
+	quiet := slog.New(slog.NewTextHandler(a.stderr, &slog.HandlerOptions{Level: slog.LevelError}))
+	// One turn under a runner that then stops: its release leaves the
+	// snapshot the claim after the restart starts from.
+	if err := warmSnapshot(ctx, ts.store, quiet); err != nil {
+		return nil, fmt.Errorf("the first snapshot: %w", err)
+	}
 	if err := restartSynced(ctx, ts); err != nil {
 		return nil, err
 	}
-	quiet := slog.New(slog.NewTextHandler(a.stderr, &slog.HandlerOptions{Level: slog.LevelError}))
 	// Its own connection, as a client's; a long timeout for the load of
 	// the whole thread that sizes its snapshot.
 	clients, err := natsstore.New(ctx, natsstore.Config{URL: ts.srv.ClientURL(), Logger: quiet, Timeout: 5 * time.Minute})
@@ -218,6 +223,37 @@ func buildLong(ctx context.Context, s *natsstore.Store, n int) (int, error) {
 		return 0, err
 	}
 	return written + 1, nil
+}
+
+// warmSnapshot runs one turn on the long thread and stops the runner, whose
+// release saves the thread's snapshot.
+func warmSnapshot(ctx context.Context, s *natsstore.Store, log *slog.Logger) error {
+	col := &closedLoop{waiting: map[uint64]chan turnTimes{}, turns: map[uint64]*turnTimes{}, prompt: map[string]uint64{}}
+	stop, err := followStream(ctx, s, 0, col.add)
+	if err != nil {
+		return err
+	}
+	defer stop()
+	r, err := runner.New(runner.Config{Store: s, Agent: agent.Echo{}, ID: "bench-warm", IdleTimeout: time.Hour, CallTimeout: time.Minute, Logger: log})
+	if err != nil {
+		return err
+	}
+	if err := r.Start(ctx); err != nil {
+		return err
+	}
+	if _, err := closedTurns(ctx, s, col, longThread, "warm", 1); err != nil {
+		r.Kill()
+		return err
+	}
+	sctx, cancel := context.WithTimeout(ctx, 2*time.Minute)
+	defer cancel()
+	if err := r.Stop(sctx); err != nil {
+		return err
+	}
+	if st := r.Stats(); st.SnapshotsFailed > 0 {
+		return fmt.Errorf("its snapshot was not saved")
+	}
+	return nil
 }
 
 // restartSynced restarts ts's server on its directory with fsync on.
