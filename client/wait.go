@@ -99,8 +99,8 @@ func (c *Client) Wait(ctx context.Context, thread string, seq uint64, opts ...Wa
 	if err := events.ValidateThreadID(thread); err != nil {
 		return Result{}, fmt.Errorf("client: wait: %w", err)
 	}
-	w := waiter{t: projections.New(thread), seq: seq}
-	for env, err := range c.Watch(ctx, thread, 1) {
+	w := waiter{t: c.waitStart(ctx, thread, seq), seq: seq}
+	for env, err := range c.Watch(ctx, thread, w.t.LastSeq+1) {
 		if err != nil {
 			return Result{}, fmt.Errorf("client: wait for message %d of %s: %w", seq, thread, err)
 		}
@@ -109,6 +109,22 @@ func (c *Client) Wait(ctx context.Context, thread string, seq uint64, opts ...Wa
 		}
 	}
 	return Result{}, fmt.Errorf("client: wait for message %d of %s: %s: %w", seq, thread, w.where(), context.Cause(ctx))
+}
+
+// waitStart is the fold a wait starts from: the thread's snapshot when it
+// is from before message seq (the wait must see every claim while the
+// message waited), else the empty thread. A wait then reads the thread's
+// tail, not its whole history.
+func (c *Client) waitStart(ctx context.Context, thread string, seq uint64) *projections.Thread {
+	data, err := c.store.LoadSnapshot(ctx, thread)
+	if err != nil || data == nil {
+		return projections.New(thread)
+	}
+	t, err := projections.DecodeSnapshot(thread, data)
+	if err != nil || t.LastSeq >= seq {
+		return projections.New(thread)
+	}
+	return t
 }
 
 // waiter folds a thread's events and watches one message.

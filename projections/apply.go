@@ -91,12 +91,29 @@ func (t threadFold) LastRun() (string, RunStatus, uint64, bool) {
 func (t threadFold) MessageOf(seq uint64) MsgInfo {
 	i, ok := t.messageIndex(seq)
 	if !ok {
+		if orig, rep := t.Reposts[seq]; rep {
+			return MsgInfo{Status: MsgReposted, By: orig}
+		}
 		return MsgInfo{Status: MsgNotPosted}
 	}
 	if c := t.Messages[i].Consumed; c != nil {
 		return MsgInfo{Status: MsgConsumed, By: c.Seq}
 	}
 	return MsgInfo{Status: MsgPending, Oldest: t.pendingIndex() == i}
+}
+
+// PostedID implements [State].
+func (t threadFold) PostedID(id string) (uint64, bool) {
+	seq, ok := t.ids[id]
+	return seq, ok
+}
+
+// Reposted implements [State].
+func (t threadFold) Reposted(env *events.Envelope, orig uint64) {
+	if t.Reposts == nil {
+		t.Reposts = make(map[uint64]uint64)
+	}
+	t.Reposts[env.Seq] = orig
 }
 
 // RequestOf implements [State].
@@ -148,6 +165,9 @@ func (t threadFold) Post(env *events.Envelope, b *eventspb.MessagePosted) {
 		Webhook:   b.GetWebhook(),
 	})
 	t.Messages[len(t.Messages)-1].TraceParent = env.TraceParent
+	if id := b.GetMessageId(); id != "" {
+		t.indexID(id, env.Seq)
+	}
 }
 
 // Claimed implements [State].

@@ -3,6 +3,7 @@ package projections
 import (
 	"github.com/artifactr/artifactr/events"
 	"github.com/artifactr/artifactr/events/eventspb"
+	"slices"
 )
 
 // The fold of the double-texting strategies and cancel (issue 15):
@@ -92,6 +93,34 @@ func (t *Thread) History(promptSeq uint64) []Message {
 		}
 		out = append(out, m)
 	}
+	return out
+}
+
+// HistoryTail returns the newest n messages of [Thread.History](promptSeq),
+// oldest first, reading only those and the runs (n <= 0: all of them).
+func (t *Thread) HistoryTail(promptSeq uint64, n int) []Message {
+	if n <= 0 {
+		return t.History(promptSeq)
+	}
+	var rolled map[string]bool
+	for _, r := range t.Runs {
+		if r.RolledBack {
+			if rolled == nil {
+				rolled = make(map[string]bool)
+			}
+			rolled[r.ID] = true
+		}
+	}
+	i, _ := slices.BinarySearchFunc(t.Messages, promptSeq, cmpSeq)
+	var out []Message
+	for i--; i >= 0 && len(out) < n; i-- {
+		m := t.Messages[i]
+		if c := m.Consumed; c != nil && rolled[c.RunID] {
+			continue
+		}
+		out = append(out, m)
+	}
+	slices.Reverse(out)
 	return out
 }
 

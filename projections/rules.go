@@ -35,6 +35,9 @@ const (
 	// than that (the summaries forget consumed messages). It is refused,
 	// as a consumed or unposted message is.
 	MsgTaken
+	// MsgReposted: a message_posted whose message id the thread had
+	// already: not a message. By is the message that has the id.
+	MsgReposted
 )
 
 // MsgInfo is what [State.MessageOf] returns.
@@ -80,6 +83,9 @@ const (
 	CodeBadMetadata                      // a thread_metadata whose metadata is not a JSON object
 	CodeRunHolder                        // a run's unfenced event by another holder or claim than the run's
 	CodeBadPost                          // a post no client writes: see PostFinding
+	CodeReposted                         // a message_posted whose message id the thread has: not a message
+	CodeIDConsumedAgain                  // I1: a consuming event names a repost of a consumed message's id
+	CodeRepostConsumed                   // a consuming event names a repost of a pending message's id
 )
 
 // Finding is an event a rule refused, in part or whole. Reason is one
@@ -134,6 +140,10 @@ type State interface {
 	// ActiveMarks returns the active run's cancel request and interrupt,
 	// 0 when none.
 	ActiveMarks() (cancelSeq, interruptSeq uint64)
+	// PostedID returns the sequence of the message posted with message id
+	// id, and whether there is one. Messages a fork copied do not count:
+	// their ids are their source's.
+	PostedID(id string) (seq uint64, ok bool)
 
 	// Seen records an envelope of this thread, malformed or not: its time,
 	// and its subject's sequence (JetStream counts every message on a
@@ -141,6 +151,9 @@ type State interface {
 	Seen(env *events.Envelope, kind events.Kind)
 	// Post records a posted message.
 	Post(env *events.Envelope, b *eventspb.MessagePosted)
+	// Reposted records a message_posted whose message id message orig
+	// has: it is not a message, and MessageOf(env.Seq) says MsgReposted.
+	Reposted(env *events.Envelope, orig uint64)
 	// Claimed records a new claim marker held by holder.
 	Claimed(env *events.Envelope, holder string, b *eventspb.ThreadClaimed)
 	// Released records the newest claim's release.
@@ -311,7 +324,19 @@ func Rules(s State, env *events.Envelope, typ events.Type) {
 // post sets the thread's strategy when it names one and none was set. An
 // unknown strategy is an anomaly and counts as none: the post is a message
 // anyway.
+//
+// A message id is the thread's forever: a post whose id the thread has
+// already is not a message, whenever it lands (after the store's
+// deduplication window, from a poster that died between its id key and its
+// post, or forged). It is never pending, never a prompt, and sets nothing.
 func post(s State, env *events.Envelope, b *eventspb.MessagePosted) {
+	if id := b.GetMessageId(); id != "" {
+		if orig, ok := s.PostedID(id); ok {
+			s.Reposted(env, orig)
+			anomalyf(s, env, CodeReposted, "message id %q is message %d's: a repost at %d is not a new message", id, orig, env.Seq)
+			return
+		}
+	}
 	if reason := PostFinding(env, s.ThreadID()); reason != "" {
 		anomalyf(s, env, CodeBadPost, "%s; it counts as a message anyway", reason)
 	}
@@ -516,6 +541,9 @@ func consume(s State, env *events.Envelope, seq uint64, kind ConsumptionKind, ru
 		s.Anomaly(env, Finding{Code: CodeTaken, Msg: seq, Run: run, Reason: fmt.Sprintf(
 			"message %d is at or before the taken cursor", seq)})
 		return
+	case MsgReposted:
+		repostConsumed(s, env, seq, m.By, kind, run)
+		return
 	}
 	if !m.Oldest {
 		s.Anomaly(env, Finding{Code: CodeNotOldest, Msg: seq, Run: run, Reason: fmt.Sprintf(
@@ -542,6 +570,21 @@ func runWrite(s State, env *events.Envelope, run string) bool {
 		return false
 	}
 	return true
+}
+
+// repostConsumed records a consuming event that names seq, a repost of
+// message orig's id. Consuming it hands the id out again: an I1 violation
+// when orig was consumed, else an anomaly (orig stays pending: it is the
+// message).
+func repostConsumed(s State, env *events.Envelope, seq, orig uint64, kind ConsumptionKind, run string) {
+	switch o := s.MessageOf(orig); o.Status {
+	case MsgConsumed, MsgTaken:
+		s.Anomaly(env, Finding{Code: CodeIDConsumedAgain, Msg: orig, Run: run, Reason: fmt.Sprintf(
+			"I1: %s names message %d, a repost of message %d's id, which was consumed already", kind, seq, orig)})
+	default:
+		s.Anomaly(env, Finding{Code: CodeRepostConsumed, Msg: seq, Run: run, Reason: fmt.Sprintf(
+			"%s names message %d, a repost of message %d's id: not a message", kind, seq, orig)})
+	}
 }
 
 // activeRun reports whether run is the active run, recording an anomaly

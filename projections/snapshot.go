@@ -48,6 +48,7 @@ type threadState struct {
 	Created             time.Time                  `json:"created,omitzero"`
 	Metadata            map[string]json.RawMessage `json:"metadata,omitempty"`
 	DeletedSeq          uint64                     `json:"deleted_seq,omitempty"`
+	Reposts             map[uint64]uint64          `json:"reposts,omitempty"`
 }
 
 // EncodeSnapshot returns t's state as a snapshot at t.LastSeq. Loading it
@@ -61,6 +62,7 @@ func (t *Thread) EncodeSnapshot() ([]byte, error) {
 		LastActivity: t.LastActivity, Fork: t.Fork,
 		Strategy: t.Strategy, LastPostedSubjSeq: t.LastPostedSubjectSeq,
 		Created: t.Created, Metadata: t.Metadata, DeletedSeq: t.DeletedSeq,
+		Reposts: t.Reposts,
 	}
 	for i, r := range t.Runs {
 		if r == t.ActiveRun {
@@ -114,6 +116,8 @@ func DecodeSnapshot(thread string, data []byte) (*Thread, error) {
 	t.Fork = st.Fork
 	t.Strategy, t.LastPostedSubjectSeq = st.Strategy, st.LastPostedSubjSeq
 	t.Created, t.Metadata, t.DeletedSeq = st.Created, st.Metadata, st.DeletedSeq
+	t.Reposts = st.Reposts
+	t.indexIDs()
 	if st.Requests != nil {
 		t.Requests = st.Requests
 	}

@@ -56,6 +56,14 @@ type Thread struct {
 	// from the envelope, not from a clock.
 	LastActivity time.Time
 
+	// Reposts are the message_posted events whose message id the thread
+	// had already, by sequence, each with the message that has the id:
+	// none of them is a message (see [Rules]).
+	Reposts map[uint64]uint64 `json:",omitempty"`
+	// ids finds a posted message by its message id: every message of
+	// Messages that was posted here (not copied by a fork), nil when none.
+	ids map[string]uint64
+
 	env events.Envelope // the envelope Apply folds; zero between calls
 	// Strategy is the thread's double-texting strategy: the last
 	// thread_configured's, or its first post's; "" means enqueue. See
@@ -231,7 +239,41 @@ func (t *Thread) Clone() *Thread {
 	}
 	c.Anomalies = slices.Clone(t.Anomalies)
 	c.Metadata = maps.Clone(t.Metadata)
+	c.Reposts = maps.Clone(t.Reposts)
+	c.ids = maps.Clone(t.ids)
 	return &c
+}
+
+// indexIDs rebuilds ids from Messages, after they were set wholesale.
+func (t *Thread) indexIDs() {
+	t.ids = nil
+	for _, m := range t.Messages {
+		if m.MessageID != "" && (m.Consumed == nil || m.Consumed.Kind != ConsumedForked) {
+			t.indexID(m.MessageID, m.Seq)
+		}
+	}
+}
+
+func (t *Thread) indexID(id string, seq uint64) {
+	if t.ids == nil {
+		t.ids = make(map[string]uint64)
+	}
+	if _, ok := t.ids[id]; !ok {
+		t.ids[id] = seq
+	}
+}
+
+// MessageByID returns the message posted in t with message id id.
+func (t *Thread) MessageByID(id string) (Message, bool) {
+	seq, ok := t.ids[id]
+	if !ok {
+		return Message{}, false
+	}
+	i, ok := t.messageIndex(seq)
+	if !ok {
+		return Message{}, false
+	}
+	return t.Messages[i], true
 }
 
 // Reply is what the run answered, by the one rule that post --wait, show,

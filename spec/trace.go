@@ -137,6 +137,9 @@ type threadTrace struct {
 
 	strategy traceStrategy // trace_strategy.go
 	reach    uint8         // trace_reach.go
+	// ids are the message ids posted: a post of one again is no message
+	// (projections.Rules), so no Post action.
+	ids map[string]bool
 }
 
 // Add validates env, the next envelope of the stream.
@@ -195,6 +198,15 @@ func (v *TraceValidator) step(th *threadTrace, env *events.Envelope) *Nonconform
 	case *eventspb.Event_MessagePosted:
 		if reason := projections.PostFinding(env, th.id); reason != "" {
 			return &Nonconformance{Action: "Post", Reason: "is " + reason + ": no client's Post writes it"}
+		}
+		if id := b.MessagePosted.GetMessageId(); id != "" {
+			if th.ids[id] {
+				return nil // a repost: no message, no action
+			}
+			if th.ids == nil {
+				th.ids = make(map[string]bool)
+			}
+			th.ids[id] = true
 		}
 		post, name := v.mt.Post, "Post"
 		if th.postStrategy(b.MessagePosted) == events.StrategyReject { // trace_strategy.go

@@ -1,6 +1,7 @@
 package spec
 
 import (
+	"fmt"
 	"testing"
 
 	"github.com/artifactr/artifactr/events"
@@ -8,7 +9,7 @@ import (
 )
 
 func (l *tlog) postWith(st events.Strategy) uint64 {
-	return l.add(&eventspb.Event{Body: &eventspb.Event_MessagePosted{MessagePosted: &eventspb.MessagePosted{MessageId: "m", Strategy: string(st)}}})
+	return l.add(&eventspb.Event{Body: &eventspb.Event_MessagePosted{MessagePosted: &eventspb.MessagePosted{MessageId: fmt.Sprintf("m%d", len(*l.envs)+1), Strategy: string(st)}}})
 }
 
 func (l *tlog) configure(st events.Strategy) { l.add(events.NewThreadConfigured(l.thread, t0, st)) }

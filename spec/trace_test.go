@@ -37,7 +37,7 @@ func (l *tlog) add(ev *eventspb.Event) uint64 {
 }
 
 func (l *tlog) post() uint64 {
-	return l.add(&eventspb.Event{Body: &eventspb.Event_MessagePosted{MessagePosted: &eventspb.MessagePosted{MessageId: "m"}}})
+	return l.add(&eventspb.Event{Body: &eventspb.Event_MessagePosted{MessagePosted: &eventspb.MessagePosted{MessageId: fmt.Sprintf("m%d", len(*l.envs)+1)}}})
 }
 
 func (l *tlog) claim(h string) {

@@ -32,6 +32,22 @@ type Observer interface {
 	LeaseRenewed(err error)
 }
 
+// SnapshotObserver is an [Observer] that also sees each snapshot saved at
+// a release: its size, and the error when the store could not save it.
+type SnapshotObserver interface {
+	SnapshotSaved(thread string, bytes int, err error)
+}
+
+// snapshotSaved counts a snapshot's save and tells the observer.
+func (r *Runner) snapshotSaved(p *pendingSnapshot, err error) {
+	if err != nil {
+		r.stats.snapshotsFailed.Add(1)
+	}
+	if o, ok := r.cfg.Observer.(SnapshotObserver); ok {
+		o.SnapshotSaved(p.thread, len(p.data), err)
+	}
+}
+
 // NopObserver observes nothing. It is the default [Config.Observer].
 type NopObserver struct{}
 

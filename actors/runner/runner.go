@@ -49,6 +49,10 @@ type Config struct {
 	ShutdownGrace time.Duration
 	// CallTimeout bounds each storage call the runner makes. Default 10s.
 	CallTimeout time.Duration
+	// HistoryWindow is the most messages a run is given as its history
+	// (see thread.Config.HistoryWindow): 0 means thread.DefaultHistoryWindow,
+	// negative the whole thread.
+	HistoryWindow int
 	// SnapshotEvery is how many events a thread's view must have moved
 	// past the snapshot its claim started from for its release to save a
 	// new one, when the store keeps snapshots. Default 32; negative turns
@@ -156,6 +160,9 @@ type Stats struct {
 	// NotWritten counts appends, releases and session closes the server
 	// refused for want of storage (events.ErrNoStorage).
 	NotWritten int64
+	// SnapshotsFailed are snapshots encoded at release that the store
+	// could not save (too large, or unreachable).
+	SnapshotsFailed int64
 }
 
 type stats struct {
@@ -163,6 +170,7 @@ type stats struct {
 	claimsBusy, rechecks, rechecksDue, peeks, liveSessions, keptParked   atomic.Int64
 	snapshotsLoaded, snapshotsBad, snapshotsSaved                        atomic.Int64
 	leasesReclaimed, notWritten                                          atomic.Int64
+	snapshotsFailed                                                      atomic.Int64
 }
 
 // Runner finds threads with work, claims them and hosts one thread actor per
@@ -220,13 +228,13 @@ func (r *Runner) Stats() Stats {
 		Completed: r.stats.completed.Load(), Failed: r.stats.failed.Load(), Held: r.stats.held.Load(),
 		Panics: r.stats.panics.Load(), Sessions: r.stats.sessions.Load(),
 		SnapshotsLoaded: r.stats.snapshotsLoaded.Load(), SnapshotsBad: r.stats.snapshotsBad.Load(),
-		SnapshotsSaved: r.stats.snapshotsSaved.Load(),
-		ClaimsBusy:     r.stats.claimsBusy.Load(),
-		Rechecks:       r.stats.rechecks.Load(),
-		RechecksDue:    r.stats.rechecksDue.Load(),
-		Peeks:          r.stats.peeks.Load(),
-		LiveSessions:   r.stats.liveSessions.Load(),
-		KeptParked:     r.stats.keptParked.Load(),
+		SnapshotsSaved: r.stats.snapshotsSaved.Load(), SnapshotsFailed: r.stats.snapshotsFailed.Load(),
+		ClaimsBusy:   r.stats.claimsBusy.Load(),
+		Rechecks:     r.stats.rechecks.Load(),
+		RechecksDue:  r.stats.rechecksDue.Load(),
+		Peeks:        r.stats.peeks.Load(),
+		LiveSessions: r.stats.liveSessions.Load(),
+		KeptParked:   r.stats.keptParked.Load(),
 
 		LeasesReclaimed: r.stats.leasesReclaimed.Load(),
 		NotWritten:      r.stats.notWritten.Load(),

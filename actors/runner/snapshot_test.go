@@ -2,11 +2,13 @@ package runner_test
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"testing"
 	"time"
 
 	"github.com/artifactr/artifactr/actors/runner"
+	"github.com/artifactr/artifactr/events"
 	"github.com/artifactr/artifactr/events/natsstore"
 	"github.com/artifactr/artifactr/internal/natsembed"
 	"github.com/artifactr/artifactr/internal/testkit"
@@ -63,4 +65,49 @@ func TestRunner_snapshots(t *testing.T) {
 		t.Fatalf("%d runs, %d pending; want 7 and 0", len(v.Runs), len(v.Pending()))
 	}
 	auditClean(t, s, "long")
+}
+
+// failingSnapshots is a store whose snapshots cannot be saved.
+type failingSnapshots struct{ *natsstore.Store }
+
+func (failingSnapshots) SaveSnapshot(context.Context, string, []byte) error {
+	return errors.New("snapshot bucket unreachable (injected)")
+}
+
+// Every released thread leaves a snapshot, however few its events; one
+// the store cannot save is counted (a WARN and a metric), not lost
+// silently.
+func TestRunner_snapshots_everyReleaseAndFailures(t *testing.T) {
+	ctx := context.Background()
+	for _, failing := range []bool{false, true} {
+		t.Run(fmt.Sprintf("failing=%v", failing), func(t *testing.T) {
+			srv := natsembed.RunForTest(t)
+			s, err := natsstore.New(ctx, natsstore.Config{URL: srv.ClientURL()})
+			if err != nil {
+				t.Fatal(err)
+			}
+			defer s.Close()
+			var store events.Store = s
+			if failing {
+				store = failingSnapshots{s}
+			}
+			r := startRunner(t, runner.Config{Store: store, ID: fmt.Sprintf("snap-%v", failing), IdleTimeout: 200 * time.Millisecond, SnapshotEvery: 1000})
+			th := fmt.Sprintf("few-%v", failing)
+			for i := range 3 {
+				post(t, s, th, fmt.Sprintf("m%d", i))
+			}
+			testkit.WaitFor(t, 10*time.Second, "the turns", settled(t, s, th))
+			testkit.WaitFor(t, 10*time.Second, "an idle release", func() (bool, string) {
+				st := r.Stats()
+				return st.Held == 0 && st.SnapshotsSaved >= 1 && (st.SnapshotsFailed >= 1) == failing, fmt.Sprintf("%+v", st)
+			})
+			if err := r.Stop(ctx); err != nil {
+				t.Fatal(err)
+			}
+			data, err := s.LoadSnapshot(ctx, th)
+			if err != nil || (data == nil) != failing {
+				t.Fatalf("snapshot stored %v, err %v; failing %v", data != nil, err, failing)
+			}
+		})
+	}
 }

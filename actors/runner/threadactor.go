@@ -189,6 +189,7 @@ func (a *threadActor) started(ctx actor.Context) {
 		IdleTicks: 1,
 
 		MaxEventBytes: thread.MaxEventBytesOf(a.r.store),
+		HistoryWindow: a.r.cfg.HistoryWindow,
 	}
 	if a.view != nil {
 		a.core = thread.NewFromView(cfg, a.claim, a.view, a.history)
@@ -289,8 +290,12 @@ func (a *threadActor) release(why string) {
 			err = events.ReleaseClaim(rctx, store, c, why, a.r.now())
 		}
 		if snap != nil {
-			if serr := snap.save(rctx); serr != nil {
-				a.log().Debug("snapshot not saved", "err", serr)
+			serr := snap.save(rctx)
+			a.r.snapshotSaved(snap, serr)
+			if serr != nil {
+				// A claim then replays the thread's events after the
+				// older snapshot, or all of them: slower, not wrong.
+				a.log().Warn("snapshot not saved", "bytes", len(snap.data), "err", serr)
 			}
 		}
 		if err != nil && errors.Is(err, events.ErrNoStorage) {
@@ -330,13 +335,14 @@ func (p *pendingSnapshot) save(ctx context.Context) error {
 	return p.store.SaveSnapshot(ctx, p.thread, p.data)
 }
 
-// snapshot encodes the view when the store keeps snapshots and the view has
-// moved SnapshotEvery events past the one the claim started from.
+// snapshot encodes the view when the store keeps snapshots and the claim
+// started from none, or the view has moved SnapshotEvery events past the
+// one it started from: every released thread has one.
 func (a *threadActor) snapshot() *pendingSnapshot {
 	ss, ok := a.r.store.(events.SnapshotStore)
 	every := a.r.cfg.SnapshotEvery
 	v := a.core.View()
-	if !ok || every < 0 || v.LastSeq < a.snapSeq+uint64(every) {
+	if !ok || every < 0 || v.LastSeq == 0 || (a.snapSeq != 0 && v.LastSeq < a.snapSeq+uint64(every)) {
 		return nil
 	}
 	data, err := v.EncodeSnapshot()

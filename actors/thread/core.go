@@ -31,6 +31,21 @@ type Config struct {
 	// run_output events that each fit, with room left for the envelope.
 	// Default events.DefaultMaxEventBytes.
 	MaxEventBytes int
+	// HistoryWindow is the most messages a run is given as its history,
+	// and the most entries of its conversation: the newest before its
+	// prompt, so a turn costs the same however long the thread. 0 means
+	// DefaultHistoryWindow; negative gives the whole thread.
+	HistoryWindow int
+}
+
+// DefaultHistoryWindow is [Config.HistoryWindow]'s default.
+const DefaultHistoryWindow = 256
+
+func (c Config) historyWindow() int {
+	if c.HistoryWindow == 0 {
+		return DefaultHistoryWindow
+	}
+	return c.HistoryWindow
 }
 
 // MaxEventBytesOf returns the event size limit of store when it reports one
@@ -620,10 +635,19 @@ func (c *Core) startRun(rs *eventspb.RunStarted) StartRun {
 		Token:  agent.Token{Thread: c.claim.Thread, ClaimSeq: c.claim.Seq, RunID: rs.RunId},
 		Prompt: c.message(rs.PromptSeq),
 	}
-	for _, m := range c.view.History(rs.PromptSeq) {
+	w := c.cfg.historyWindow()
+	hist := c.view.HistoryTail(rs.PromptSeq, w)
+	var from uint64 // replies before the window's first message are left out
+	if w > 0 && len(hist) == w {
+		from = hist[0].Seq
+	}
+	for _, m := range hist {
 		sr.History = append(sr.History, toAgent(m))
 	}
-	sr.Conversation = conversation(c.view, sr.History, rs.PromptSeq)
+	sr.Conversation = conversation(c.view, sr.History, rs.PromptSeq, from)
+	if w > 0 && len(sr.Conversation) > w {
+		sr.Conversation = sr.Conversation[len(sr.Conversation)-w:]
+	}
 	return sr
 }
 
@@ -631,11 +655,11 @@ func (c *Core) startRun(rs *eventspb.RunStarted) StartRun {
 // replies of the runs that ended before it, by sequence: a reply stands at
 // its run's end. A rolled-back run's reply is left out, as its messages are
 // from history; a run with no text wrote no reply.
-func conversation(v *projections.Thread, history []agent.Message, promptSeq uint64) []agent.Message {
-	out := make([]agent.Message, 0, len(history)+len(v.Runs))
+func conversation(v *projections.Thread, history []agent.Message, promptSeq, from uint64) []agent.Message {
+	var out []agent.Message
 	i := 0
 	for _, r := range v.Runs {
-		if r.Status == projections.RunActive || r.RolledBack || r.PromptSeq >= promptSeq {
+		if r.Status == projections.RunActive || r.RolledBack || r.PromptSeq >= promptSeq || r.EndSeq < from {
 			continue
 		}
 		text := r.Reply()
@@ -652,10 +676,9 @@ func conversation(v *projections.Thread, history []agent.Message, promptSeq uint
 }
 
 func (c *Core) message(seq uint64) agent.Message {
-	for _, m := range c.view.Messages {
-		if m.Seq == seq {
-			return toAgent(m)
-		}
+	ms := c.view.Messages
+	if i, ok := slices.BinarySearchFunc(ms, seq, func(m projections.Message, s uint64) int { return cmp.Compare(m.Seq, s) }); ok {
+		return toAgent(ms[i])
 	}
 	return agent.Message{Seq: seq}
 }

@@ -32,7 +32,7 @@ func (a *app) benchCommand() *cobra.Command {
 			return silent(exitUsage, fmt.Errorf("bench needs a subcommand"))
 		},
 	}
-	cmd.AddCommand(a.benchTurnsCommand(), a.benchAuditCommand(), a.benchScaleCommand(), a.benchHTTPCommand())
+	cmd.AddCommand(a.benchTurnsCommand(), a.benchAuditCommand(), a.benchScaleCommand(), a.benchHTTPCommand(), a.benchLongCommand())
 	return cmd
 }
 

@@ -323,14 +323,16 @@ func testAppendRetryCompareAndSet(t *testing.T, h Harness) {
 	}
 }
 
-// Message ids are remembered for the deduplication window only, counted
-// from when the original was stored. After it, a repeated post is a new
-// message, and a repeated fenced append whose claim is still the newest is
-// stored again: callers retry late only after reading the log back (see
+// A post's message id is remembered forever; other message ids for the
+// deduplication window only, counted from when the original was stored.
+// After it, a repeated post is still a duplicate of the original (and the
+// same id with another text a conflict, nothing written), but a repeated
+// fenced append whose claim is still the newest is stored again: callers
+// retry appends late only after reading the log back (see
 // events.WithMsgID).
 func testDuplicateWindow(t *testing.T, h Harness) {
 	if h.ExpireDuplicates == nil {
-		t.Log("the harness cannot move the server's clock; the window is covered on memstore")
+		t.Log("the harness cannot move the server's clock; the window is covered on memstore and by natsstore's own test")
 		return
 	}
 	s := h.Open(t, time.Now)
@@ -346,16 +348,31 @@ func testDuplicateWindow(t *testing.T, h Harness) {
 		t.Fatalf("repost within the window: %+v %v, want a duplicate of %d", a, err, first)
 	}
 	h.ExpireDuplicates(t)
-	a, err := s.Post(ctxT(t), th, &eventspb.MessagePosted{MessageId: "m1", Author: "test", Text: "x"})
-	if err != nil || a.Duplicate || a.Seq <= first {
-		t.Fatalf("repost after the window: %+v %v, want a new message", a, err)
-	}
+	CheckRepostForever(t, s, th, "m1", "x", first)
 	a2, err := s.Append(ctxT(t), ev, events.Fenced(c), events.WithMsgID(th+":rs1"))
 	if err != nil || a2.Duplicate || a2.Seq == a1.Seq {
 		t.Fatalf("fenced retry after the window: %+v %v, want it stored again", a2, err)
 	}
 	if n := countType(load(t, s, th), events.TypeRunStarted); n != 2 {
 		t.Fatalf("%d run_started stored, want 2 (the window passed)", n)
+	}
+}
+
+// CheckRepostForever checks that posting message id in thread again, with
+// text (as its original at seq had, author "test"), returns a duplicate of
+// seq, and that the id with another text is a conflict: either way nothing
+// is written.
+func CheckRepostForever(t *testing.T, s events.Store, thread, id, text string, seq uint64) {
+	t.Helper()
+	before := len(load(t, s, thread))
+	a, err := s.Post(ctxT(t), thread, &eventspb.MessagePosted{MessageId: id, Author: "test", Text: text})
+	if err != nil || !a.Duplicate || a.Seq != seq {
+		t.Fatalf("repost of %s: %+v %v, want a duplicate of %d", id, a, err, seq)
+	}
+	_, err = s.Post(ctxT(t), thread, &eventspb.MessagePosted{MessageId: id, Author: "test", Text: text + " (edited)"})
+	wantErr(t, err, events.ErrConflict, "repost of "+id+" with another text")
+	if n := len(load(t, s, thread)); n != before {
+		t.Fatalf("%d events after the reposts, want %d: a repost was stored", n, before)
 	}
 }
 

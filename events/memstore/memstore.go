@@ -105,11 +105,15 @@ type LogConfig struct {
 // Log is an in-memory stream shared by any number of [Store] handles, as a
 // JetStream stream is shared by connections. It keeps everything forever.
 type Log struct {
-	cfg      LogConfig
-	mu       sync.Mutex // protects the fields below
-	recs     []record
-	last     map[string]uint64  // subject -> last seq
-	msgIDs   map[string]msgIDAt // Nats-Msg-Id -> where and when it was stored
+	cfg    LogConfig
+	mu     sync.Mutex // protects the fields below
+	recs   []record
+	last   map[string]uint64  // subject -> last seq
+	msgIDs map[string]msgIDAt // Nats-Msg-Id -> where and when it was stored
+	// postIDs are the message ids Post stored, <thread>:<message id> ->
+	// seq, forever: a message id is one message in its thread whatever the
+	// window (natsstore keeps them in a bucket).
+	postIDs  map[string]uint64
 	leases   map[string]*lease
 	leaseRev uint64
 	feed     leaseFeed     // lease changes, for watches
@@ -136,12 +140,13 @@ func NewLogWith(cfg LogConfig) *Log {
 		cfg.Now = time.Now
 	}
 	return &Log{
-		cfg:    cfg,
-		last:   make(map[string]uint64),
-		msgIDs: make(map[string]msgIDAt),
-		leases: make(map[string]*lease),
-		notify: make(chan struct{}),
-		now:    cfg.Now,
+		cfg:     cfg,
+		last:    make(map[string]uint64),
+		msgIDs:  make(map[string]msgIDAt),
+		postIDs: make(map[string]uint64),
+		leases:  make(map[string]*lease),
+		notify:  make(chan struct{}),
+		now:     cfg.Now,
 	}
 }
 
@@ -281,7 +286,7 @@ func (s *Store) Post(ctx context.Context, thread string, m *eventspb.MessagePost
 		h[events.HeaderExpectSeq] = []string{fmt.Sprint(po.ExpectRunSeq)}
 		h[events.HeaderExpectSubj] = []string{checkSubj}
 	}
-	ack, err := s.write("post", subject, h, data, checkSubj, po.ExpectRunSeq)
+	ack, err := s.write(opPost, subject, h, data, checkSubj, po.ExpectRunSeq)
 	if err != nil && isRefusal(err) {
 		// An earlier Post of this id may have landed (R1: the check
 		// comes before deduplication).
@@ -377,6 +382,9 @@ func isRefusal(err error) bool {
 	return ok
 }
 
+// opPost is the op of a Post's write.
+const opPost = "post"
+
 func (s *Store) write(op, subject string, h events.Header, data []byte, checkSubj string, want uint64) (events.Ack, error) {
 	f := s.fault(op, subject)
 	if f == FailBefore {
@@ -385,11 +393,18 @@ func (s *Store) write(op, subject string, h events.Header, data []byte, checkSub
 	l := s.log
 	l.mu.Lock()
 	defer l.mu.Unlock()
+	id := h.Get(events.HeaderMsgID)
+	if op == opPost {
+		// A post's id is looked up first and forever, as natsstore's id
+		// key is read before it publishes.
+		if seq, ok := l.postIDs[id]; ok {
+			return events.Ack{Seq: seq, Duplicate: true}, nil
+		}
+	}
 	// A message id stored within the window means the write landed before;
 	// the check it carried then held, so this is the same write, not a new
 	// one. A replicated stream looks for it first, a single server only
 	// once the check passed.
-	id := h.Get(events.HeaderMsgID)
 	if l.cfg.Mode == Replicated {
 		if seq, ok := l.duplicateLocked(id); ok {
 			return events.Ack{Seq: seq, Duplicate: true}, nil
@@ -404,6 +419,9 @@ func (s *Store) write(op, subject string, h events.Header, data []byte, checkSub
 		return events.Ack{Seq: seq, Duplicate: true}, nil
 	}
 	seq := l.appendLocked(subject, h, data)
+	if op == opPost {
+		l.postIDs[id] = seq
+	}
 	if f == LoseAck {
 		return events.Ack{}, unavailable(op, f)
 	}

@@ -18,10 +18,13 @@ import (
 // MessageId is filled in on a copy, and a given one must pass
 // [events.ValidateMessageID].
 //
-// A repost of an id within the stream's deduplication window returns the
-// original's ack with Duplicate set when its text and author are the same,
-// and an error wrapping [events.ErrConflict] when they differ: the new text
-// was not written.
+// A repost of an id returns the original's ack with Duplicate set when its
+// text and author are the same, and an error wrapping [events.ErrConflict]
+// when they differ: the new text was not written. This holds forever, not
+// only within the stream's deduplication window: before it publishes,
+// Post creates the id's key in the message-id bucket (see [Store.reserveID]),
+// and records the post's sequence in it after. A key costs two KV writes
+// per new post and one read per repost, whatever the thread's length.
 func (s *Store) Post(ctx context.Context, thread string, m *eventspb.MessagePosted, opts ...events.PostOption) (events.Ack, error) {
 	if err := events.ValidateThreadID(thread); err != nil {
 		return events.Ack{}, err
@@ -77,7 +80,27 @@ func (s *Store) Post(ctx context.Context, thread string, m *eventspb.MessagePost
 		run := s.subj.Thread(thread, events.KindRun)
 		w.jsHeader = expectLastFor(po.ExpectRunSeq, run)
 	}
+	var idc idClaim
+	kv := s.postIDs(ctx)
+	if kv != nil {
+		kctx, cancel := s.bound(ctx)
+		idc = s.reserveID(kctx, kv, &w, thread, m)
+		cancel()
+		if idc.done {
+			return idc.ack, idc.err
+		}
+	}
 	o := s.publish(ctx, w)
+	if kv != nil {
+		kctx, cancel := s.bound(context.WithoutCancel(ctx))
+		switch {
+		case o.err == nil && o.refused == nil:
+			s.recordID(kctx, kv, idc, o.ack.Seq)
+		case o.refused != nil:
+			s.releaseID(kctx, kv, idc)
+		}
+		cancel()
+	}
 	if o.refused != nil && po.ExpectRun {
 		return events.Ack{}, fmt.Errorf("%w: post to %s expecting last seq %d on the run subject: a run started or ended, nothing written: %w",
 			events.ErrConflict, subject, po.ExpectRunSeq, o.refused)
@@ -110,6 +133,8 @@ func (s *Store) checkRepost(ctx context.Context, subject string, m *eventspb.Mes
 	switch {
 	case env.Err != nil || old == nil || env.Subject != subject:
 		return fmt.Errorf("%w: message id %q: seq %d, the message stored under it, is not a post to %s", events.ErrConflict, m.GetMessageId(), seq, subject)
+	case old.GetMessageId() != m.GetMessageId():
+		return fmt.Errorf("%w: message id %q: seq %d, named by its key, is the post of id %q", events.ErrConflict, m.GetMessageId(), seq, old.GetMessageId())
 	case old.GetText() != m.GetText() || old.GetAuthor() != m.GetAuthor():
 		return fmt.Errorf("%w: message id %q was posted before (seq %d) with another text or author; the new one was not written",
 			events.ErrConflict, m.GetMessageId(), seq)
@@ -149,6 +174,11 @@ func (s *Store) Append(ctx context.Context, ev *eventspb.Event, chk events.Check
 	case out.refused != nil:
 		return events.Ack{}, fmt.Errorf("%w: %s expecting last seq %d: the subject moved on, nothing written: %w",
 			events.ErrConflict, w.what, chk.Seq, out.refused)
+	}
+	if out.err == nil && w.typ == events.TypeThreadConfigured {
+		rctx, cancel := s.bound(context.WithoutCancel(ctx))
+		s.recordConfig(rctx, ev, out.ack.Seq)
+		cancel()
 	}
 	return out.ack, out.err
 }

@@ -63,8 +63,9 @@ func TestStore_permissionDenied(t *testing.T) {
 
 	auditor := open(t, srv, as(natsauth.Auditor))
 	_, err = auditor.Post(ctxT(t), "T", &eventspb.MessagePosted{MessageId: "m1", Text: "hi"})
-	if !errors.Is(err, ErrPermissionDenied) || errors.Is(err, events.ErrUnavailable) || !strings.Contains(err.Error(), "threads.T.posted") {
-		t.Errorf("post as auditor: %v; want ErrPermissionDenied naming threads.T.posted", err)
+	if !errors.Is(err, ErrPermissionDenied) || errors.Is(err, events.ErrUnavailable) || !strings.Contains(err.Error(), "threads.T.posted") ||
+		!strings.Contains(err.Error(), "$KV.message_ids.T.m1") {
+		t.Errorf("post as auditor: %v; want ErrPermissionDenied naming threads.T.posted and its id key", err)
 	}
 
 	client := open(t, srv, as(natsauth.Client))

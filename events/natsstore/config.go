@@ -53,6 +53,11 @@ type Config struct {
 	// SnapshotBucket is the KV bucket of thread snapshots, created on the
 	// first save. Default DefaultSnapshotBucket.
 	SnapshotBucket string
+	// MessageIDBucket is the KV bucket of message ids (one key per
+	// thread and message id), created by New unless NoCreate. Default
+	// [MessageIDBucketOf] the stream: the ids are the stream's, so two
+	// streams on one server must not share a bucket.
+	MessageIDBucket string
 	// Replicas is the replica count of the stream and the bucket when New
 	// creates them. Default 1; use 3 on a cluster.
 	Replicas int
@@ -102,6 +107,9 @@ func (c *Config) setDefaults() {
 	if c.SnapshotBucket == "" {
 		c.SnapshotBucket = DefaultSnapshotBucket
 	}
+	if c.MessageIDBucket == "" {
+		c.MessageIDBucket = MessageIDBucketOf(c.Stream)
+	}
 	if c.Replicas == 0 {
 		c.Replicas = DefaultReplicas
 	}
@@ -141,6 +149,8 @@ func (c *Config) validate() error {
 		return fmt.Errorf("natsstore: Config.Bucket %q is not a valid bucket name", c.Bucket)
 	case !isToken(c.SnapshotBucket):
 		return fmt.Errorf("natsstore: Config.SnapshotBucket %q is not a valid bucket name", c.SnapshotBucket)
+	case !isToken(c.MessageIDBucket):
+		return fmt.Errorf("natsstore: Config.MessageIDBucket %q is not a valid bucket name", c.MessageIDBucket)
 	case c.Replicas < 1 || c.Replicas > 5:
 		return fmt.Errorf("natsstore: Config.Replicas %d is not 1 to 5", c.Replicas)
 	case c.MaxEventBytes < 0:

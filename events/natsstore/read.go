@@ -199,6 +199,9 @@ type msgGetRequest struct {
 	Seq     uint64 `json:"seq,omitempty"`
 	LastFor string `json:"last_by_subj,omitempty"`
 	NextFor string `json:"next_by_subj,omitempty"`
+	// StartTime, with NextFor, asks for the first message on it stored at
+	// or after that time.
+	StartTime *time.Time `json:"start_time,omitempty"`
 }
 
 // getMsg reads one message through the stream leader's STREAM.MSG.GET API.

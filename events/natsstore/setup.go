@@ -96,6 +96,7 @@ func (s *Store) ensureStream(ctx context.Context) error {
 	}
 	s.stream = st
 	s.direct = directReads(st.CachedInfo().Config)
+	s.dupWindow = st.CachedInfo().Config.Duplicates
 	return s.checkStream(st.CachedInfo().Config)
 }
 

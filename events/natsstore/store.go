@@ -33,7 +33,11 @@ type Store struct {
 	rmux    *replyMux // requests' replies; made on first use
 	muxErr  error
 	snaps   snapshots
-	closed  atomic.Bool
+	ids     msgIDs
+	// dupWindow is the stream's deduplication window, as configured on
+	// the stream (which may predate cfg.DuplicateWindow).
+	dupWindow time.Duration
+	closed    atomic.Bool
 	// leasesReclaimed counts the unexplained leases this store took.
 	leasesReclaimed atomic.Int64
 
@@ -115,6 +119,10 @@ func (s *Store) setup(ctx context.Context) error {
 			return err
 		}
 		return unavailable(fmt.Sprintf("set up lease bucket %s", s.cfg.Bucket), s.denied(err, s.createSubject(s.kvStream)))
+	}
+	if _, err := s.idKV(ctx, !s.cfg.NoCreate); err != nil {
+		s.cfg.Logger.Warn("natsstore: no message-id bucket; posts are idempotent within the deduplication window only",
+			"bucket", s.cfg.MessageIDBucket, "err", err)
 	}
 	// Snapshots are a cache: without their bucket (a role that may not
 	// create it, a read-only open) claims replay the whole thread.

@@ -4,7 +4,9 @@
 //
 // Only the reject strategy needs the poster's help: a post that would land
 // while a run is active is refused, atomically. [Poster.Post] reads the
-// thread, and posts only if no run is active, with a check on the thread's
+// thread's head ([events.HeadReader]: the run subject's last event, the
+// strategy, the post's id; a few reads whatever the thread's length), and
+// posts only if no run is active, with a check on the thread's
 // run subject at the sequence it read ([events.WithExpectRunSeq]). A run
 // that starts between the read and the post moves the run subject, so
 // JetStream refuses the post and nothing is written; the poster reads again
@@ -62,35 +64,43 @@ func (p Poster) Post(ctx context.Context, thread string, m *eventspb.MessagePost
 	var lastRun uint64
 	var lastErr error
 	for attempt := 0; ; attempt++ {
-		envs, err := p.Store.Load(ctx, thread, 1)
+		v, err := p.read(ctx, thread, "")
 		if err != nil {
 			return events.Ack{}, err
 		}
-		v := projections.Fold(thread, envs)
 		if st == "" {
 			// Name the thread's strategy as read in the post: a
 			// thread_configured landing meanwhile does not make an
 			// enqueued post a reject post that skipped the check.
-			st = cmp.Or(v.Strategy, events.StrategyEnqueue)
+			st = cmp.Or(v.strategy, events.StrategyEnqueue)
 			m = proto.Clone(m).(*eventspb.MessagePosted)
 			m.Strategy = string(st)
 		}
 		if st != events.StrategyReject {
 			return p.Store.Post(ctx, thread, m, opts...)
 		}
-		if ack, ok := reposted(v, m); ok {
-			return ack, nil
+		if v.activeRun != "" && m.GetMessageId() != "" {
+			// Busy: only a repost may go on. The id is read only now, so
+			// the usual post costs no read of it.
+			if v, err = p.read(ctx, thread, m.GetMessageId()); err != nil {
+				return events.Ack{}, err
+			}
 		}
-		if r := v.ActiveRun; r != nil {
-			return events.Ack{}, fmt.Errorf("%w: run %s, started at %d, is active, and the post's strategy is reject: nothing written",
-				events.ErrThreadBusy, r.ID, r.StartSeq)
+		if v.posted != 0 {
+			// A repost: the store answers it from the id (a duplicate
+			// or a conflict) and carries no check for it.
+			return p.Store.Post(ctx, thread, m, opts...)
 		}
-		if attempt > 0 && v.LastRunSubjectSeq == lastRun {
+		if v.activeRun != "" {
+			return events.Ack{}, fmt.Errorf("%w: run %s%s is active, and the post's strategy is reject: nothing written",
+				events.ErrThreadBusy, v.activeRun, v.startedAt)
+		}
+		if attempt > 0 && v.lastRun == lastRun {
 			// The conflict was not the run subject's move (a repost of
 			// the id with another text, say).
 			return events.Ack{}, lastErr
 		}
-		lastRun = v.LastRunSubjectSeq
+		lastRun = v.lastRun
 		ack, err := p.Store.Post(ctx, thread, m, append(opts[:len(opts):len(opts)], events.WithExpectRunSeq(lastRun))...)
 		if err == nil || !errors.Is(err, events.ErrConflict) {
 			return ack, err
@@ -102,17 +112,41 @@ func (p Poster) Post(ctx context.Context, thread string, m *eventspb.MessagePost
 	}
 }
 
-// reposted returns the ack of m's id if the thread holds it already.
-func reposted(v *projections.Thread, m *eventspb.MessagePosted) (events.Ack, bool) {
-	if m.GetMessageId() == "" {
-		return events.Ack{}, false
-	}
-	for _, old := range v.Messages {
-		if old.MessageID == m.GetMessageId() && old.Text == m.GetText() && old.Author == m.GetAuthor() {
-			return events.Ack{Seq: old.Seq, Duplicate: true}, true
+// view is what a post reads of its thread.
+type view struct {
+	strategy  events.Strategy
+	lastRun   uint64 // the run subject's last sequence
+	activeRun string // "" when no run is active
+	startedAt string // ", started at N", when known
+	posted    uint64 // the message with the post's id, 0 when none
+}
+
+// read returns what a post needs of thread: from the store's
+// [events.HeadReader] in a few reads when it has one, else by folding the
+// thread.
+func (p Poster) read(ctx context.Context, thread, id string) (view, error) {
+	if hr, ok := p.Store.(events.HeadReader); ok {
+		h, err := hr.ThreadHead(ctx, thread, id)
+		if err != nil {
+			return view{}, err
+		}
+		if h.StrategyKnown {
+			return view{strategy: h.Strategy, lastRun: h.LastRunSeq, activeRun: h.ActiveRun, posted: h.Posted}, nil
 		}
 	}
-	return events.Ack{}, false
+	envs, err := p.Store.Load(ctx, thread, 1)
+	if err != nil {
+		return view{}, err
+	}
+	t := projections.Fold(thread, envs)
+	v := view{strategy: t.Strategy, lastRun: t.LastRunSubjectSeq}
+	if r := t.ActiveRun; r != nil {
+		v.activeRun, v.startedAt = r.ID, fmt.Sprintf(", started at %d,", r.StartSeq)
+	}
+	if msg, ok := t.MessageByID(id); ok && id != "" {
+		v.posted = msg.Seq
+	}
+	return v, nil
 }
 
 // Cancel writes a cancel request for run ("" for the run active when the

@@ -274,7 +274,7 @@ func (s *sim) randomEvent(t *simThread) {
 	var ev *eventspb.Event
 	switch r.IntN(11) {
 	case 0:
-		ev = w.Post("rand", "x")
+		ev = w.Post(fmt.Sprintf("rand-%d", l.Seq()+1), "x") // ids are one message each (a repost is not one)
 	case 1:
 		ev = w.Claimed(uint64(r.IntN(5)))
 	case 2:

@@ -21,12 +21,13 @@ const rolesHeader = `# artifactr's NATS roles as nats-server permissions. Genera
 #   go test ./internal/natsauth -run TestExample_rolesConf -rewrite
 # from internal/natsauth/roles.go, for the default names: stream ARTIFACTR
 # on subjects threads.>, buckets claims (leases and runner sessions),
-# thread_summaries and thread_snapshots, durable consumers
+# thread_summaries, thread_snapshots and message_ids, durable consumers
 # artifactr-runners (the work queue) and summaries (the projector).
 #
-#   RUNNER   publishes claim and run events, writes the three buckets,
+#   RUNNER   publishes claim and run events, writes the four buckets,
 #            creates and acknowledges its durable consumers.
-#   CLIENT   posts (threads.*.posted) and reads; may create its own
+#   CLIENT   posts (threads.*.posted, and each message id's key in
+#            message_ids) and reads; may create its own
 #            ordered or ephemeral consumers, not touch the runners' ones.
 #   AUDITOR  reads only.
 #   ADMIN    everything: the only role that creates, updates or deletes

@@ -46,6 +46,7 @@ const (
 	DefaultClaims           = "claims"
 	DefaultSummaries        = "thread_summaries"
 	DefaultSnapshots        = "thread_snapshots"
+	DefaultMessageIDs       = "message_ids"
 	DefaultWorkQueue        = "artifactr-runners"
 	DefaultSummariesDurable = "summaries"
 )
@@ -59,6 +60,10 @@ type Names struct {
 	Claims    string // KV bucket of leases and runner sessions
 	Summaries string // KV bucket of the thread-summaries read model
 	Snapshots string // KV bucket of thread snapshots
+	// MessageIDs is the KV bucket of message ids, which posters write;
+	// "" means the store's default for Stream: DefaultMessageIDs, or
+	// message_ids_<stream> for another stream than DefaultStream.
+	MessageIDs string
 	// Durables are the durable consumers only runners may create, read,
 	// acknowledge or delete: the work queue and the summaries projector's.
 	Durables []string
@@ -67,13 +72,14 @@ type Names struct {
 // DefaultNames returns the names artifactr uses by default.
 func DefaultNames() Names {
 	return Names{
-		Account:   DefaultAccount,
-		Prefix:    DefaultPrefix,
-		Stream:    DefaultStream,
-		Claims:    DefaultClaims,
-		Summaries: DefaultSummaries,
-		Snapshots: DefaultSnapshots,
-		Durables:  []string{DefaultWorkQueue, DefaultSummariesDurable},
+		Account:    DefaultAccount,
+		Prefix:     DefaultPrefix,
+		Stream:     DefaultStream,
+		Claims:     DefaultClaims,
+		Summaries:  DefaultSummaries,
+		Snapshots:  DefaultSnapshots,
+		MessageIDs: DefaultMessageIDs,
+		Durables:   []string{DefaultWorkQueue, DefaultSummariesDurable},
 	}
 }
 
@@ -88,6 +94,7 @@ func (n Names) Validate() error {
 	for _, f := range []struct{ what, v string }{
 		{"account", n.Account}, {"prefix", n.Prefix}, {"stream", n.Stream},
 		{"claims bucket", n.Claims}, {"summaries bucket", n.Summaries}, {"snapshots bucket", n.Snapshots},
+		{"message ids bucket", n.messageIDs()},
 	} {
 		if err := check(f.what, f.v); err != nil {
 			return err
@@ -114,6 +121,16 @@ func (n Names) streams() []string {
 	return []string{n.Stream, "KV_" + n.Claims, "KV_" + n.Summaries, "KV_" + n.Snapshots}
 }
 
+func (n Names) messageIDs() string {
+	if n.MessageIDs == "" && n.Stream != DefaultStream {
+		return DefaultMessageIDs + "_" + n.Stream
+	}
+	if n.MessageIDs == "" {
+		return DefaultMessageIDs
+	}
+	return n.MessageIDs
+}
+
 // readAPI are the JetStream API requests of a reader: stream and consumer
 // info, direct and stored message gets, and its own ordered or ephemeral
 // pull consumers (created by name, fed by MSG.NEXT, deleted when done).
@@ -122,6 +139,10 @@ func (n Names) readAPI() []string {
 		"$JS.API.INFO",
 		"$SYS.REQ.USER.INFO", // lets a user see its own permissions
 	}
+	// The message-id bucket is read by key only: no consumers, which
+	// keeps the user JWTs under the server's control line.
+	ids := "KV_" + n.messageIDs()
+	s = append(s, "$JS.API.STREAM.INFO."+ids, "$JS.API.STREAM.MSG.GET."+ids, "$JS.API.DIRECT.GET."+ids, "$JS.API.DIRECT.GET."+ids+".>")
 	for _, st := range n.streams() {
 		s = append(s,
 			"$JS.API.STREAM.INFO."+st,
@@ -168,6 +189,7 @@ func (n Names) Permissions(r Role) (Perm, bool) {
 			"$KV." + n.Claims + ".>",
 			"$KV." + n.Summaries + ".>",
 			"$KV." + n.Snapshots + ".>",
+			"$KV." + n.messageIDs() + ".>",
 			"$JS.API.CONSUMER.DURABLE.CREATE." + n.Stream + ".*",
 			// The summaries projector moves its durable back to its
 			// checkpoint at each start and on a gap.
@@ -176,7 +198,8 @@ func (n Names) Permissions(r Role) (Perm, bool) {
 		}
 		return Perm{PubAllow: append(pub, n.readAPI()...), SubAllow: sub}, true
 	case Client:
-		pub := append([]string{n.Prefix + ".*.posted"}, n.readAPI()...)
+		// A post writes its message id's key first (natsstore).
+		pub := append([]string{n.Prefix + ".*.posted", "$KV." + n.messageIDs() + ".>"}, n.readAPI()...)
 		return Perm{PubAllow: pub, PubDeny: n.durableDeny(), SubAllow: sub}, true
 	case Auditor:
 		return Perm{PubAllow: n.readAPI(), PubDeny: n.durableDeny(), SubAllow: sub}, true

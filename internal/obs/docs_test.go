@@ -50,8 +50,8 @@ func TestMetrics_documentedAndCharted(t *testing.T) {
 			exprs.WriteString(tg.Expr + "\n")
 		}
 	}
-	if len(fams) != 13 {
-		t.Errorf("%d metric families, want the 13 of the README's table", len(fams))
+	if len(fams) != 15 {
+		t.Errorf("%d metric families, want the 15 of the README's table", len(fams))
 	}
 	for _, f := range fams {
 		name := f.GetName()

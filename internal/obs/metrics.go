@@ -36,6 +36,8 @@ type Metrics struct {
 	LeaseRenewalFailures prometheus.Counter     // artifactr_lease_renewal_failures_total
 	StrandedThreads      prometheus.Counter     // artifactr_stranded_threads
 	LeasesReclaimed      prometheus.Counter     // artifactr_leases_reclaimed_total
+	SnapshotFailures     prometheus.Counter     // artifactr_snapshot_failures_total
+	SnapshotBytes        prometheus.Histogram   // artifactr_snapshot_bytes
 }
 
 // NewMetrics makes the collectors and registers them with reg.
@@ -91,6 +93,15 @@ func NewMetrics(reg prometheus.Registerer) (*Metrics, error) {
 			Name: "artifactr_leases_reclaimed_total",
 			Help: "Claims that took a thread whose lease no live session explained (a session that does not exist, no session and no server-side TTL, an expiry beyond the lease protocol's, a malformed value), once it was older than the store's unexplained-lease TTL.",
 		}),
+		SnapshotFailures: prometheus.NewCounter(prometheus.CounterOpts{
+			Name: "artifactr_snapshot_failures_total",
+			Help: "Snapshots encoded at a release that the store could not save (too large, or unreachable): the next claim replays more.",
+		}),
+		SnapshotBytes: prometheus.NewHistogram(prometheus.HistogramOpts{
+			Name:    "artifactr_snapshot_bytes",
+			Help:    "Size of each snapshot encoded at a release, saved or not.",
+			Buckets: prometheus.ExponentialBuckets(256, 4, 10), // 256 B .. 64 MiB
+		}),
 	}
 	// Every outcome shows from the first scrape, so rate() and dashboards
 	// see a zero rather than no series.
@@ -101,6 +112,7 @@ func NewMetrics(reg prometheus.Registerer) (*Metrics, error) {
 	for _, c := range []prometheus.Collector{
 		m.Turns, m.RunStartLatency, m.TurnDuration, m.FencedRefusals, m.Claims, m.Takeovers,
 		m.ClaimedThreads, m.AppendErrors, m.LeaseRenewals, m.LeaseRenewalFailures, m.StrandedThreads, m.LeasesReclaimed,
+		m.SnapshotFailures, m.SnapshotBytes,
 	} {
 		errs = append(errs, reg.Register(c))
 	}

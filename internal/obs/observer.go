@@ -162,6 +162,14 @@ func (o *Observer) LeaseRenewed(err error) {
 	}
 }
 
+// SnapshotSaved implements [runner.SnapshotObserver].
+func (o *Observer) SnapshotSaved(_ string, bytes int, err error) {
+	o.m.SnapshotBytes.Observe(float64(bytes))
+	if err != nil {
+		o.m.SnapshotFailures.Inc()
+	}
+}
+
 // RunContext implements [runner.Observer]: the run's context carries its
 // turn span, which exec agents receive as traceparent, and a sink that logs
 // the agent's stderr: at debug after every run, at warn when it failed.

@@ -127,6 +127,14 @@ type thread struct {
 	unclaimedSince int64
 
 	strat strategyState // strategy.go
+	ids   *idState      // message ids; nil before the first post
+}
+
+// idState is what the audit keeps of a thread's message ids, for the rule
+// that an id is one message forever.
+type idState struct {
+	first   map[short]uint64  // message id -> the message posted with it
+	reposts map[uint64]uint64 // a repost's seq -> the message with its id
 }
 
 // runStatus is a projections.RunStatus in a byte.

@@ -57,6 +57,8 @@ func (f *auditFold) MessageOf(seq uint64) projections.MsgInfo {
 	th := f.last
 	i, ok := th.message(seq)
 	switch {
+	case !ok && th.ids != nil && th.ids.reposts[seq] != 0:
+		return projections.MsgInfo{Status: projections.MsgReposted, By: th.ids.reposts[seq]}
 	case !ok:
 		return projections.MsgInfo{Status: projections.MsgNotPosted}
 	case th.msgs[i].by != 0:
@@ -84,9 +86,34 @@ func (f *auditFold) Seen(env *events.Envelope, kind events.Kind) {
 	}
 }
 
-func (f *auditFold) Post(env *events.Envelope, _ *eventspb.MessagePosted) {
+func (f *auditFold) Post(env *events.Envelope, b *eventspb.MessagePosted) {
 	th := f.last
 	th.msgs = append(th.msgs, message{seq: env.Seq})
+	if id := b.GetMessageId(); id != "" {
+		if th.ids == nil {
+			th.ids = &idState{first: make(map[short]uint64)}
+		}
+		th.ids.first[mkShort(id)] = env.Seq
+	}
+}
+
+// PostedID implements [projections.State].
+func (f *auditFold) PostedID(id string) (uint64, bool) {
+	th := f.last
+	if th.ids == nil {
+		return 0, false
+	}
+	seq, ok := th.ids.first[mkShort(id)]
+	return seq, ok
+}
+
+// Reposted implements [projections.State].
+func (f *auditFold) Reposted(env *events.Envelope, orig uint64) {
+	th := f.last
+	if th.ids.reposts == nil {
+		th.ids.reposts = make(map[uint64]uint64)
+	}
+	th.ids.reposts[env.Seq] = orig
 }
 
 func (f *auditFold) Claimed(env *events.Envelope, holder string, _ *eventspb.ThreadClaimed) {
@@ -167,6 +194,13 @@ func (f *auditFold) Anomaly(env *events.Envelope, fd projections.Finding) {
 	case projections.CodeNotOldest:
 		a.noneSkipped(th, env, fd.Msg) // skip.go
 		return
+	case projections.CodeIDConsumedAgain:
+		if i, ok := th.message(fd.Msg); ok {
+			by := th.msgs[i].by
+			a.violation(checkI1, th, seqs(fd.Msg, by, env.Seq), fmt.Sprintf(
+				"message %d was consumed at %d, and again by %s at %d through a repost of its message id", fd.Msg, by, env.Type, env.Seq))
+			return
+		}
 	case projections.CodeAnsweredAgain, projections.CodeNotActive, projections.CodeUnknownRequest:
 		// Spec: AnswerOnce, whatever run the answer names: the rules see
 		// only the active run's requests.

@@ -1,6 +1,7 @@
 package audit
 
 import (
+	"fmt"
 	"strings"
 	"testing"
 	"time"
@@ -20,7 +21,7 @@ func forkEnv(seq uint64, thread, source string, at uint64, msgs ...uint64) event
 }
 
 func postEnv(seq uint64, thread string) events.Envelope {
-	ev := &eventspb.Event{Thread: thread, Body: &eventspb.Event_MessagePosted{MessagePosted: &eventspb.MessagePosted{MessageId: "m"}}}
+	ev := &eventspb.Event{Thread: thread, Body: &eventspb.Event_MessagePosted{MessagePosted: &eventspb.MessagePosted{MessageId: fmt.Sprintf("m%d", seq)}}}
 	return events.Envelope{Seq: seq, Thread: thread, Kind: events.KindPosted, Type: events.TypeMessagePosted, Event: ev}
 }
 

@@ -1,6 +1,7 @@
 package summaries
 
 import (
+	"fmt"
 	"reflect"
 	"testing"
 	"time"
@@ -24,7 +25,7 @@ func TestApply_forkedMatchesThread(t *testing.T) {
 		return seq
 	}
 	post := func(thread string) uint64 {
-		return add(thread, &eventspb.Event{Body: &eventspb.Event_MessagePosted{MessagePosted: &eventspb.MessagePosted{MessageId: "m"}}})
+		return add(thread, &eventspb.Event{Body: &eventspb.Event_MessagePosted{MessagePosted: &eventspb.MessagePosted{MessageId: fmt.Sprintf("m%d", len(envs)+1)}}})
 	}
 	of := func(thread string) []events.Envelope {
 		var out []events.Envelope

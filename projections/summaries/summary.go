@@ -235,6 +235,15 @@ func (f summaryFold) MessageOf(seq uint64) projections.MsgInfo {
 	return projections.MsgInfo{Status: projections.MsgPending, Oldest: i == 0}
 }
 
+// PostedID implements [projections.State]: a summary keeps no message ids,
+// so a repost counts as a message here. The stores refuse reposts (an id's
+// key), so only a forged post or one from a poster that died between its
+// key and its post reaches the log.
+func (summaryFold) PostedID(string) (uint64, bool) { return 0, false }
+
+// Reposted implements [projections.State]: never called (see PostedID).
+func (summaryFold) Reposted(*events.Envelope, uint64) {}
+
 func (f summaryFold) RequestOf(id string) (projections.ReqInfo, bool) {
 	if i := slices.IndexFunc(f.s.OpenRequests, func(q Request) bool { return q.ID == id }); i >= 0 {
 		return projections.ReqInfo{Opened: f.s.OpenRequests[i].Seq}, true

@@ -61,6 +61,33 @@ func (w *world) repost() {
 	w.postOnce(id)
 }
 
+// forgeRepost writes a message_posted with an id the thread has, past the
+// store's id check: a hostile client, or a poster that died between its id
+// key and its post and reposted past the deduplication window. It is no
+// message: the fold rule keeps it from every process's cores.
+// Only an id the store acknowledged is reposted: a forged post of an id
+// no post stored yet would be that id's message.
+func (w *world) forgeRepost() {
+	var acked []string
+	for _, id := range w.posts.ids {
+		if _, ok := w.posts.acked[id]; ok {
+			acked = append(acked, id)
+		}
+	}
+	if len(acked) == 0 {
+		return
+	}
+	id := acked[w.rng.IntN(len(acked))]
+	ev := &eventspb.Event{Thread: threadID, Body: &eventspb.Event_MessagePosted{MessagePosted: &eventspb.MessagePosted{
+		MessageId: id, Author: "client", Text: "text of " + id}}}
+	data, h, err := events.Encode(ev)
+	if err != nil {
+		panic(err) // a well-formed event always encodes
+	}
+	seq := w.log.PublishRaw(w.reader.Subjects().Thread(threadID, events.KindPosted), h, data)
+	w.tracef("forged repost of %s -> seq %d", id, seq)
+}
+
 func (w *world) postOnce(id string) {
 	f := w.writeFault()
 	w.postFlt = faults{op: "post", f: f}

@@ -234,6 +234,18 @@ func (w *world) verifyDrained() {
 	if len(missed) > 0 {
 		w.fail(CheckDrain, "not consumed after the drain: "+strings.Join(missed, ", "))
 	}
+	byID := map[string]uint64{}
+	for _, m := range w.fold.Messages {
+		if prev, ok := byID[m.MessageID]; ok {
+			w.fail(CheckRepostNoMessage, fmt.Sprintf("messages %d and %d have one message id %q", prev, m.Seq, m.MessageID))
+		}
+		byID[m.MessageID] = m.Seq
+	}
+	for _, r := range w.fold.Runs {
+		if orig, ok := w.fold.Reposts[r.PromptSeq]; ok {
+			w.fail(CheckRepostNoMessage, fmt.Sprintf("run %s took %d, a repost of message %d's id, as its prompt", r.ID, r.PromptSeq, orig))
+		}
+	}
 	if r := w.fold.ActiveRun; r != nil {
 		w.fail(CheckDrain, fmt.Sprintf("run %s still active after the drain", r.ID))
 	}

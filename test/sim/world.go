@@ -31,6 +31,10 @@ const (
 	CheckHandOutAfterLog = "HandOutAfterLog"
 	// CheckPostIdempotent: a repeated post returns the original sequence.
 	CheckPostIdempotent = "PostIdempotent"
+	// CheckRepostNoMessage: a message id is one message: no two messages
+	// share one, and no run takes a message_posted whose message id the
+	// thread had already (a forged or late repost) as its prompt.
+	CheckRepostNoMessage = "RepostNoMessage"
 	// CheckDecide: Decide refuses no input the shell may send (only run
 	// reports of runs the core no longer holds may be refused).
 	CheckDecide = "DecideAccepts"
@@ -298,6 +302,9 @@ func (w *world) act() {
 	add(5, w.post)
 	if len(w.posts.ids) > 0 {
 		add(2, w.repost)
+		if w.log != nil {
+			add(1, w.forgeRepost)
+		}
 	}
 	add(3, w.lapse)
 	add(2, w.drift)

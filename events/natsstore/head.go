@@ -1,0 +1,134 @@
+package natsstore
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+
+	"github.com/nats-io/nats.go/jetstream"
+
+	"github.com/artifactr/artifactr/events"
+	"github.com/artifactr/artifactr/events/eventspb"
+)
+
+var _ events.HeadReader = (*Store)(nil)
+
+// configRecord is a thread's strategy key in the message-id bucket: the key
+// is the thread id alone (a message id's key is <thread>.<id>), written
+// after each thread_configured lands, with that event's sequence so that
+// an older configure never overwrites a newer one.
+type configRecord struct {
+	Strategy events.Strategy `json:"strategy"`
+	Seq      uint64          `json:"seq"`
+}
+
+// ThreadHead implements [events.HeadReader] in at most four reads: the run
+// subject's last message, the thread's strategy key (or its first posted
+// event), and messageID's key.
+func (s *Store) ThreadHead(ctx context.Context, thread, messageID string) (events.Head, error) {
+	if err := events.ValidateThreadID(thread); err != nil {
+		return events.Head{}, err
+	}
+	if err := s.checkOpen(); err != nil {
+		return events.Head{}, err
+	}
+	ctx, cancel := s.bound(ctx)
+	defer cancel()
+	var h events.Head
+	run, err := s.getMsg(ctx, s.cfg.Stream, msgGetRequest{LastFor: s.subj.Thread(thread, events.KindRun)})
+	switch {
+	case errors.Is(err, jetstream.ErrMsgNotFound):
+	case err != nil:
+		return h, unavailable("read the last run event of "+thread, err)
+	default:
+		env := s.decodeRaw(run)
+		h.LastRunSeq = env.Seq
+		if env.Err == nil {
+			h.ActiveRun = events.RunActiveAfter(env.Event)
+		}
+	}
+	kv := s.postIDs(ctx)
+	if kv != nil {
+		if e, err := kv.Get(ctx, thread); err == nil {
+			var c configRecord
+			if json.Unmarshal(e.Value(), &c) == nil {
+				h.Strategy, h.StrategyKnown = c.Strategy, true
+			}
+		} else if !errors.Is(err, jetstream.ErrKeyNotFound) {
+			return h, unavailable("read the strategy key of "+thread, err)
+		}
+		if messageID != "" {
+			if e, err := kv.Get(ctx, thread+"."+messageID); err == nil {
+				var r idRecord
+				if json.Unmarshal(e.Value(), &r) == nil {
+					h.Posted = r.Seq
+				}
+			} else if !errors.Is(err, jetstream.ErrKeyNotFound) {
+				return h, unavailable("read the message id key of "+thread+"."+messageID, err)
+			}
+		}
+	}
+	if h.StrategyKnown {
+		return h, nil
+	}
+	h.Strategy, h.StrategyKnown, err = s.firstPostStrategy(ctx, thread)
+	return h, err
+}
+
+// firstPostStrategy returns the strategy the thread's first posted event
+// names when it is a post ("" and known when the thread has none), and
+// known false when it is another event (a fork, say).
+func (s *Store) firstPostStrategy(ctx context.Context, thread string) (events.Strategy, bool, error) {
+	m, err := s.getMsg(ctx, s.cfg.Stream, msgGetRequest{Seq: 1, NextFor: s.subj.Thread(thread, events.KindPosted)})
+	if errors.Is(err, jetstream.ErrMsgNotFound) {
+		return "", true, nil
+	}
+	if err != nil {
+		return "", false, unavailable("read the first post of "+thread, err)
+	}
+	env := s.decodeRaw(m)
+	p := env.Event.GetMessagePosted()
+	if env.Err != nil || p == nil {
+		return "", false, nil
+	}
+	st, err := events.ParseStrategy(p.GetStrategy())
+	if err != nil {
+		return "", true, nil // counts as none (projections.Rules)
+	}
+	return st, true, nil
+}
+
+// recordConfig writes thread's strategy key after its thread_configured
+// at seq landed. A failure is logged: posters that name no strategy then
+// read the older one until the next configure (the holder follows the log).
+func (s *Store) recordConfig(ctx context.Context, ev *eventspb.Event, seq uint64) {
+	st, err := events.ParseStrategy(ev.GetThreadConfigured().GetStrategy())
+	kv := s.postIDs(ctx)
+	if err != nil || st == "" || kv == nil {
+		return
+	}
+	thread := ev.GetThread()
+	val, _ := json.Marshal(configRecord{Strategy: st, Seq: seq})
+	for range 4 {
+		e, err := kv.Get(ctx, thread)
+		switch {
+		case errors.Is(err, jetstream.ErrKeyNotFound):
+			_, err = kv.Create(ctx, thread, val)
+		case err != nil:
+		default:
+			var c configRecord
+			if json.Unmarshal(e.Value(), &c) == nil && c.Seq >= seq {
+				return // a newer configure recorded itself
+			}
+			_, err = kv.Update(ctx, thread, val, e.Revision())
+		}
+		if err == nil {
+			return
+		}
+		if !errors.Is(err, jetstream.ErrKeyExists) {
+			s.cfg.Logger.Warn("natsstore: could not record a thread's strategy key", "thread", thread, "seq", seq, "err", fmt.Sprint(err))
+			return
+		}
+	}
+}
