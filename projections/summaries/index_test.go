@@ -40,7 +40,9 @@ func indexEnv(t *testing.T, n int) (*natsstore.Store, *client.Client) {
 }
 
 func follow(c *client.Client) summaries.Follow {
-	return func(ctx context.Context, from uint64) iter.Seq2[events.Envelope, error] { return c.Watch(ctx, "", from) }
+	return func(ctx context.Context, from uint64) iter.Seq2[events.Envelope, error] {
+		return c.Watch(ctx, "", from)
+	}
 }
 
 // waitTotal waits until the index lists want threads.
