@@ -306,4 +306,3 @@ func heapAfterGC() int64 {
 	runtime.ReadMemStats(&m)
 	return int64(m.HeapAlloc)
 }
-
