@@ -3,6 +3,7 @@
 // takeover test, and headless Chromium (Debian's /usr/bin/chromium) through
 // playwright-core. Every wait is for a condition, with a deadline.
 import { spawn } from "node:child_process";
+import net from "node:net";
 import { mkdtempSync, mkdirSync, writeFileSync, readFileSync } from "node:fs";
 import { tmpdir } from "node:os";
 import { join, dirname } from "node:path";
@@ -100,6 +101,32 @@ export async function natsServer() {
   return {
     url: "nats://" + p.found[0],
     async stop() { p.child.kill("SIGTERM"); await done; },
+  };
+}
+
+// proxy forwards TCP connections to upstream (nats://host:port) and can
+// hold them: while held, nothing passes either way (the bytes wait in the
+// sockets), as in a network partition; release lets it all through.
+export async function proxy(upstream) {
+  const { hostname, port } = new URL(upstream.replace(/^nats:/, "http:"));
+  const pairs = new Set();
+  let held = false;
+  const srv = net.createServer((c) => {
+    const u = net.connect(Number(port), hostname);
+    const pair = [c, u];
+    pairs.add(pair);
+    c.pipe(u);
+    u.pipe(c);
+    if (held) pair.forEach((x) => x.pause());
+    const drop = () => { pairs.delete(pair); c.destroy(); u.destroy(); };
+    c.on("error", drop); u.on("error", drop); c.on("close", drop); u.on("close", drop);
+  });
+  await new Promise((r) => srv.listen(0, "127.0.0.1", r));
+  return {
+    url: `nats://127.0.0.1:${srv.address().port}`,
+    hold() { held = true; for (const p of pairs) p.forEach((x) => x.pause()); },
+    release() { held = false; for (const p of pairs) p.forEach((x) => x.resume()); },
+    async close() { for (const p of pairs) p.forEach((x) => x.destroy()); await new Promise((r) => srv.close(r)); },
   };
 }
 
