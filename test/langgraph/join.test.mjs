@@ -99,7 +99,7 @@ test("on_disconnect cancel: cutting the stream cancels the run", async () => {
   let runId;
   try {
     for await (const p of client.runs.stream(id, "slow", {
-      input: say("slow: 600"),
+      input: say("slow: 3000"), // 6 s active: the cut must reach the server first, on a loaded machine too
       streamMode: "messages-tuple",
       onDisconnect: "cancel",
       signal: ac.signal,

@@ -13,7 +13,7 @@ before(async () => {
 });
 after(() => srv?.close());
 
-const LONG = "slow: 600"; // three chunks 600 ms apart: 1.2 s active at least
+const LONG = "slow: 2000"; // three chunks 2 s apart: 4 s active at least, on a loaded machine too
 
 // startSlow starts a slow run and waits until it is running.
 async function startSlow(prompt = LONG) {
