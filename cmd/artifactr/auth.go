@@ -4,7 +4,6 @@ import (
 	"context"
 	"errors"
 	"fmt"
-	"net"
 	"os"
 	"path/filepath"
 	"strings"
@@ -15,6 +14,7 @@ import (
 
 	agentexec "github.com/artifactr/artifactr/actors/agent/exec"
 	"github.com/artifactr/artifactr/events/natsstore"
+	"github.com/artifactr/artifactr/httpapi"
 	"github.com/artifactr/artifactr/internal/natsauth"
 	"github.com/artifactr/artifactr/internal/natsembed"
 	"github.com/artifactr/artifactr/projections/summaries"
@@ -117,17 +117,7 @@ func authError(url string, err error) error {
 }
 
 // isLoopback reports whether a listen address accepts only local clients.
-func isLoopback(listen string) bool {
-	host, _, err := net.SplitHostPort(listen)
-	if err != nil {
-		return false
-	}
-	if host == "localhost" {
-		return true
-	}
-	ip := net.ParseIP(host)
-	return ip != nil && ip.IsLoopback()
-}
+func isLoopback(listen string) bool { return httpapi.IsLoopback(listen) }
 
 // embeddedAuth is what serve --auth set up on its embedded server.
 type embeddedAuth struct {
