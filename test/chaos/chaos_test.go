@@ -124,6 +124,9 @@ func runSoak(t *testing.T, cfg config) {
 		t.Errorf("audit: %d violations (seed %d)", rep.ViolationCount, cfg.seed)
 	}
 	checkSpecTrace(t, envs, cfg.seed)
+	for _, v := range h.checkViews(envs, 20) {
+		t.Errorf("a holder's view differs from the log (seed %d): %s", cfg.seed, v)
+	}
 	for _, p := range h.checkConsumed(envs, 30) {
 		t.Errorf("consumed exactly once: %s", p)
 	}

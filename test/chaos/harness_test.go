@@ -45,6 +45,8 @@ type harness struct {
 	statsMu  sync.Mutex // protects runStats
 
 	posts       postLog
+	viewsMu     sync.Mutex // protects views
+	views       []viewRec  // each consuming write's view (viewCheck)
 	stopPosters func() // set by startPosters
 	start       time.Time
 	calm        time.Time // when the faults stopped: the drain's start
@@ -224,6 +226,7 @@ func (sl *slot) startRunner(id string) {
 		Logger:        h.log,
 		Now:           sl.now,
 		BeforeAppend:  h.stallHook(cs),
+		Observer:      h.viewObserver(id),
 	})
 	if err == nil {
 		err = r.Start(context.Background())

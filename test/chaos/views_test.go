@@ -1,0 +1,98 @@
+package chaos
+
+import (
+	"fmt"
+	"slices"
+	"sync"
+
+	"github.com/artifactr/artifactr/actors/runner"
+	"github.com/artifactr/artifactr/events"
+	"github.com/artifactr/artifactr/events/eventspb"
+	"github.com/artifactr/artifactr/projections"
+)
+
+// viewCheck is a runner observer that records, before every consuming
+// write, what the holder's view said: the fold's taken cursor and message
+// count at the view's last sequence. After the run, each record is compared
+// with the fold of the log itself up to that sequence. A view that differs
+// is a bug whether or not its write landed: a stale holder's wrong view is
+// refused by the fence and never shows in the audit, yet the same view in
+// a live holder breaks I1.
+type viewCheck struct {
+	runner.NopObserver
+	runner string
+
+	mu   *sync.Mutex // protects recs, shared by every runner's observer
+	recs *[]viewRec
+}
+
+// viewRec is one consuming write's view.
+type viewRec struct {
+	runner, thread, holder string
+	claim                  uint64
+	typ                    events.Type
+	lastSeq, taken         uint64
+	messages               int
+	pending                int
+}
+
+func (h *harness) viewObserver(runnerID string) *viewCheck {
+	return &viewCheck{runner: runnerID, mu: &h.viewsMu, recs: &h.views}
+}
+
+// Appending implements [runner.Observer].
+func (v *viewCheck) Appending(c events.Claim, ev *eventspb.Event, view *projections.Thread) func(events.Ack, error) {
+	switch ev.GetBody().(type) {
+	case *eventspb.Event_RunStarted, *eventspb.Event_AnswerGiven, *eventspb.Event_SteeringGiven:
+	default:
+		return v.NopObserver.Appending(c, ev, view)
+	}
+	rec := viewRec{
+		runner: v.runner, thread: c.Thread, holder: c.Holder, claim: c.Seq, typ: events.TypeOf(ev),
+		lastSeq: view.LastSeq, taken: view.Taken, messages: len(view.Messages), pending: len(view.Pending()),
+	}
+	v.mu.Lock()
+	*v.recs = append(*v.recs, rec)
+	v.mu.Unlock()
+	return v.NopObserver.Appending(c, ev, view)
+}
+
+// checkViews folds each thread's log and compares it, at each recorded
+// view's last sequence, with what the view said. It returns one line per
+// view that differs, at most max.
+func (h *harness) checkViews(envs []events.Envelope, max int) []string {
+	h.viewsMu.Lock()
+	recs := slices.Clone(h.views)
+	h.viewsMu.Unlock()
+	slices.SortStableFunc(recs, func(a, b viewRec) int {
+		if a.thread != b.thread {
+			if a.thread < b.thread {
+				return -1
+			}
+			return 1
+		}
+		return int(a.lastSeq) - int(b.lastSeq)
+	})
+	logs := byThread(envs)
+	var bad []string
+	var fold *projections.Thread
+	var i int // the next envelope of the thread's log to fold
+	for k, r := range recs {
+		if k == 0 || recs[k-1].thread != r.thread {
+			fold, i = projections.New(r.thread), 0
+		}
+		log := logs[r.thread]
+		for i < len(log) && log[i].Seq <= r.lastSeq {
+			fold.Apply(log[i])
+			i++
+		}
+		if fold.Taken != r.taken || len(fold.Messages) != r.messages || len(fold.Pending()) != r.pending {
+			bad = append(bad, fmt.Sprintf("%s by %s (holder %s, claim %d) on %s: its view at %d had taken %d, %d messages, %d pending; the log's fold there has taken %d, %d messages, %d pending",
+				r.typ, r.runner, r.holder, r.claim, r.thread, r.lastSeq, r.taken, r.messages, r.pending, fold.Taken, len(fold.Messages), len(fold.Pending())))
+			if len(bad) == max {
+				break
+			}
+		}
+	}
+	return bad
+}
