@@ -7,6 +7,7 @@ import (
 	"hash/fnv"
 	"math/rand/v2"
 	"slices"
+	"strconv"
 	"strings"
 	"sync/atomic"
 	"time"
@@ -623,7 +624,7 @@ func (ra *runnerActor) claimed(ctx actor.Context, m claimResult) {
 	}
 	fate := &childFate{}
 	ra.spawning = newThreadActor(r, m.claim, m.view, history, wantOf(cl) != wantClaim, fate)
-	pid, err := ctx.SpawnNamed(ra.threadProps(), m.thread)
+	pid, err := ctx.SpawnNamed(ra.threadProps(), actorName(m.thread, m.claim.Seq))
 	ra.spawning = nil
 	if err != nil {
 		r.log.Error("spawn thread actor", "thread", m.thread, "err", err)
@@ -637,11 +638,20 @@ func (ra *runnerActor) claimed(ctx actor.Context, m claimResult) {
 	r.stats.claims.Add(1)
 }
 
+// actorName names the actor of a claim: the thread and the claim's marker,
+// never the same twice. protoactor finds a dead actor's PID again by name,
+// and a stopped actor's goroutines (appends, syncs, runs) still report to
+// it: under the thread's name alone they would reach the thread's next
+// actor, which would take an append result for its own.
+func actorName(thread string, claimSeq uint64) string {
+	return thread + "#" + strconv.FormatUint(claimSeq, 10)
+}
+
 // terminated forgets a stopped thread actor and hands its thread over when
 // it stopped without giving its claim up: a panic, or its session lost.
 func (ra *runnerActor) terminated(ctx actor.Context, who *actor.PID) {
 	r := ra.r
-	th := strings.TrimPrefix(who.Id, ctx.Self().Id+"/")
+	th, _, _ := strings.Cut(strings.TrimPrefix(who.Id, ctx.Self().Id+"/"), "#")
 	c := ra.children[th]
 	if c == nil || !c.pid.Equal(who) {
 		return

@@ -41,7 +41,10 @@ func threadNames(n int) []string {
 func TestRunner_onePostOneClaim(t *testing.T) {
 	log := memstore.NewLog()
 	const n = 60
-	ttl := 300 * time.Millisecond
+	// Long enough that a loaded machine renews every session in time: a
+	// session that seems to lapse moves threads to other runners, whose
+	// claims are then rightly refused as busy.
+	ttl := time.Second
 	var rs []*runner.Runner
 	for i := range 3 {
 		r := startRunner(t, runner.Config{Store: log.Open(memstore.Config{}), ID: fmt.Sprintf("R%d", i), ClaimTTL: ttl, IdleTimeout: time.Hour})
@@ -73,13 +76,22 @@ func TestRunner_onePostOneClaim(t *testing.T) {
 		return due == 0, fmt.Sprintf("%d due", due)
 	})
 	var claims, busy int64
+	lapsed := false
 	for i, r := range rs {
 		st := r.Stats()
 		t.Logf("runner %d: %+v", i, st)
 		claims += st.Claims
 		busy += st.ClaimsBusy
+		lapsed = lapsed || st.Sessions != 1
 	}
-	if claims != n || busy != 0 {
+	switch {
+	case lapsed:
+		// A renewal came later than the TTL (a machine far busier than
+		// its cores): the lapsed session's threads rightly went to the
+		// other runners, so the count below does not apply. The runs and
+		// the audit still must.
+		t.Logf("a session lapsed; %d claims and %d refused as busy", claims, busy)
+	case claims != n || busy != 0:
 		t.Fatalf("%d posts to free threads made %d claims and %d refused as busy; want %d and 0", n, claims, busy, n)
 	}
 	for _, th := range ths {

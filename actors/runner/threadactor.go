@@ -32,8 +32,9 @@ type (
 )
 
 // testHookReceive, when set by a test, is called at the start of every
-// Receive of a thread actor. Tests use it to panic inside an actor.
-var testHookReceive func(thread string, msg any)
+// Receive of a thread actor, with the actor's PID. Tests use it to panic
+// inside an actor and to see which actor a message reached.
+var testHookReceive func(thread string, self *actor.PID, msg any)
 
 // threadActor holds one claim. It feeds every event the runner routes to
 // it, every I/O result, run report and timer to the pure thread.Core and
@@ -140,7 +141,7 @@ func (a *threadActor) send(msg any) { a.r.sys.Root.Send(a.self, msg) }
 // Receive implements actor.Actor.
 func (a *threadActor) Receive(ctx actor.Context) {
 	if h := testHookReceive; h != nil {
-		h(a.claim.Thread, ctx.Message())
+		h(a.claim.Thread, ctx.Self(), ctx.Message())
 	}
 	switch m := ctx.Message().(type) {
 	case *actor.Started:
