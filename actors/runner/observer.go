@@ -38,6 +38,14 @@ type SnapshotObserver interface {
 	SnapshotSaved(thread string, bytes int, err error)
 }
 
+// StartObserver is an [Observer] that also sees what each claim's actor
+// started from: the snapshot's sequence (0: none) and the first and last
+// sequences of the events loaded after it. Tests use it to tell, when a
+// view goes wrong, where it came from.
+type StartObserver interface {
+	ClaimStarted(c events.Claim, snapshotSeq, firstSeq, lastSeq uint64)
+}
+
 // snapshotSaved counts a snapshot's save and tells the observer.
 func (r *Runner) snapshotSaved(p *pendingSnapshot, err error) {
 	if err != nil {

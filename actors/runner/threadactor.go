@@ -184,6 +184,13 @@ func (a *threadActor) started(ctx actor.Context) {
 	a.self = ctx.Self()
 	a.ctx, a.cancel = context.WithCancel(a.r.ctx)
 	a.r.cfg.Observer.Claimed(a.claim, a.takeover())
+	if o, ok := a.r.cfg.Observer.(StartObserver); ok {
+		var first, last uint64
+		if n := len(a.history); n > 0 {
+			first, last = a.history[0].Seq, a.history[n-1].Seq
+		}
+		o.ClaimStarted(a.claim, a.snapSeq, first, last)
+	}
 	cfg := thread.Config{
 		Agent:     a.r.cfg.Agent.Name(),
 		Steerable: a.r.cfg.Agent.Steerable(),

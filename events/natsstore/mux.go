@@ -2,6 +2,7 @@ package natsstore
 
 import (
 	"context"
+	"errors"
 	"strconv"
 	"sync"
 	"time"
@@ -79,6 +80,10 @@ func (g *replyMux) request(ctx context.Context, m *nats.Msg, timeout time.Durati
 		return nil, err
 	}
 	c := &call{multi: multi, done: make(chan struct{})}
+	var reconnects uint64
+	if multi {
+		reconnects = g.nc.Stats().Reconnects
+	}
 	g.mu.Lock()
 	g.next++
 	token := strconv.FormatUint(g.next, 36)
@@ -103,8 +108,18 @@ func (g *replyMux) request(ctx context.Context, m *nats.Msg, timeout time.Durati
 	if first := c.msgs[0]; isStatus(first) && first.Header.Get(hdrStatus) == "503" {
 		return nil, nats.ErrNoResponders
 	}
+	if multi && g.nc.Stats().Reconnects != reconnects {
+		return nil, errReconnected
+	}
 	return c.msgs, nil
 }
+
+// errReconnected fails a request of several replies during which the
+// connection was made again: replies the server sent while the client was
+// away are lost, and the rest, the end-of-batch status among them, reach
+// the new connection, so what came looks complete and is not. The caller
+// reads again.
+var errReconnected = errors.New("natsstore: the connection was made again during a batched read; replies may be missing")
 
 func (g *replyMux) drop(token string) {
 	g.mu.Lock()

@@ -45,9 +45,10 @@ type harness struct {
 	statsMu  sync.Mutex // protects runStats
 
 	posts       postLog
-	viewsMu     sync.Mutex // protects views
-	views       []viewRec  // each consuming write's view (viewCheck)
-	stopPosters func() // set by startPosters
+	viewsMu     sync.Mutex        // protects views and starts
+	views       []viewRec         // each consuming write's view (viewCheck)
+	starts      map[string]string // each claim's start, by holder (viewCheck)
+	stopPosters func()            // set by startPosters
 	start       time.Time
 	calm        time.Time // when the faults stopped: the drain's start
 }
@@ -59,6 +60,7 @@ func newHarness(t *testing.T, cfg config) *harness {
 		h.threads = append(h.threads, fmt.Sprintf("t%02d", i))
 	}
 	h.posts.acked = map[string]map[string]uint64{}
+	h.starts = map[string]string{}
 	return h
 }
 

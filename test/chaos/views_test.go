@@ -22,8 +22,9 @@ type viewCheck struct {
 	runner.NopObserver
 	runner string
 
-	mu   *sync.Mutex // protects recs, shared by every runner's observer
-	recs *[]viewRec
+	mu     *sync.Mutex // protects recs and starts, shared by every runner's observer
+	recs   *[]viewRec
+	starts map[string]string // each claim's start, by holder
 }
 
 // viewRec is one consuming write's view.
@@ -37,7 +38,14 @@ type viewRec struct {
 }
 
 func (h *harness) viewObserver(runnerID string) *viewCheck {
-	return &viewCheck{runner: runnerID, mu: &h.viewsMu, recs: &h.views}
+	return &viewCheck{runner: runnerID, mu: &h.viewsMu, recs: &h.views, starts: h.starts}
+}
+
+// ClaimStarted implements [runner.StartObserver].
+func (v *viewCheck) ClaimStarted(c events.Claim, snap, first, last uint64) {
+	v.mu.Lock()
+	defer v.mu.Unlock()
+	v.starts[c.Holder] = fmt.Sprintf("started from snapshot %d and events %d..%d", snap, first, last)
 }
 
 // Appending implements [runner.Observer].
@@ -62,8 +70,8 @@ func (v *viewCheck) Appending(c events.Claim, ev *eventspb.Event, view *projecti
 // view that differs, at most max.
 func (h *harness) checkViews(envs []events.Envelope, max int) []string {
 	h.viewsMu.Lock()
+	defer h.viewsMu.Unlock()
 	recs := slices.Clone(h.views)
-	h.viewsMu.Unlock()
 	slices.SortStableFunc(recs, func(a, b viewRec) int {
 		if a.thread != b.thread {
 			if a.thread < b.thread {
@@ -87,8 +95,8 @@ func (h *harness) checkViews(envs []events.Envelope, max int) []string {
 			i++
 		}
 		if fold.Taken != r.taken || len(fold.Messages) != r.messages || len(fold.Pending()) != r.pending {
-			bad = append(bad, fmt.Sprintf("%s by %s (holder %s, claim %d) on %s: its view at %d had taken %d, %d messages, %d pending; the log's fold there has taken %d, %d messages, %d pending",
-				r.typ, r.runner, r.holder, r.claim, r.thread, r.lastSeq, r.taken, r.messages, r.pending, fold.Taken, len(fold.Messages), len(fold.Pending())))
+			bad = append(bad, fmt.Sprintf("%s by %s (holder %s, claim %d, %s) on %s: its view at %d had taken %d, %d messages, %d pending; the log's fold there has taken %d, %d messages, %d pending",
+				r.typ, r.runner, r.holder, r.claim, h.starts[r.holder], r.thread, r.lastSeq, r.taken, r.messages, r.pending, fold.Taken, len(fold.Messages), len(fold.Pending())))
 			if len(bad) == max {
 				break
 			}
