@@ -230,6 +230,13 @@ func TestRunner_forgeriesWithRunnerCredentials(t *testing.T) {
 		t.Run(strings.ReplaceAll(tc.name, " ", "_"), func(t *testing.T) {
 			t.Parallel()
 			th := fmt.Sprintf("forged-%d", i)
+			t.Cleanup(func() {
+				if t.Failed() { // the thread's log, to tell what the runner did
+					for _, e := range load(t, s, th) {
+						t.Logf("  %d %s claim=%d holder=%s msgid=%s %v", e.Seq, e.Type, e.Event.GetClaimSeq(), e.Event.GetHolder(), e.MsgID, e.Event.GetBody())
+					}
+				}
+			})
 			post(t, s, th, "one")
 			var active *projections.Run
 			testkit.CheckFor(t, 20*time.Second, func() error {
