@@ -22,8 +22,8 @@ func TestTrace_skippedBySteeringOrAnswerFlagged(t *testing.T) {
 			l.steer("A", "r1", m3)
 		}
 		n := mustFlag(t, l, 7, "")
-		if !strings.Contains(n.Reason, "not the oldest pending message") {
-			t.Errorf("answer %v: Reason = %q, want the oldest pending message named", answer, n.Reason)
+		if !slices.Equal(n.Checks, []string{"NoneSkipped"}) || n.Model != "" {
+			t.Errorf("answer %v: checks %v, model %q: want NoneSkipped, which the model cannot see", answer, n.Checks, n.Model)
 		}
 	}
 }
