@@ -161,7 +161,7 @@ type holderInfo struct {
 type threadTrace struct {
 	id       string
 	frontier []ThreadState
-	slots    [maxProcs]*holderInfo // the live claims, by process
+	slots    [maxProcs]*holderInfo  // the live claims, by process
 	holders  map[uint64]*holderInfo // the live claims, by marker
 	pending  []uint64               // posted, not yet consumed, oldest first
 	runIdx   map[string]uint8       // run id -> its index in the model's runs
