@@ -77,3 +77,25 @@ func TestTrace_beyondCheckedReported(t *testing.T) {
 		t.Errorf("beyond at %v, want 6 (open requests) and 10 (pending messages)", got)
 	}
 }
+
+// Each dimension within some checked model, but not all in one: two claims
+// that can still write, three messages pending and two open requests at
+// once is in no checked model, and is reported so.
+func TestTrace_beyondCheckedJointlyReported(t *testing.T) {
+	l := newLog()
+	l.claim("A")
+	l.start("A", "r1", l.post())
+	l.ask("A", "r1", "q1")
+	l.ask("A", "r1", "q2")
+	l.claim("B") // 6: A's run is active, so A can still write
+	l.post()
+	l.post()
+	l.post() // 9: three pending
+	r := validate(*l.envs)
+	if !r.OK() {
+		t.Fatalf("%s", r.Nonconforming[0])
+	}
+	if len(r.Beyond) != 1 || r.Beyond[0].Seq != 9 || !strings.Contains(r.Beyond[0].What, "no one checked model") {
+		t.Errorf("beyond %+v, want one joint report at 9", r.Beyond)
+	}
+}
