@@ -55,9 +55,11 @@ var mutants = []struct {
 	// The stalled holder's renewals revive its session each time it
 	// lapses, so the others' Acquire is never enabled for good.
 	{"Renew: revives a lapsed session", mutRevive, nil, []LiveFairness{HolderStalls}, ""},
+	// Not a liveness bug (TestMutation_keepHolding_onlyDelays): a delay.
 	{"RunEnd: refused, holds on", mutKeepHolding, nil, nil,
-		"its marker is not the newest, so its next start is refused (StartFenced) and it hands over then; " +
-			"holding on without a message pending only delays that, and blocks no one else's Acquire"},
+		"not a liveness bug: a stale holder has seen no more than taken, so with a message pending its " +
+			"StartFenced is enabled, and weakly fair: it hands over; holding on without a message pending " +
+			"blocks no one else's Acquire, whose guard reads the lease alone"},
 }
 
 func TestMutation_eachGuardMatters(t *testing.T) {
