@@ -172,6 +172,16 @@ func TestRules_oneVerdictPerRule(t *testing.T) {
 			l.claim("A")
 			l.start("A", "r1", m2)
 		}},
+		{"NoneSkipped: a start naming a message never posted, none pending", audit.CheckNoneSkipped, true, func(l *tlog) {
+			l.claim("A")
+			l.start("A", "r1", 99)
+		}},
+		{"NoneSkipped: steering naming a message never posted while one is pending", audit.CheckNoneSkipped, false, func(l *tlog) {
+			l.claim("A")
+			l.start("A", "r1", l.post())
+			l.post()
+			l.steer("A", "r1", 99)
+		}},
 		{"RunByHolder: a run that ends twice", audit.CheckRunByHolder, true, func(l *tlog) {
 			l.claim("A")
 			l.start("A", "r1", l.post())
