@@ -262,7 +262,8 @@ func bad(format string, args ...any) *Nonconformance {
 }
 
 // step maps one event of th, as the fold applied it, to its action,
-// moves the frontier, and returns the action, or why the model refuses it.
+// moves the frontier, and returns the action by its holder ("" for a
+// stutter), or why the model refuses it.
 // What the event names that the model cannot see (which message, request
 // or run; its holder) is the rules' to check, not step's.
 func (v *TraceValidator) step(th *threadTrace, env *events.Envelope) (string, *Nonconformance) {
@@ -332,7 +333,7 @@ func (v *TraceValidator) step(th *threadTrace, env *events.Envelope) (string, *N
 	th.record(h, env)
 	v.retire(th)
 	v.normalize(th)
-	return action, nil
+	return action + "(" + h.name + ")", nil
 }
 
 // actionOf maps a run-subject or release event to its action.
