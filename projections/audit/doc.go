@@ -137,8 +137,9 @@
 // [active run's start, new start]; FenceNewestClaim [newest claim, (its
 // release,) event], or [event] when no claim precedes it; ClaimChain
 // [previous claim-subject sequence, event]; NoEndAfterAbandon [abandon,
-// event]; AnswerOnce [request_opened, first answer, second answer], or [event] for a request id opened again;
-// RunChain [previous run-subject sequence, event]; NoneSkipped [the oldest
+// event]; AnswerOnce [request_opened, first answer, second answer], or
+// [event] for a request id opened again; RunChain [previous run-subject
+// sequence, event]; NoneSkipped [the oldest
 // pending message, event], or [the passed-over message, event] when the
 // event consumes one behind the taken cursor, or [(the oldest pending
 // message,) event] when it names no pending message; RunByHolder [the run's
