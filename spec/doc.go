@@ -20,9 +20,10 @@
 // consumed, on a model whose claim sequences are renumbered so that
 // takeovers are unbounded.
 //
-// [TraceValidator] maps each thread's events, in stream order, to the
-// spec's actions and reports the first event the model does not allow
-// (artifactr audit --spec).
+// [TraceValidator] checks each thread's events, in stream order, with the
+// plain audit's rules and maps them to the spec's actions, and reports the
+// first event the rules or the model do not allow (artifactr audit
+// --spec): one rule set, so it flags the threads the plain audit flags.
 //
 // # Usage
 //

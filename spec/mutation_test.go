@@ -55,9 +55,11 @@ var mutants = []struct {
 	// The stalled holder's renewals revive its session each time it
 	// lapses, so the others' Acquire is never enabled for good.
 	{"Renew: revives a lapsed session", mutRevive, nil, []LiveFairness{HolderStalls}, ""},
+	// Not a liveness bug (TestMutation_keepHolding_onlyDelays): a delay.
 	{"RunEnd: refused, holds on", mutKeepHolding, nil, nil,
-		"its marker is not the newest, so its next start is refused (StartFenced) and it hands over then; " +
-			"holding on without a message pending only delays that, and blocks no one else's Acquire"},
+		"not a liveness bug: a stale holder has seen no more than taken, so with a message pending its " +
+			"StartFenced is enabled, and weakly fair: it hands over; holding on without a message pending " +
+			"blocks no one else's Acquire, whose guard reads the lease alone"},
 }
 
 func TestMutation_eachGuardMatters(t *testing.T) {
@@ -148,5 +150,68 @@ func TestVacuity_everyCheckCanFail(t *testing.T) {
 			}
 			t.Errorf("no mutant breaks %s: it may hold vacuously", name)
 		})
+	}
+}
+
+// Issue 27: the "holds on" mutant (RunEnd refused, and the holder holds on
+// as if its run had ended) is a delay, not a liveness bug. The argument,
+// checked here on its liveness model (claims renumbered, so takeovers are
+// unbounded):
+//
+//  1. A stale holder (holding, its marker not the newest) has seen no more
+//     than taken: seen[p] <= taken in every reachable state. So in every
+//     state with a message pending (taken < posted) it has Pending(p), the
+//     fence refuses it, and StartFenced(p) is enabled: weak fairness makes
+//     it hand over. A stale holder stays only while nothing is pending.
+//  2. It blocks no one else: Acquire's guard reads the lease alone, and a
+//     stale holder's lease, if it is still its own, is one it acquires
+//     again after StartFenced (Acquire takes its own session's lease).
+//
+// The state it needs is reachable (a stale holder with a message pending),
+// so the lemma is not vacuous; EventuallyConsumed holds on the mutant
+// under both fairness assumptions (TestMutation_eachGuardMatters).
+func TestMutation_keepHolding_onlyDelays(t *testing.T) {
+	c := DefaultConfig()
+	c.removed = mutKeepHolding
+	m, err := liveModel(c)
+	if err != nil {
+		t.Fatal(err)
+	}
+	tm := tcl{c}
+	reached := false
+	m.Invariants = []Invariant[ThreadState]{{Name: "StaleHolderSeesPending", Holds: func(s ThreadState) bool {
+		for p := range c.Procs {
+			if s.pc[p] != holding || tm.newest(s, p) {
+				continue
+			}
+			if s.seen[p] > s.taken {
+				return false
+			}
+			if s.taken < s.posted {
+				reached = true
+				if _, ok := tm.StartFenced(s, p); !ok {
+					return false
+				}
+			}
+		}
+		return true
+	}}}
+	m.Properties = nil
+	res := CheckAll(m)
+	t.Logf("%d distinct states of the mutant's liveness model", res.Distinct)
+	if tr, ok := res.Failures["StaleHolderSeesPending"]; ok {
+		t.Fatalf("a stale holder cannot hand over with a message pending:\n%s", m.FormatTrace(tr))
+	}
+	if !reached {
+		t.Fatal("no state has a stale holder with a message pending: the lemma is vacuous")
+	}
+	for _, f := range []LiveFairness{RunnersFair, HolderStalls} {
+		lr, err := EventuallyConsumed(c, f)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if lr.Violated {
+			t.Errorf("%v: the mutant starves: %v, then forever %v", f, actions(t, lr.Prefix), lr.Cycle)
+		}
 	}
 }

@@ -7,27 +7,39 @@ import (
 
 	"github.com/artifactr/artifactr/events"
 	"github.com/artifactr/artifactr/events/eventspb"
-	"github.com/artifactr/artifactr/projections"
+	"github.com/artifactr/artifactr/projections/audit"
 )
 
 // Trace validation: real logs checked against the Go model, as etcd raft
-// checks its traces against its TLA+ spec.
+// checks its traces against its TLA+ spec, with the audit's rules.
+//
+// One rule set. Each event goes first through the plain audit's rules
+// (projections/audit: projections.Rules and the audit's checks of how each
+// event was appended), and a violation there is a nonconformance. Then the
+// event, as the fold applied it, is mapped to the spec's action and
+// stepped: the model decides whether the step is enabled. An event the fold
+// ignores (malformed, out of order, a repost, a fork that cannot start the
+// thread) is no step, and an anomaly is no nonconformance: the two verdicts
+// are the audit's and the model's on the same log as the fold reads it.
+// Every nonconformance names the audit checks it breaks (Checks) and, when
+// the model refuses the step, why (Model); the tests require that the model
+// never refuses a step the rules accept (rules.go).
 //
 // Each thread's events, in stream order, are mapped to the spec's actions:
-// message_posted is Post, thread_claimed Claim, thread_released Release,
-// run_started RunStart, request_opened Ask, answer_given Reply,
-// steering_given Steer, run_completed and run_failed RunEnd, run_abandoned
-// Abandon. The writer of each event (its holder) is a process of the model:
-// each claim is one process, from its marker on. The other steps (Acquire,
-// ReadClaim, Load, Lapse, Renew, the refusals, a Claim that conflicts, a
-// Release or RunEnd refused) leave nothing in the log, so between two
-// events any number of them may happen. The validator keeps every model
-// state the log so far could have led to (the frontier); an event conforms
-// when its action, by its holder's process, is enabled in one of them,
-// after some hidden steps, and does what the event says (the message it
-// consumes, the run it names).
+// message_posted is Post (PostIdle under reject), thread_claimed Claim,
+// thread_released Release, run_started RunStart, request_opened Ask,
+// answer_given Reply, steering_given Steer, run_completed and run_failed
+// RunEnd, run_abandoned Abandon. Each claim is one process of the model,
+// from its marker on; an event's process is the claim its claim_seq names.
+// The other steps (Acquire, ReadClaim, Load, Lapse, Renew, the refusals, a
+// Claim that conflicts, a Release or RunEnd refused) leave nothing in the
+// log, so between two events any number of them may happen. The validator
+// keeps every model state the log so far could have led to (the frontier);
+// an event's step is allowed when its action, by its claim's process, is
+// enabled in one of them after some hidden steps.
 //
-// run_output is a stutter: it must name the active run, nothing more.
+// run_output, run_interrupted, thread_configured, cancel_requested,
+// thread_metadata and thread_deleted are stutters: the rules check them.
 //
 // The model is finite and logs are not, so after each event the states are
 // renumbered without changing what can happen next: consumed messages are
@@ -57,6 +69,14 @@ type Nonconformance struct {
 	// Expected lists the actions the spec allows next, by holder.
 	Expected []string `json:"expected"`
 	Reason   string   `json:"reason"`
+	// Checks are the audit's checks the event breaks (audit.CheckNames),
+	// the same violations the plain audit reports on it; none when only
+	// the model refuses it, which the tests hold never happens.
+	Checks []string `json:"checks,omitempty"`
+	// Model says why the model refuses the event's step, "" when it allows
+	// it: what the event names that the model cannot see (which message,
+	// request or holder) is the rules' alone.
+	Model string `json:"model,omitempty"`
 }
 
 func (n Nonconformance) String() string {
@@ -89,24 +109,44 @@ func (r TraceReport) OK() bool { return len(r.Nonconforming) == 0 }
 type TraceValidator struct {
 	m       Model[ThreadState, ThreadState]
 	mt      tcl
-	threads map[string]*threadTrace
-	order   []string
-	events  int
-	bad     []Nonconformance
-	beyond  []Beyond // trace_reach.go
+	rules   *audit.Auditor
+	found   []audit.Violation // the rules' violations on the event being added
+	ignored bool              // the fold applied nothing of that event
+	// modelOnly drops the rules' verdict, for the tests that show what the
+	// model decides alone.
+	modelOnly bool
+	threads   map[string]*threadTrace
+	order     []string
+	events    int
+	bad       []Nonconformance
+	beyond    []Beyond // trace_reach.go
 }
 
-// NewTraceValidator returns a validator against the fenced model.
-func NewTraceValidator() *TraceValidator { return newTraceValidator(traceConfig()) }
+// NewTraceValidator returns a validator against the fenced model, with the
+// audit's rules for the default subject prefix.
+func NewTraceValidator() *TraceValidator { return NewTraceValidatorWith(audit.Options{}) }
+
+// NewTraceValidatorWith returns a validator against the fenced model, with
+// the audit's rules configured by o (its Subjects; its hooks are the
+// validator's own).
+func NewTraceValidatorWith(o audit.Options) *TraceValidator {
+	return newTraceValidator(traceConfig(), o)
+}
 
 // newTraceValidator validates against the model of c, which must have the
 // trace capacities; the tests give it a weakened one.
-func newTraceValidator(c Config) *TraceValidator {
+func newTraceValidator(c Config, o audit.Options) *TraceValidator {
 	m, err := ThreadClaimLapse(c)
 	if err != nil {
 		panic(fmt.Sprintf("spec: trace model: %v", err)) // a constant config
 	}
-	return &TraceValidator{m: m, mt: tcl{c}, threads: make(map[string]*threadTrace)}
+	v := &TraceValidator{m: m, mt: tcl{c}, threads: make(map[string]*threadTrace)}
+	o.MaxFindings = 1 // the hooks see every finding; the report is not read
+	o.StrandedAfter = 0
+	o.OnViolation = func(f audit.Violation) { v.found = append(v.found, f) }
+	o.OnAnomaly = func(f audit.Finding) { v.ignored = v.ignored || f.Ignored }
+	v.rules = audit.NewWithOptions(o)
+	return v
 }
 
 // holderInfo is one claim: a process of the model.
@@ -121,12 +161,11 @@ type holderInfo struct {
 type threadTrace struct {
 	id       string
 	frontier []ThreadState
-	slots    [maxProcs]*holderInfo // the live claims, by process
-	holders  map[string]*holderInfo
+	slots    [maxProcs]*holderInfo  // the live claims, by process
+	holders  map[uint64]*holderInfo // the live claims, by marker
 	pending  []uint64               // posted, not yet consumed, oldest first
 	runIdx   map[string]uint8       // run id -> its index in the model's runs
-	openReqs map[string]string      // request id -> its run, while open
-	retired  map[string]*holderInfo // claims that can write nothing more: their processes were given back
+	retired  map[uint64]*holderInfo // claims that can write nothing more: their processes were given back
 	newest   uint64                 // the newest thread_claimed
 	released bool                   // the newest claim was released
 	// lastEnded is the run that ended last: a new claimant that planned
@@ -137,9 +176,6 @@ type threadTrace struct {
 
 	strategy traceStrategy // trace_strategy.go
 	reach    uint8         // trace_reach.go
-	// ids are the message ids posted: a post of one again is no message
-	// (projections.Rules), so no Post action.
-	ids map[string]bool
 }
 
 // Add validates env, the next envelope of the stream.
@@ -150,30 +186,70 @@ func (v *TraceValidator) Add(env events.Envelope) {
 		th = &threadTrace{
 			id:       env.Thread,
 			frontier: []ThreadState{v.mt.Init()},
-			holders:  make(map[string]*holderInfo),
+			holders:  make(map[uint64]*holderInfo),
 			runIdx:   make(map[string]uint8),
-			openReqs: make(map[string]string),
-			retired:  make(map[string]*holderInfo),
+			retired:  make(map[uint64]*holderInfo),
 		}
 		v.threads[env.Thread] = th
 		v.order = append(v.order, env.Thread)
 	}
+	// The rules see every event, so that their state (another thread's
+	// messages, for a fork) is the plain audit's.
+	v.found, v.ignored = v.found[:0], false
+	v.rules.Add(env)
 	if th.failed {
 		return
 	}
-	if n := v.step(th, &env); n != nil {
-		th.failed = true
-		n.Thread, n.Seq, n.Type = env.Thread, env.Seq, events.TypeOf(env.Event)
-		if n.Type == "" {
-			n.Type = env.Type
+	var checks []string
+	if !v.modelOnly {
+		for _, f := range v.found {
+			if !slices.Contains(checks, f.Check) {
+				checks = append(checks, f.Check)
+			}
 		}
-		if n.Expected == nil {
-			n.Expected = v.expected(th)
-		}
-		v.bad = append(v.bad, *n)
+	}
+	var n *Nonconformance
+	var expected []string
+	if len(checks) > 0 {
+		expected = v.expected(th) // before the step moves the frontier
+	}
+	action := ""
+	if !v.ignored {
+		action, n = v.step(th, &env)
+	}
+	if n == nil && len(checks) == 0 {
+		v.noteReach(th, env.Seq)
 		return
 	}
-	v.noteReach(th, env.Seq)
+	if n == nil {
+		n = &Nonconformance{Holder: env.Event.GetHolder(), Action: action}
+	} else {
+		n.Model = n.Reason
+	}
+	th.failed = true
+	n.Thread, n.Seq, n.Type, n.Checks = env.Thread, env.Seq, events.TypeOf(env.Event), checks
+	if n.Type == "" {
+		n.Type = env.Type
+	}
+	var why []string
+	for _, f := range v.found {
+		if !v.modelOnly {
+			why = append(why, "breaks "+f.Check+": "+f.Message)
+		}
+	}
+	if n.Model != "" {
+		why = append(why, "the model: "+n.Model)
+	} else if action != "" {
+		why = append(why, "the model allows the step, "+action)
+	}
+	n.Reason = strings.Join(why, "; ")
+	switch {
+	case expected != nil:
+		n.Expected = expected
+	case n.Expected == nil:
+		n.Expected = v.expected(th) // the model refused: the frontier stayed
+	}
+	v.bad = append(v.bad, *n)
 }
 
 // Report returns what the validation found so far.
@@ -185,168 +261,103 @@ func bad(format string, args ...any) *Nonconformance {
 	return &Nonconformance{Reason: fmt.Sprintf(format, args...)}
 }
 
-// step validates one event of th and moves its frontier.
-func (v *TraceValidator) step(th *threadTrace, env *events.Envelope) *Nonconformance {
+// step maps one event of th, as the fold applied it, to its action,
+// moves the frontier, and returns the action by its holder ("" for a
+// stutter), or why the model refuses it.
+// What the event names that the model cannot see (which message, request
+// or run; its holder) is the rules' to check, not step's.
+func (v *TraceValidator) step(th *threadTrace, env *events.Envelope) (string, *Nonconformance) {
 	if env.Err != nil || env.Event == nil {
-		return bad("is malformed: %v", env.Err)
+		return "", bad("is malformed: %v", env.Err) // the rules ignore it first
 	}
 	ev := env.Event
-	holder := ev.GetHolder()
 	var h *holderInfo
 	action := ""
 	switch b := ev.GetBody().(type) {
 	case *eventspb.Event_MessagePosted:
-		if reason := projections.PostFinding(env, th.id); reason != "" {
-			return &Nonconformance{Action: "Post", Reason: "is " + reason + ": no client's Post writes it"}
-		}
-		if id := b.MessagePosted.GetMessageId(); id != "" {
-			if th.ids[id] {
-				return nil // a repost: no message, no action
-			}
-			if th.ids == nil {
-				th.ids = make(map[string]bool)
-			}
-			th.ids[id] = true
-		}
 		post, name := v.mt.Post, "Post"
 		if th.postStrategy(b.MessagePosted) == events.StrategyReject { // trace_strategy.go
 			post, name = v.mt.PostIdle, "PostIdle"
 		}
+		// Post is no process's step, and has no hidden step before it that
+		// could enable it: each state of the frontier must allow it.
+		for _, s := range th.frontier {
+			if _, ok := post(s); !ok && name == "PostIdle" {
+				return name, &Nonconformance{Action: name, Reason: "has strategy reject, but a run is active: PostIdle is not enabled"}
+			} else if !ok {
+				return name, bad("cannot be posted: the model holds %d messages", maxMsgs)
+			}
+		}
 		for i, s := range th.frontier {
-			t, ok := post(s)
-			if !ok && name == "PostIdle" {
-				return &Nonconformance{Action: name, Reason: "has strategy reject, but a run is active: PostIdle is not enabled"}
-			}
-			if !ok {
-				return bad("cannot be posted: the model holds %d messages", maxMsgs)
-			}
-			th.frontier[i] = t
+			th.frontier[i], _ = post(s)
 		}
 		th.pending = append(th.pending, env.Seq)
 		v.normalize(th)
-		return nil
+		return name, nil
 	case *eventspb.Event_ThreadForked:
-		return v.forked(th)
-	case *eventspb.Event_RunOutput:
-		if i, ok := th.runIdx[b.RunOutput.GetRunId()]; !ok || th.frontier[0].runs[i] != active {
-			return bad("names run %q, which is not active", b.RunOutput.GetRunId())
-		}
-		return nil
-	case *eventspb.Event_ThreadConfigured, *eventspb.Event_CancelRequested, *eventspb.Event_RunInterrupted:
-		return th.strategyEvent(env) // trace_strategy.go
-	case *eventspb.Event_ThreadMetadata, *eventspb.Event_ThreadDeleted:
-		return nil // no part of the protocol's state
+		return "", v.forked(th)
+	case *eventspb.Event_ThreadConfigured, *eventspb.Event_CancelRequested, *eventspb.Event_RunInterrupted,
+		*eventspb.Event_RunOutput, *eventspb.Event_ThreadMetadata, *eventspb.Event_ThreadDeleted:
+		th.strategyEvent(env) // trace_strategy.go
+		return "", nil
 	case *eventspb.Event_ThreadClaimed:
-		if hn := b.ThreadClaimed.GetHolder(); hn != "" {
-			holder = hn
-		}
-		if _, dup := th.holders[holder]; dup || th.retired[holder] != nil {
-			return bad("by holder %q, which already has a marker", holder)
+		holder := b.ThreadClaimed.GetHolder()
+		if holder == "" {
+			holder = ev.GetHolder()
 		}
 		slot := slices.Index(th.slots[:], nil)
 		if slot < 0 {
-			return bad("by holder %q: more than %d claims that can still write, the validator's capacity", holder, maxProcs)
+			return "Claim", bad("by holder %q: more than %d claims that can still write, the validator's capacity", holder, maxProcs)
 		}
 		h = &holderInfo{name: holder, slot: slot}
 		action = "Claim"
 	default:
-		if r := th.retired[holder]; r != nil && !v.revive(th, r) {
-			return &Nonconformance{Holder: holder, Reason: fmt.Sprintf("by %s: more than %d claims that can still write, the validator's capacity", holder, maxProcs)}
+		cs := ev.GetClaimSeq()
+		if r := th.retired[cs]; r != nil && !v.revive(th, r) {
+			return "", &Nonconformance{Holder: ev.GetHolder(), Reason: fmt.Sprintf("under claim %d: more than %d claims that can still write, the validator's capacity", cs, maxProcs)}
 		}
-		if h = th.holders[holder]; h == nil {
-			return &Nonconformance{Holder: holder, Reason: fmt.Sprintf("by %s, which has no claim marker in this thread", holder)}
+		if h = th.holders[cs]; h == nil {
+			return "", &Nonconformance{Holder: ev.GetHolder(), Reason: fmt.Sprintf("carries claim_seq %d, which is no claim marker of this thread: no process of the model wrote it", cs)}
 		}
-		if ev.GetClaimSeq() != h.marker {
-			return &Nonconformance{Holder: holder, Reason: fmt.Sprintf("carries claim_seq %d, but %s's marker is %d", ev.GetClaimSeq(), holder, h.marker)}
-		}
-		var n *Nonconformance
-		action, n = th.checkData(h, ev)
-		if n != nil {
-			n.Holder, n.Action = holder, action+"("+holder+")"
-			return n
+		action = th.actionOf(ev)
+		if action == "" {
+			return "", &Nonconformance{Holder: h.name, Reason: "maps to no spec action"}
 		}
 	}
 	next := v.apply(th, action, h.slot)
 	if len(next) == 0 {
-		return &Nonconformance{Holder: holder, Action: action + "(" + holder + ")",
-			Reason: fmt.Sprintf("by %s: %s(%s) is not enabled", holder, action, holder)}
+		return action, &Nonconformance{Holder: h.name, Action: action + "(" + h.name + ")",
+			Reason: fmt.Sprintf("%s(%s) is not enabled", action, h.name)}
 	}
 	th.frontier = next
 	th.record(h, env)
 	v.retire(th)
 	v.normalize(th)
-	return nil
+	return action + "(" + h.name + ")", nil
 }
 
-// checkData maps a run-subject or release event to its action and checks
-// that what it names is what the action does.
-func (th *threadTrace) checkData(h *holderInfo, ev *eventspb.Event) (string, *Nonconformance) {
-	ownRun := func(id string) *Nonconformance {
-		if id != h.run {
-			return bad("names run %q, but holder %q's run is %q", id, h.name, h.run)
-		}
-		return nil
-	}
-	oldest := func(seq uint64) *Nonconformance {
-		if len(th.pending) == 0 || th.pending[0] != seq {
-			return bad("consumes message %d, not the oldest pending message %v", seq, th.pending[:min(len(th.pending), 1)])
-		}
-		return nil
-	}
-	switch b := ev.GetBody().(type) {
+// actionOf maps a run-subject or release event to its action.
+func (th *threadTrace) actionOf(ev *eventspb.Event) string {
+	switch ev.GetBody().(type) {
 	case *eventspb.Event_ThreadReleased:
-		return "Release", nil
+		return "Release"
 	case *eventspb.Event_RunStarted:
-		if _, dup := th.runIdx[b.RunStarted.GetRunId()]; dup {
-			return "RunStart", bad("starts run %q again", b.RunStarted.GetRunId())
-		}
-		return "RunStart", oldest(b.RunStarted.GetPromptSeq())
+		return "RunStart"
 	case *eventspb.Event_RequestOpened:
-		if _, dup := th.openReqs[b.RequestOpened.GetRequestId()]; dup {
-			return "Ask", bad("opens request %q, which is open", b.RequestOpened.GetRequestId())
-		}
-		return "Ask", ownRun(b.RequestOpened.GetRunId())
+		return "Ask"
 	case *eventspb.Event_AnswerGiven:
-		id, run := b.AnswerGiven.GetRequestId(), b.AnswerGiven.GetRunId()
-		if n := ownRun(run); n != nil {
-			return "Reply", n
-		}
-		if th.openReqs[id] != run {
-			return "Reply", bad("answers request %q, which is not an open request of run %q", id, run)
-		}
-		return "Reply", oldest(b.AnswerGiven.GetMessageSeq())
+		return "Reply"
 	case *eventspb.Event_SteeringGiven:
-		if n := ownRun(b.SteeringGiven.GetRunId()); n != nil {
-			return "Steer", n
-		}
-		return "Steer", oldest(b.SteeringGiven.GetMessageSeq())
-	case *eventspb.Event_RunCompleted:
-		return "RunEnd", ownRun(b.RunCompleted.GetRunId())
-	case *eventspb.Event_RunFailed:
-		return "RunEnd", ownRun(b.RunFailed.GetRunId())
+		return "Steer"
+	case *eventspb.Event_RunCompleted, *eventspb.Event_RunFailed:
+		return "RunEnd"
 	case *eventspb.Event_RunAbandoned:
 		// Abandon abandons the active run; with none, the run it planned to
-		// abandon ended first, and the write changes nothing.
-		id := b.RunAbandoned.GetRunId()
-		i, ok := th.runIdx[id]
-		switch {
-		case ok && th.frontier[0].runs[i] == active:
-			return "Abandon", nil
-		case id == th.lastEnded && th.noActive():
-			return "Abandon", nil
-		}
-		return "Abandon", bad("names run %q, which is neither the active run nor the last ended with none active", id)
+		// abandon ended first, and the write changes nothing. Which run it
+		// names is the rules' (AbandonOnlyOlder).
+		return "Abandon"
 	}
-	return "", bad("maps to no spec action")
-}
-
-func (th *threadTrace) noActive() bool {
-	for _, r := range th.frontier[0].runs {
-		if r == active {
-			return false
-		}
-	}
-	return true
+	return ""
 }
 
 // visible reports whether a transition of action writes an event: the
@@ -469,11 +480,16 @@ func (v *TraceValidator) expected(th *threadTrace) []string {
 // record updates th's tables for an event that conformed.
 func (th *threadTrace) record(h *holderInfo, env *events.Envelope) {
 	ev := env.Event
-	consume := func() { th.pending = th.pending[1:] }
+	// The rules accepted the event: it consumes the oldest pending message.
+	consume := func() {
+		if len(th.pending) > 0 {
+			th.pending = th.pending[1:]
+		}
+	}
 	switch b := ev.GetBody().(type) {
 	case *eventspb.Event_ThreadClaimed:
 		h.marker = env.Seq
-		th.holders[h.name], th.slots[h.slot] = h, h
+		th.holders[h.marker], th.slots[h.slot] = h, h
 		th.newest, th.released = env.Seq, false
 	case *eventspb.Event_ThreadReleased:
 		th.released = true
@@ -482,11 +498,8 @@ func (th *threadTrace) record(h *holderInfo, env *events.Envelope) {
 		h.run = b.RunStarted.GetRunId()
 		// RunStart opened run NRuns + 1, the same in every state.
 		th.runIdx[h.run] = uint8(tcl{traceConfig()}.nRuns(th.frontier[0]))
-	case *eventspb.Event_RequestOpened:
-		th.openReqs[b.RequestOpened.GetRequestId()] = b.RequestOpened.GetRunId()
 	case *eventspb.Event_AnswerGiven:
 		consume()
-		delete(th.openReqs, b.AnswerGiven.GetRequestId())
 	case *eventspb.Event_SteeringGiven:
 		consume()
 	case *eventspb.Event_RunCompleted:
@@ -506,9 +519,9 @@ func (v *TraceValidator) revive(th *threadTrace, h *holderInfo) bool {
 	if p < 0 {
 		return false
 	}
-	delete(th.retired, h.name)
+	delete(th.retired, h.marker)
 	h.slot = p
-	th.holders[h.name], th.slots[p] = h, h
+	th.holders[h.marker], th.slots[p] = h, h
 	run := th.runIdx[h.run] // 0 when forgotten: no longer active
 	var out []ThreadState
 	for _, s := range th.frontier {
@@ -540,9 +553,9 @@ func (v *TraceValidator) retire(th *threadTrace) {
 			continue
 		}
 		th.slots[p] = nil
-		delete(th.holders, h.name)
+		delete(th.holders, h.marker)
 		h.slot = -1
-		th.retired[h.name] = h
+		th.retired[h.marker] = h
 		for i := range th.frontier {
 			drop(&th.frontier[i], p)
 		}
@@ -576,11 +589,6 @@ func (v *TraceValidator) normalize(th *threadTrace) {
 			delete(th.runIdx, id)
 		} else {
 			th.runIdx[id] = remap[r]
-		}
-	}
-	for id, run := range th.openReqs {
-		if _, ok := th.runIdx[run]; !ok {
-			delete(th.openReqs, id)
 		}
 	}
 	cs := s0.claimSeq

@@ -44,7 +44,25 @@ const (
 	reachClaims  uint8 = 1 << iota // claims that can still write
 	reachPending                   // messages pending
 	reachOpen                      // open requests of a run
+	// reachJoint: each dimension is within some checked model, but no one
+	// checked model has them all at once (2 claims, 3 pending and 2 open
+	// requests, say).
+	reachJoint
 )
+
+// checkedConfigs are every model CI checks every invariant and property on.
+var checkedConfigs = append([]Config{DefaultConfig()}, otherCheckedConfigs...)
+
+// coveredJointly reports whether one checked model has at least claims
+// processes, pending messages and open requests at once.
+func coveredJointly(claims, pending, open int) bool {
+	for _, c := range checkedConfigs {
+		if claims <= c.Procs && pending <= c.NumMsgs && open <= c.MaxOpen {
+			return true
+		}
+	}
+	return false
+}
 
 // noteReach records the dimensions in which th, after the event at seq,
 // is beyond checkedReach for the first time.
@@ -71,6 +89,13 @@ func (v *TraceValidator) noteReach(th *threadTrace, seq uint64) {
 			v.beyond = append(v.beyond, Beyond{Thread: th.id, Seq: seq, What: fmt.Sprintf(
 				"%d %s, beyond the checked models' %s = %d", d.n, d.what, d.cfg, d.bound)})
 		}
+	}
+	alone := claims <= c.Procs && len(th.pending) <= c.NumMsgs && open <= c.MaxOpen
+	if alone && th.reach&reachJoint == 0 && !coveredJointly(claims, len(th.pending), open) {
+		th.reach |= reachJoint
+		v.beyond = append(v.beyond, Beyond{Thread: th.id, Seq: seq, What: fmt.Sprintf(
+			"%d claims that can still write, %d messages pending and %d open requests at once: each is within a checked model, but no one checked model has them all",
+			claims, len(th.pending), open)})
 	}
 }
 

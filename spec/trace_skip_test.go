@@ -22,8 +22,8 @@ func TestTrace_skippedBySteeringOrAnswerFlagged(t *testing.T) {
 			l.steer("A", "r1", m3)
 		}
 		n := mustFlag(t, l, 7, "")
-		if !strings.Contains(n.Reason, "not the oldest pending message") {
-			t.Errorf("answer %v: Reason = %q, want the oldest pending message named", answer, n.Reason)
+		if !slices.Equal(n.Checks, []string{"NoneSkipped"}) || n.Model != "" {
+			t.Errorf("answer %v: checks %v, model %q: want NoneSkipped, which the model cannot see", answer, n.Checks, n.Model)
 		}
 	}
 }
@@ -75,5 +75,27 @@ func TestTrace_beyondCheckedReported(t *testing.T) {
 	}
 	if !slices.Equal(got, []uint64{6, 10}) {
 		t.Errorf("beyond at %v, want 6 (open requests) and 10 (pending messages)", got)
+	}
+}
+
+// Each dimension within some checked model, but not all in one: two claims
+// that can still write, three messages pending and two open requests at
+// once is in no checked model, and is reported so.
+func TestTrace_beyondCheckedJointlyReported(t *testing.T) {
+	l := newLog()
+	l.claim("A")
+	l.start("A", "r1", l.post())
+	l.ask("A", "r1", "q1")
+	l.ask("A", "r1", "q2")
+	l.claim("B") // 6: A's run is active, so A can still write
+	l.post()
+	l.post()
+	l.post() // 9: three pending
+	r := validate(*l.envs)
+	if !r.OK() {
+		t.Fatalf("%s", r.Nonconforming[0])
+	}
+	if len(r.Beyond) != 1 || r.Beyond[0].Seq != 9 || !strings.Contains(r.Beyond[0].What, "no one checked model") {
+		t.Errorf("beyond %+v, want one joint report at 9", r.Beyond)
 	}
 }

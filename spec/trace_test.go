@@ -10,29 +10,42 @@ import (
 
 	"github.com/artifactr/artifactr/events"
 	"github.com/artifactr/artifactr/events/eventspb"
+	"github.com/artifactr/artifactr/projections/audit"
 )
 
-// tlog builds a thread's log by hand, as the code would write it.
+// tlog builds a thread's log by hand, as the code would write it, with
+// the expected-sequence checks its appends carry (DESIGN §3), which the
+// audit's rules check.
 type tlog struct {
 	thread string
 	envs   *[]events.Envelope // shared by the threads of one stream
 	claims map[string]events.Claim
+	last   map[events.Kind]uint64 // the thread's last sequence per subject
 }
 
 func newLog() *tlog {
-	return &tlog{thread: "t", envs: new([]events.Envelope), claims: map[string]events.Claim{}}
+	return &tlog{thread: "t", envs: new([]events.Envelope), claims: map[string]events.Claim{}, last: map[events.Kind]uint64{}}
 }
 
 // on returns a builder for another thread of the same stream.
 func (l *tlog) on(thread string) *tlog {
-	return &tlog{thread: thread, envs: l.envs, claims: map[string]events.Claim{}}
+	return &tlog{thread: thread, envs: l.envs, claims: map[string]events.Claim{}, last: map[events.Kind]uint64{}}
 }
 
 func (l *tlog) add(ev *eventspb.Event) uint64 {
 	seq := uint64(len(*l.envs) + 1)
 	ev.Thread = l.thread
 	typ := events.TypeOf(ev)
-	*l.envs = append(*l.envs, events.Envelope{Seq: seq, Thread: l.thread, Kind: typ.Kind(), Type: typ, Event: ev})
+	env := events.Envelope{Seq: seq, Thread: l.thread, Kind: typ.Kind(), Type: typ, Event: ev,
+		Subject: events.Subjects{}.Thread(l.thread, typ.Kind())}
+	switch {
+	case typ.Fenced():
+		env.ExpectSeq, env.ExpectSubject = ev.GetClaimSeq(), events.Subjects{}.Thread(l.thread, events.KindClaim)
+	case typ.Kind() != events.KindPosted:
+		env.ExpectSeq = l.last[typ.Kind()]
+	}
+	l.last[typ.Kind()] = seq
+	*l.envs = append(*l.envs, env)
 	return seq
 }
 
@@ -199,8 +212,8 @@ func TestTrace_notOldestMessageFlagged(t *testing.T) {
 	l.claim("A")
 	l.start("A", "r1", m2)
 	n := mustFlag(t, l, 4, "")
-	if !strings.Contains(n.Reason, "oldest") {
-		t.Errorf("Reason = %q, want it to name the oldest pending message", n.Reason)
+	if !slices.Equal(n.Checks, []string{"NoneSkipped"}) || !strings.Contains(n.Reason, "message 1") {
+		t.Errorf("checks %v, Reason = %q, want NoneSkipped naming message 1", n.Checks, n.Reason)
 	}
 }
 
@@ -220,11 +233,14 @@ func TestTrace_noMarkerFlagged(t *testing.T) {
 	mustFlag(t, l, 3, "")
 }
 
-func TestTrace_malformedFlagged(t *testing.T) {
+// A malformed event is an anomaly the fold ignores: no step, and no
+// nonconformance, as the plain audit lists it and passes (issue 27).
+func TestTrace_malformedIsAnAnomaly(t *testing.T) {
 	l := newLog()
 	l.claim("A")
 	*l.envs = append(*l.envs, events.Envelope{Seq: 2, Thread: "t", Err: errors.New("undecodable")})
-	mustFlag(t, l, 2, "")
+	l.start("A", "r1", l.post())
+	mustConform(t, l)
 }
 
 // Threads are validated apart: one thread's fault does not stop another's.
@@ -344,7 +360,8 @@ func TestTrace_modelDecides(t *testing.T) {
 	for name, l := range map[string]*tlog{"adr": adr, "steer": steer} {
 		c := traceConfig()
 		c.Fence = false
-		v := newTraceValidator(c)
+		v := newTraceValidator(c, audit.Options{})
+		v.modelOnly = true
 		for _, e := range *l.envs {
 			v.Add(e)
 		}

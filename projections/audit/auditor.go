@@ -34,6 +34,12 @@ type Options struct {
 	StrandedAfter time.Duration
 	// Now is the clock stranded threads are judged by. Default time.Now.
 	Now func() time.Time
+	// OnViolation and OnAnomaly, when set, see each violation and anomaly
+	// as it is found, past MaxFindings too. The spec's trace validator
+	// (spec/trace.go) takes the audit's verdict on each event from them,
+	// so that the two share one rule set.
+	OnViolation func(Violation)
+	OnAnomaly   func(Finding)
 }
 
 // Auditor checks a log's events against the spec's invariants as they stream
@@ -58,7 +64,11 @@ type Auditor struct {
 	// ClaimChain: the fold's objection to the same release is then an
 	// anomaly, so that one forged release is one violation.
 	chainBroken bool
-	checked     [numChecks]int
+	// abandonBroken is set when the run_abandoned being audited broke
+	// AbandonOnlyOlder by its own claim: the fold's objection to its
+	// started claim is then not reported again.
+	abandonBroken bool
+	checked       [numChecks]int
 
 	violations     []Violation
 	anomalies      []Finding
@@ -181,7 +191,7 @@ func (a *Auditor) add(env *events.Envelope) {
 	a.lastSeq = max(a.lastSeq, env.Seq)
 	th := a.thread(env.Thread)
 	if env.Seq <= th.lastSeq || env.Seq == 0 {
-		a.anomaly(th, env, fmt.Sprintf("sequence %d does not follow %d: the stream is out of order or repeats", env.Seq, th.lastSeq))
+		a.anomalyIgnored(th, env, true, fmt.Sprintf("sequence %d does not follow %d: the stream is out of order or repeats", env.Seq, th.lastSeq))
 		return
 	}
 	th.lastSeq = env.Seq
@@ -245,6 +255,7 @@ func (a *Auditor) check(th *thread, env *events.Envelope, typ events.Type, prevC
 		return
 	case *eventspb.Event_RunAbandoned:
 		a.fence(th, env)
+		a.abandonOlder(th, env)
 		return
 	case *eventspb.Event_ThreadForked:
 		a.forkAppend(th, env)
@@ -372,6 +383,20 @@ func (a *Auditor) fence(th *thread, env *events.Envelope) {
 	a.violation(checkFence, th, seqs(th.claimSeq, env.Seq), msg)
 }
 
+// Spec: AbandonOnlyOlder, for the active run the abandon names (the fold
+// rules report an abandon of another run, or with another started claim).
+func (a *Auditor) abandonOlder(th *thread, env *events.Envelope) {
+	a.checked[checkAbandonOnlyOlder]++
+	run := env.Event.GetRunAbandoned().GetRunId()
+	a.abandonBroken = th.hasActive && th.activeID.eq(run) && th.activeClaim >= th.claimSeq
+	if !a.abandonBroken {
+		return
+	}
+	a.violation(checkAbandonOnlyOlder, th, seqs(th.activeStart, env.Seq), fmt.Sprintf(
+		"run_abandoned at %d abandons run %q, started under claim %d, which is the newest: only an older claim's run is abandoned",
+		env.Seq, run, th.activeClaim))
+}
+
 // message returns the index of posted message seq. Messages are consumed
 // oldest first, so the first pending one is tried before a search.
 func (th *thread) message(seq uint64) (int, bool) {
@@ -391,19 +416,35 @@ func (th *thread) message(seq uint64) (int, bool) {
 
 func (a *Auditor) violation(c check, th *thread, s []uint64, msg string) {
 	a.nViolations++
+	v := Violation{Check: CheckNames[c], Thread: th.id, Seqs: s, Message: msg}
 	if a.opts.MaxFindings < 0 || len(a.violations) < a.opts.MaxFindings {
-		a.violations = append(a.violations, Violation{Check: CheckNames[c], Thread: th.id, Seqs: s, Message: msg})
+		a.violations = append(a.violations, v)
+	}
+	if a.opts.OnViolation != nil {
+		a.opts.OnViolation(v)
 	}
 }
 
+// anomaly records an anomaly of an event the fold still applies, in part
+// or whole.
 func (a *Auditor) anomaly(th *thread, env *events.Envelope, msg string) {
+	a.anomalyIgnored(th, env, false, msg)
+}
+
+// anomalyIgnored records an anomaly; ignored says the fold applied nothing
+// of env.
+func (a *Auditor) anomalyIgnored(th *thread, env *events.Envelope, ignored bool, msg string) {
 	a.nAnomalies++
+	typ := events.TypeOf(env.Event)
+	if typ == "" {
+		typ = env.Type
+	}
+	f := Finding{Thread: th.id, Seq: env.Seq, Type: typ, Message: msg, Ignored: ignored}
 	if a.opts.MaxFindings < 0 || len(a.anomalies) < a.opts.MaxFindings {
-		typ := events.TypeOf(env.Event)
-		if typ == "" {
-			typ = env.Type
-		}
-		a.anomalies = append(a.anomalies, Finding{Thread: th.id, Seq: env.Seq, Type: typ, Message: msg})
+		a.anomalies = append(a.anomalies, f)
+	}
+	if a.opts.OnAnomaly != nil {
+		a.opts.OnAnomaly(f)
 	}
 }
 

@@ -22,10 +22,13 @@
 //     as 0, so for the first claim it cannot be told from "0".
 //   - NoEndAfterAbandon: no run_output, request_opened, run_completed or
 //     run_failed of a run after it was abandoned.
-//   - AnswerOnce: no request is answered twice.
+//   - AnswerOnce: no request is answered twice, and no run opens one
+//     request id twice.
 //   - NoneSkipped: each run_started, answer_given and steering_given
 //     consumes the oldest pending message of its thread: messages are
-//     consumed in order and none is passed over (skip.go).
+//     consumed in order and none is passed over; one naming no pending
+//     message (not posted here, or a repost of a message's id) breaks it
+//     too (skip.go).
 //   - RunChain: each run_output, request_opened, run_completed and
 //     run_failed was appended with a compare-and-set on its thread's run
 //     subject (Nats-Expected-Last-Subject-Sequence = the run subject's
@@ -44,6 +47,18 @@
 //   - GivenToActive: each answer_given answers a request the active run
 //     opened, and each steering_given names the active run (either still
 //     consumes its message).
+//   - AbandonOnlyOlder: each run_abandoned names the active run, started
+//     under a claim older than the newest, with that claim as its
+//     started_claim_seq; or the run that ended last, with none active (its
+//     end beat the abandon). An abandon of a run the newest claim started
+//     breaks it: a run_started its holder did not write, or a holder that
+//     abandons its own run.
+//
+// These are the rules of the spec's trace validator too (spec/trace.go,
+// artifactr audit --spec): it takes this audit's verdict on each event and
+// steps the model besides, so the two flag the same threads. Each check
+// is an invariant, property or action guard of the spec, or a check of
+// what the model cannot see, as spec/rules.go lists.
 //
 // What an audit cannot catch: a writer holding runner credentials that
 // follows the protocol (claims with a compare-and-set under its own
@@ -122,11 +137,14 @@
 // [active run's start, new start]; FenceNewestClaim [newest claim, (its
 // release,) event], or [event] when no claim precedes it; ClaimChain
 // [previous claim-subject sequence, event]; NoEndAfterAbandon [abandon,
-// event]; AnswerOnce [request_opened, first answer, second answer];
-// RunChain [previous run-subject sequence, event]; NoneSkipped [the oldest
+// event]; AnswerOnce [request_opened, first answer, second answer], or
+// [event] for a request id opened again; RunChain [previous run-subject
+// sequence, event]; NoneSkipped [the oldest
 // pending message, event], or [the passed-over message, event] when the
-// event consumes one behind the taken cursor; RunByHolder [the run's
+// event consumes one behind the taken cursor, or [(the oldest pending
+// message,) event] when it names no pending message; RunByHolder [the run's
 // start or end, event], or [event] when no run ever started or ended;
 // ReleaseByHolder [newest claim, event]; GivenToActive [active run's
-// start, event], or [event] when no run is active.
+// start, event], or [event] when no run is active; AbandonOnlyOlder
+// [active run's start, event], or [event] when no run is active.
 package audit

@@ -194,6 +194,27 @@ func (f *auditFold) Anomaly(env *events.Envelope, fd projections.Finding) {
 	case projections.CodeNotOldest:
 		a.noneSkipped(th, env, fd.Msg) // skip.go
 		return
+	case projections.CodeNotPosted, projections.CodeRepostConsumed:
+		// Spec: NoneSkipped (RunStart, Reply and Steer consume the oldest
+		// pending message): a consuming event that names no pending message
+		// consumes none of the log's. A run_interrupted naming one is an
+		// anomaly: no model step consumes for it.
+		if consumes(env) {
+			a.notPending(th, env, fd.Reason) // skip.go
+			return
+		}
+	case projections.CodeRequestReused:
+		// Spec: AnswerOnce. The model counts a run's requests, and the log
+		// names them: an id opened twice by one run leaves it unsaid which
+		// request an answer closes.
+		a.violation(checkAnswerOnce, th, seqs(env.Seq), fmt.Sprintf("request_opened at %d: %s", env.Seq, fd.Reason))
+		return
+	case projections.CodeAbandonClaim:
+		if a.abandonBroken {
+			return // abandonOlder reported it
+		}
+		a.violation(checkAbandonOnlyOlder, th, seqs(th.activeStart, env.Seq), fmt.Sprintf("run_abandoned at %d: %s", env.Seq, fd.Reason))
+		return
 	case projections.CodeIDConsumedAgain:
 		if i, ok := th.message(fd.Msg); ok {
 			by := th.msgs[i].by
@@ -222,6 +243,11 @@ func (f *auditFold) Anomaly(env *events.Envelope, fd projections.Finding) {
 		if fd.Code != projections.CodeNotActive {
 			break
 		}
+		// Spec: AbandonOnlyOlder (Abandon abandons the active run).
+		if env.Event.GetRunAbandoned() != nil {
+			a.violation(checkAbandonOnlyOlder, th, seqs(th.activeStart, env.Seq), fmt.Sprintf("run_abandoned at %d: %s", env.Seq, fd.Reason))
+			return
+		}
 		// Spec: NoEndAfterAbandon, for the unfenced events of a run.
 		if t := env.Type; t.Kind() == events.KindRun && !t.Fenced() {
 			if at, ok := th.abandoned[mkShort(fd.Run)]; ok {
@@ -244,5 +270,17 @@ func (f *auditFold) Anomaly(env *events.Envelope, fd projections.Finding) {
 		a.violation(checkReleaseByHolder, th, seqs(th.claimSeq, env.Seq), fmt.Sprintf("thread_released at %d: %s", env.Seq, fd.Reason))
 		return
 	}
-	a.anomaly(th, env, fd.Reason)
+	a.anomalyIgnored(th, env, ignores(fd.Code), fd.Reason)
+}
+
+// ignores reports whether the fold applies nothing of an event with a
+// finding of code c (projections.Rules): the others are applied in part
+// or whole.
+func ignores(c projections.Code) bool {
+	switch c {
+	case projections.CodeMalformed, projections.CodeOtherThread, projections.CodeForkNotFirst,
+		projections.CodeForkBody, projections.CodeReposted:
+		return true
+	}
+	return false
 }

@@ -59,6 +59,12 @@ func TestAuditor_Add_plantedFaults(t *testing.T) {
 		if n := stats.Faults[eventgen.FaultReconsume]; n > 0 {
 			want[CheckGivenToActive] += n // its answer names no open request too
 		}
+		if n := stats.Faults[eventgen.FaultStaleFence]; n > 0 {
+			want[CheckAbandonOnlyOlder] += n // it abandons a run that is not active
+		}
+		if n := stats.Faults[eventgen.FaultAnswerTwice]; n > 0 {
+			want[CheckNoneSkipped] += n // its answer names message 0, never posted
+		}
 		got := map[string]int{}
 		for _, v := range r.Violations {
 			got[v.Check]++
@@ -173,7 +179,7 @@ func TestReport_WriteText(t *testing.T) {
 		t.Fatal(err)
 	}
 	want := `audit FAIL: 6 events (seq 1..6) in 1 threads, 1 violations, 1 anomalies
-checks: I1_ConsumedAtMostOnce=2 I3_OneActiveRun=2 FenceNewestClaim=2 ClaimChain=1 NoEndAfterAbandon=1 AnswerOnce=0 RunChain=1 RejectOnlyIdle=1 NoneSkipped=2 RunByHolder=1 ReleaseByHolder=0 GivenToActive=0
+checks: I1_ConsumedAtMostOnce=2 I3_OneActiveRun=2 FenceNewestClaim=2 ClaimChain=1 NoEndAfterAbandon=1 AnswerOnce=0 RunChain=1 RejectOnlyIdle=1 NoneSkipped=2 RunByHolder=1 ReleaseByHolder=0 GivenToActive=0 AbandonOnlyOlder=0
 violations:
   I1_ConsumedAtMostOnce thread T seqs 1,3,5: message 1 was consumed again by run_started at 5; it was first consumed at 3
 anomalies:

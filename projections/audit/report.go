@@ -67,11 +67,20 @@ const (
 	// answers a request the active run opened, and each steering_given
 	// names the active run. Such an event still consumes its message.
 	CheckGivenToActive = "GivenToActive"
+	// CheckAbandonOnlyOlder (AbandonOnlyOlder; the spec's Abandon abandons
+	// the active run an older claim started): each run_abandoned names the
+	// active run, started under a claim older than the newest, and its
+	// started_claim_seq is that claim; or it names the run that ended last
+	// while none is active (its end beat the abandon: nothing to undo). An
+	// abandon of a run started under the newest claim, the abandoner's own,
+	// breaks it: the log shows a run_started its holder did not write, or
+	// a holder that abandons its own run.
+	CheckAbandonOnlyOlder = "AbandonOnlyOlder"
 )
 
 // CheckNames lists the checks in the order reports print them.
 var CheckNames = []string{CheckI1, CheckI3, CheckFence, CheckClaimChain, CheckNoEndAfterAbandon, CheckAnswerOnce, CheckRunChain, CheckRejectOnlyIdle,
-	CheckNoneSkipped, CheckRunByHolder, CheckReleaseByHolder, CheckGivenToActive}
+	CheckNoneSkipped, CheckRunByHolder, CheckReleaseByHolder, CheckGivenToActive, CheckAbandonOnlyOlder}
 
 // check indexes the per-check counters, in CheckNames order.
 type check int
@@ -89,6 +98,7 @@ const (
 	checkRunByHolder
 	checkReleaseByHolder
 	checkGivenToActive
+	checkAbandonOnlyOlder
 	numChecks
 )
 
@@ -148,6 +158,10 @@ type Finding struct {
 	Seq     uint64      `json:"seq"`
 	Type    events.Type `json:"type"` // the type header or body, "" when unknown
 	Message string      `json:"message"`
+	// Ignored says the fold applied nothing of the event: it is malformed,
+	// of another thread, out of order, a repost (no message), or a
+	// thread_forked that cannot start the thread. Not in the JSON.
+	Ignored bool `json:"-"`
 }
 
 // OK reports whether the audit found no violation. Anomalies alone do not

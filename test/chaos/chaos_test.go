@@ -91,12 +91,15 @@ func TestChaos_mutationUnfenced(t *testing.T) {
 	if byCheck[audit.CheckFence] == 0 {
 		t.Errorf("with the fence off the audit found no FenceNewestClaim violation (seed %d)", h.cfg.seed)
 	}
-	// The trace validation must flag the log too.
+	// The trace validation must flag the log too, the same threads as
+	// the plain audit.
 	if sr := specTrace(envs); sr.OK() {
 		t.Errorf("with the fence off every thread conformed to the spec (seed %d)", h.cfg.seed)
 	} else {
 		t.Logf("spec: %d of %d threads do not conform; the first: %s", len(sr.Nonconforming), sr.Threads, sr.Nonconforming[0])
 	}
+	both := checkOneVerdict(t, envs, h.cfg.seed)
+	t.Logf("one verdict: %d threads flagged by the plain audit and the spec alike", len(both))
 }
 
 func runSoak(t *testing.T, cfg config) {
@@ -124,6 +127,7 @@ func runSoak(t *testing.T, cfg config) {
 		t.Errorf("audit: %d violations (seed %d)", rep.ViolationCount, cfg.seed)
 	}
 	checkSpecTrace(t, envs, cfg.seed)
+	checkOneVerdict(t, envs, cfg.seed)
 	for _, v := range h.checkViews(envs, 20) {
 		t.Errorf("a holder's view differs from the log (seed %d): %s", cfg.seed, v)
 	}

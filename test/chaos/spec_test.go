@@ -5,6 +5,7 @@ import (
 
 	"github.com/artifactr/artifactr/events"
 	"github.com/artifactr/artifactr/spec"
+	"github.com/artifactr/artifactr/spec/spectest"
 )
 
 // specTrace validates the whole log against the spec's model
@@ -33,4 +34,19 @@ func checkSpecTrace(t *testing.T, envs []events.Envelope, seed uint64) {
 	} else {
 		t.Logf("spec: %d events of %d threads, each a step of ThreadClaimLapse", r.Events, r.Threads)
 	}
+}
+
+// checkOneVerdict fails t if the plain audit and the trace validator judge
+// a thread of envs apart (issue 27: one rule set), and returns the threads
+// both flag.
+func checkOneVerdict(t *testing.T, envs []events.Envelope, seed uint64) []string {
+	t.Helper()
+	v := spectest.OneVerdict(envs)
+	for i, d := range v.Disagree {
+		if i == 5 {
+			break
+		}
+		t.Errorf("one verdict (seed %d): %s", seed, d)
+	}
+	return v.ByBoth
 }

@@ -2,10 +2,11 @@ package sim
 
 import (
 	"fmt"
-
 	"testing"
 
+	"github.com/artifactr/artifactr/events"
 	"github.com/artifactr/artifactr/spec"
+	"github.com/artifactr/artifactr/spec/spectest"
 )
 
 // The simulation's logs checked against the spec (spec.TraceValidator):
@@ -66,4 +67,41 @@ func joinLines(lines []string) string {
 		out += l + "\n"
 	}
 	return out
+}
+
+// Issue 27, item 6: the plain audit and audit --spec share one rule set,
+// so they flag the same threads of every log, and the model never refuses
+// a step the rules accept: on the fenced seeds (nothing flagged) and on
+// the unfenced ones (some threads flagged, by both).
+func TestSim_oneVerdict_auditAndSpec(t *testing.T) {
+	n := uint64(60)
+	if testing.Short() {
+		n = 20
+	}
+	logOf := func(seed uint64, cfg Config) []events.Envelope {
+		w := newWorld(seed, cfg)
+		w.run()
+		return w.envs
+	}
+	for seed := uint64(1); seed <= n; seed++ {
+		v := spectest.OneVerdict(logOf(seed, Config{Steps: 300}))
+		for _, d := range v.Disagree {
+			t.Errorf("seed %d: %s", seed, d)
+		}
+		if len(v.ByBoth) > 0 {
+			t.Errorf("seed %d: a fenced log flagged: %v", seed, v.ByBoth)
+		}
+	}
+	flagged := 0
+	for seed := uint64(1); seed <= 50; seed++ {
+		v := spectest.OneVerdict(logOf(seed, Config{Steps: 300, Unfenced: true, Fatal: func(string) bool { return false }}))
+		for _, d := range v.Disagree {
+			t.Errorf("seed %d without the fence: %s", seed, d)
+		}
+		flagged += len(v.ByBoth)
+	}
+	if flagged == 0 {
+		t.Fatal("without the fence, no thread of seeds 1..50 was flagged: the comparison proves nothing")
+	}
+	t.Logf("fenced seeds 1..%d: no thread flagged by either; unfenced seeds 1..50: %d threads flagged by both, none by one alone", n, flagged)
 }
