@@ -433,7 +433,7 @@ func (h *harness) checkConsumed(envs []events.Envelope, max int) []string {
 	}
 	threads := byThread(envs)
 	h.posts.mu.Lock()
-	acked := h.posts.acked
+	acked, refused := h.posts.acked, h.posts.refused
 	h.posts.mu.Unlock()
 	for _, th := range slices.Sorted(maps.Keys(threads)) {
 		tenvs := threads[th]
@@ -464,6 +464,11 @@ func (h *harness) checkConsumed(envs []events.Envelope, max int) []string {
 				report("%s: acked post %s (seq %d) not in the log as acked (found seq %d)", th, id, seq, got)
 			}
 		}
+		for id := range refused[th] {
+			if seq, ok := ids[id]; ok {
+				report("%s: post %s was refused (409, nothing written) but is in the log at seq %d", th, id, seq)
+			}
+		}
 	}
 	for th := range acked {
 		if _, ok := threads[th]; !ok {
@@ -490,6 +495,7 @@ func (h *harness) summary(envs []events.Envelope, rep audit.Report, drained time
 		fmt.Sprintf("  runners (sum over all lives): claims=%d abandoned=%d fenced=%d completed=%d failed=%d wake-ups kept parked past a claim=%d", rs.Claims, rs.Abandoned, rs.Fenced, rs.Completed, rs.Failed, rs.KeptParked),
 		fmt.Sprintf("  faults injected=%d: %s", h.faults.sum(""), h.faults.list("")),
 		fmt.Sprintf("  posts: %s", h.stats.list("post:")),
+		h.httpSummary(),
 		fmt.Sprintf("  audit: violations=%d anomalies=%d checks=%v", rep.ViolationCount, rep.AnomalyCount, rep.Checks),
 		fmt.Sprintf("  runner/store warnings: %s", h.lc.summary()),
 	}

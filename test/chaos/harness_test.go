@@ -4,6 +4,7 @@ import (
 	"context"
 	"fmt"
 	"log/slog"
+	"net/http"
 	"sync"
 	"sync/atomic"
 	"testing"
@@ -45,9 +46,11 @@ type harness struct {
 	statsMu  sync.Mutex // protects runStats
 
 	posts       postLog
-	viewsMu     sync.Mutex // protects views
-	views       []viewRec  // each consuming write's view (viewCheck)
-	stopPosters func() // set by startPosters
+	fronts      []*front     // the HTTP API servers (startFronts), if any
+	web         *http.Client // the HTTP posters' client
+	viewsMu     sync.Mutex   // protects views
+	views       []viewRec    // each consuming write's view (viewCheck)
+	stopPosters func()       // set by startPosters
 	start       time.Time
 	calm        time.Time // when the faults stopped: the drain's start
 }
@@ -59,6 +62,7 @@ func newHarness(t *testing.T, cfg config) *harness {
 		h.threads = append(h.threads, fmt.Sprintf("t%02d", i))
 	}
 	h.posts.acked = map[string]map[string]uint64{}
+	h.posts.refused = map[string]map[string]bool{}
 	return h
 }
 

@@ -17,8 +17,32 @@ import (
 type postLog struct {
 	next atomic.Int64
 
-	mu    sync.Mutex                   // protects acked
-	acked map[string]map[string]uint64 // thread -> message id -> sequence
+	mu      sync.Mutex                   // protects acked and refused
+	acked   map[string]map[string]uint64 // thread -> message id -> sequence
+	refused map[string]map[string]bool   // thread -> message ids refused with nothing written
+}
+
+// refuse notes a post refused with nothing written (busy under reject):
+// the checks require its id absent from the log.
+func (p *postLog) refuse(thread, id string) {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	m := p.refused[thread]
+	if m == nil {
+		m = map[string]bool{}
+		p.refused[thread] = m
+	}
+	m[id] = true
+}
+
+func (p *postLog) refusedCount() int {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	n := 0
+	for _, m := range p.refused {
+		n += len(m)
+	}
+	return n
 }
 
 // record notes an ack; a second ack of one id with another sequence means
