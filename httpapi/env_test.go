@@ -34,6 +34,7 @@ func TestMain(m *testing.M) { goleak.VerifyTestMain(m) }
 type env struct {
 	t      *testing.T
 	url    string
+	nats   string // the NATS server's URL
 	store  *natsstore.Store
 	api    *httpapi.Server
 	client *client.Client
@@ -94,7 +95,7 @@ func newEnv(t *testing.T, tokens map[string]httpapi.Role) *env {
 		c.Close()
 		store.Close()
 	})
-	return &env{t: t, url: hs.URL, store: store, api: api, client: c}
+	return &env{t: t, url: hs.URL, nats: srv.ClientURL(), store: store, api: api, client: c}
 }
 
 // do sends a request and returns the status and the body.
