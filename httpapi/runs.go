@@ -81,6 +81,7 @@ type runPlan struct {
 	cancelOnDisconnect bool
 	deleteAfter        bool
 	webhook            string
+	tagged             bool // the thread's graph_id is the assistant's already
 }
 
 type post struct{ id, text string }
@@ -329,9 +330,10 @@ func (s *Server) start(ctx context.Context, p *runPlan) (run runJSON, f *followe
 	case !exists && p.checkpoint != 0:
 		return runJSON{}, nil, errorf(http.StatusNotFound, "thread %s not found", p.thread)
 	case !exists:
-		if _, _, err := s.c.CreateThread(ctx, p.thread, "{}"); err != nil {
+		if _, _, err := s.c.CreateThread(ctx, p.thread, p.graphMetadata()); err != nil {
 			return runJSON{}, nil, err
 		}
+		p.tagged = true // the created event carries them
 	}
 	if old := findMessage(t, p.runID()); old != nil {
 		// A retried create: the same message id is the same run.
@@ -364,14 +366,45 @@ func (s *Server) start(ctx context.Context, p *runPlan) (run runJSON, f *followe
 		if err != nil {
 			return runJSON{}, nil, err
 		}
+		s.tagGraph(ctx, t, p)
 		return s.delayedJSON(d), f, nil
 	}
 	seq, err := s.postAll(ctx, p, strategy)
 	if err != nil {
 		return runJSON{}, nil, err
 	}
+	s.tagGraph(ctx, t, p)
 	return runJSON{RunID: p.runID(), ThreadID: p.thread, AssistantID: p.assistant.ID(), CreatedAt: isoTime(now), UpdatedAt: isoTime(now),
 		Status: "pending", Metadata: map[string]any{}, MultitaskStrategy: &p.strategy, Kwargs: map[string]any{}, MessageSeq: seq}, f, nil
+}
+
+// graphMetadata is the thread metadata a run of p's assistant gives its
+// thread, as LangGraph's server does: graph_id and assistant_id.
+func (p *runPlan) graphMetadata() string {
+	b, _ := json.Marshal(map[string]string{"graph_id": p.assistant.GraphID, "assistant_id": p.assistant.ID()})
+	return string(b)
+}
+
+// tagGraph sets the thread's graph_id and assistant_id metadata to p's
+// assistant, as LangGraph's server does when it creates a run, once the
+// run's post is made (a refused post writes nothing). It writes only when
+// they change, so a thread with one assistant gets one such event; the
+// run id makes the write idempotent. A failed write is logged, not
+// answered: the run is made, and its metadata is secondary.
+func (s *Server) tagGraph(ctx context.Context, t *projections.Thread, p *runPlan) {
+	if p.tagged || (metaString(t, "graph_id") == p.assistant.GraphID && metaString(t, "assistant_id") == p.assistant.ID()) {
+		return
+	}
+	if _, err := s.c.SetMetadata(ctx, p.thread, p.graphMetadata(), "graph-"+p.runID()); err != nil {
+		s.log.Warn("setting a thread's graph_id failed", "thread", p.thread, "run", p.runID(), "err", err)
+	}
+}
+
+// metaString is t's metadata key k when it is a string, else "".
+func metaString(t *projections.Thread, k string) string {
+	var v string
+	_ = json.Unmarshal(t.Metadata[k], &v)
+	return v
 }
 
 // messages are p's posts as they are made: the first with the strategy (a

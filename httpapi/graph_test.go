@@ -1,0 +1,78 @@
+package httpapi_test
+
+import (
+	"fmt"
+	"testing"
+	"time"
+
+	"github.com/artifactr/artifactr/events"
+	"github.com/artifactr/artifactr/internal/testkit"
+)
+
+// metadataEvents counts thread's thread_metadata events.
+func metadataEvents(t *testing.T, e *env, thread string) int {
+	t.Helper()
+	envs, err := e.store.Load(t.Context(), thread, 1)
+	if err != nil {
+		t.Fatal(err)
+	}
+	n := 0
+	for _, env := range envs {
+		if env.Type == events.TypeThreadMetadata {
+			n++
+		}
+	}
+	return n
+}
+
+// TestServer_runsSetGraphID: a run sets its thread's graph_id and
+// assistant_id metadata to its assistant's, as LangGraph's server does,
+// keeping the other keys; a thread created by a run (if_not_exists) has
+// them from its first event. A run of the same assistant writes nothing
+// more, and a run that is refused (reject while busy) writes nothing.
+func TestServer_runsSetGraphID(t *testing.T) {
+	e := newEnv(t, nil)
+	var slow, echo struct {
+		AssistantID string `json:"assistant_id"`
+	}
+	e.json("GET", "/assistants/slow", "", 200, &slow)
+	e.json("GET", "/assistants/echo", "", 200, &echo)
+	e.json("POST", "/threads", `{"thread_id":"t-g","metadata":{"user":"ada"}}`, 200, nil)
+	check := func(id, graph, assistant string, events int) {
+		t.Helper()
+		var th thread
+		e.json("GET", "/threads/"+id, "", 200, &th)
+		if th.Metadata["graph_id"] != graph || th.Metadata["assistant_id"] != assistant {
+			t.Fatalf("%s metadata %v; want graph_id %s, assistant_id %s", id, th.Metadata, graph, assistant)
+		}
+		if n := metadataEvents(t, e, id); n != events {
+			t.Fatalf("%s has %d thread_metadata events; want %d", id, n, events)
+		}
+	}
+	run := `{"assistant_id":"%s","multitask_strategy":"%s","input":{"messages":[{"role":"user","content":"hi"}]}}`
+	e.json("POST", "/threads/t-g/runs", fmt.Sprintf(run, "slow", "reject"), 200, nil)
+	check("t-g", "slow", slow.AssistantID, 2)
+	var th thread
+	e.json("GET", "/threads/t-g", "", 200, &th)
+	if th.Metadata["user"] != "ada" {
+		t.Fatalf("the run dropped the thread's own metadata: %v", th.Metadata)
+	}
+	// Busy under reject: 409, and the metadata stays (LangGraph too keeps
+	// a busy thread's graph_id).
+	if code, b := e.do("POST", "/threads/t-g/runs", fmt.Sprintf(run, "echo", "reject")); code != 409 {
+		t.Fatalf("reject while busy: %d %s", code, b)
+	}
+	check("t-g", "slow", slow.AssistantID, 2)
+	e.json("POST", "/threads/t-g/runs/wait", fmt.Sprintf(run, "slow", "enqueue"), 200, nil)
+	check("t-g", "slow", slow.AssistantID, 2)
+	e.json("POST", "/threads/t-g/runs/wait", fmt.Sprintf(run, "echo", "enqueue"), 200, nil)
+	check("t-g", "echo", echo.AssistantID, 3)
+
+	e.json("POST", "/threads/t-new/runs/wait", `{"assistant_id":"echo","if_not_exists":"create","input":{"messages":[{"role":"user","content":"hi"}]}}`, 200, nil)
+	check("t-new", "echo", echo.AssistantID, 1)
+	testkit.WaitFor(t, 10*time.Second, "search by graph_id", func() (bool, string) {
+		var found []thread
+		e.json("POST", "/threads/search", `{"metadata":{"graph_id":"echo"}}`, 200, &found)
+		return len(found) == 2, fmt.Sprintf("%+v", found)
+	})
+}
