@@ -354,12 +354,14 @@ func TestServer_rollback(t *testing.T) {
 			return r.Status == "running", r.Status
 		})
 	}
-	e.json("POST", "/threads/"+th+"/runs", `{"assistant_id":"slow","input":{"messages":[{"role":"user","content":"dropped","id":"rb1"}]}}`, 200, nil)
+	// hold keeps each run active until it is cancelled or interrupted, so
+	// that neither ends on its own first, however loaded the machine.
+	e.json("POST", "/threads/"+th+"/runs", `{"assistant_id":"hold","input":{"messages":[{"role":"user","content":"dropped","id":"rb1"}]}}`, 200, nil)
 	running("rb1")
 	if code, body := e.do("POST", "/threads/"+th+"/runs/rb1/cancel?wait=1&action=rollback", ""); code != 204 {
 		t.Fatalf("cancel rollback: %d %s", code, body)
 	}
-	e.json("POST", "/threads/"+th+"/runs", `{"assistant_id":"slow","input":{"messages":[{"role":"user","content":"dropped too","id":"rb2"}]}}`, 200, nil)
+	e.json("POST", "/threads/"+th+"/runs", `{"assistant_id":"hold","input":{"messages":[{"role":"user","content":"dropped too","id":"rb2"}]}}`, 200, nil)
 	running("rb2")
 	var out map[string][]json.RawMessage
 	e.json("POST", "/threads/"+th+"/runs/wait", `{"assistant_id":"echo","multitask_strategy":"rollback","input":{"messages":[{"role":"user","content":"last"}]}}`, 200, &out)
