@@ -53,8 +53,13 @@ func TestServer_runsSetGraphID(t *testing.T) {
 	run := `{"assistant_id":"%s","multitask_strategy":"%s","input":{"messages":[{"role":"user","content":"hi","id":"%s"}]}}`
 	e.json("POST", "/threads/t-g/runs", fmt.Sprintf(run, "hold", "reject", "g1"), 200, nil)
 	check("t-g", "hold", hold.AssistantID, 2)
-	// Busy under reject (hold keeps g1 active): 409, and the metadata
-	// stays (LangGraph too keeps a busy thread's graph_id).
+	// Busy under reject (hold keeps g1 active once it started): 409, and
+	// the metadata stays (LangGraph too keeps a busy thread's graph_id).
+	testkit.WaitFor(t, 10*time.Second, "run g1 to start", func() (bool, string) {
+		var r struct{ Status string }
+		e.json("GET", "/threads/t-g/runs/g1", "", 200, &r)
+		return r.Status == "running", r.Status
+	})
 	if code, b := e.do("POST", "/threads/t-g/runs", fmt.Sprintf(run, "echo", "reject", "g2")); code != 409 {
 		t.Fatalf("reject while busy: %d %s", code, b)
 	}
