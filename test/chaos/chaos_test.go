@@ -133,6 +133,9 @@ func runSoak(t *testing.T, cfg config) {
 			break
 		}
 		t.Errorf("audit: %s on %s at %v: %s", v.Check, v.Thread, v.Seqs, v.Message)
+		if i < 3 && len(v.Seqs) > 0 {
+			t.Logf("the events of %s up to %d:\n%s", v.Thread, v.Seqs[len(v.Seqs)-1], strings.Join(around(envs, v.Thread, v.Seqs[len(v.Seqs)-1], 24), "\n"))
+		}
 	}
 	if !rep.OK() {
 		t.Errorf("audit: %d violations (seed %d)", rep.ViolationCount, cfg.seed)

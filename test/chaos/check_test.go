@@ -533,6 +533,11 @@ func around(envs []events.Envelope, thread string, seq uint64, n int) []string {
 				line += " run=" + b.RunFailed.GetRunId()
 			case *eventspb.Event_RunAbandoned:
 				line += " run=" + b.RunAbandoned.GetRunId()
+			case *eventspb.Event_MessagePosted:
+				line += fmt.Sprintf(" id=%s strategy=%s", b.MessagePosted.GetMessageId(), b.MessagePosted.GetStrategy())
+			}
+			if e.ExpectSeq != 0 || e.ExpectSubject != "" {
+				line += fmt.Sprintf(" expect=%d@%s", e.ExpectSeq, e.ExpectSubject)
 			}
 		}
 		out = append(out, line)
