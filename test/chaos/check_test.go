@@ -198,7 +198,12 @@ func (h *harness) settled(answered map[string]time.Time, calm time.Time) (ok boo
 		if pending == 0 && len(v.OpenRequests()) > 0 && time.Since(answered[th]) > 3*h.cfg.ttl {
 			answered[th] = time.Now()
 			id := fmt.Sprintf("a%06d", h.posts.next.Add(1))
-			h.post(h.poster, th, id, "answer "+id)
+			// Named enqueue: the post answers the asking run whatever the
+			// strategy, and a thread whose first post was reject (through
+			// the HTTP API, whose default it is) has reject as its own, under
+			// which a post that names none may not land while a run is active
+			// (RejectOnlyIdle). The raw store post does not check that.
+			h.postStrategy(h.poster, th, id, "answer "+id, "enqueue")
 			h.stats.add("post:drain_answer", 1)
 		}
 	}

@@ -76,10 +76,16 @@ func (p *postLog) count() int {
 // message id, as a client must. It gives up after a minute; a post that
 // landed without an ack is still checked, as part of the log.
 func (h *harness) post(s events.Store, thread, id, text string) (events.Ack, bool) {
+	return h.postStrategy(s, thread, id, text, "")
+}
+
+// postStrategy is post with the message's strategy named ("" for the
+// thread's).
+func (h *harness) postStrategy(s events.Store, thread, id, text, strategy string) (events.Ack, bool) {
 	deadline := time.Now().Add(time.Minute)
 	for {
 		ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
-		ack, err := s.Post(ctx, thread, &eventspb.MessagePosted{MessageId: id, Author: "chaos", Text: text})
+		ack, err := s.Post(ctx, thread, &eventspb.MessagePosted{MessageId: id, Author: "chaos", Text: text, Strategy: strategy})
 		cancel()
 		if err == nil {
 			if err := h.posts.record(thread, id, ack.Seq); err != nil {
