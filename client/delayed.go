@@ -167,6 +167,36 @@ func (c *Client) DelayedPost(ctx context.Context, bucket, thread, run string) (D
 	return c.readDelayed(ctx, b, thread+"."+run)
 }
 
+// DelayedPosts returns thread's delayed posts in bucket ("" for
+// [DefaultDelayedBucket]) that are not posted: pending, failed or
+// cancelled, oldest created first.
+func (c *Client) DelayedPosts(ctx context.Context, bucket, thread string) ([]Delayed, error) {
+	if err := events.ValidateThreadID(thread); err != nil {
+		return nil, fmt.Errorf("client: %w", err)
+	}
+	b, err := c.delayedBucket(ctx, cmpOr(bucket, DefaultDelayedBucket), false)
+	if errors.Is(err, natsstore.ErrNotFound) {
+		return nil, nil
+	}
+	if err != nil {
+		return nil, err
+	}
+	var out []Delayed
+	err = b.Scan(ctx, thread+".*", func(e natsstore.Entry) error {
+		var d Delayed
+		if json.Unmarshal(e.Value, &d) == nil && d.Posted == 0 {
+			d.rev = e.Revision
+			out = append(out, d)
+		}
+		return nil
+	})
+	if err != nil {
+		return nil, fmt.Errorf("client: delayed posts of %s: %w", thread, err)
+	}
+	slices.SortFunc(out, func(a, b Delayed) int { return a.Created.Compare(b.Created) })
+	return out, nil
+}
+
 func (c *Client) readDelayed(ctx context.Context, b *natsstore.Bucket, key string) (Delayed, bool, error) {
 	e, found, err := b.Get(ctx, key)
 	if err != nil || !found {

@@ -136,6 +136,11 @@ func TestServer_afterSeconds_survivesRestart(t *testing.T) {
 	if got := a.run("GET", "/threads/"+th+"/runs/later-1", ""); got.Status != "pending" || got.CreatedAt != created.CreatedAt {
 		t.Fatalf("run before its time: %+v; want pending, created %s", got, created.CreatedAt)
 	}
+	code, raw := a.do("GET", "/threads/"+th+"/runs", "")
+	var listed []runBody
+	if err := json.Unmarshal(raw, &listed); code != http.StatusOK || err != nil || len(listed) != 1 || listed[0] != created {
+		t.Fatalf("runs list before its time: %d %s; want the pending run", code, raw)
+	}
 	a.stop() // before the delay is over: a serve held it in memory, lost it
 	if n := postsOf(t, e, th, "later-1"); n != 0 {
 		t.Fatalf("posted %d times before its time", n)

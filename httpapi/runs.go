@@ -781,6 +781,20 @@ func (s *Server) listRuns(w http.ResponseWriter, r *http.Request) error {
 		return err
 	}
 	all := []runJSON{}
+	// Delayed runs not posted yet come first, newest first: they were
+	// created after every posted one but the few posted since.
+	delayed, err := s.c.DelayedPosts(r.Context(), s.cfg.DelayedBucket, t.ID)
+	if err != nil {
+		return err
+	}
+	for i := len(delayed) - 1; i >= 0; i-- {
+		if findMessage(t, delayed[i].Run) != nil {
+			continue // posted since the key was read
+		}
+		if j := s.delayedJSON(delayed[i]); status == "" || j.Status == status {
+			all = append(all, j)
+		}
+	}
 	for i := len(t.Messages) - 1; i >= 0; i-- {
 		m := &t.Messages[i]
 		if m.Consumed != nil && m.Consumed.Kind == projections.ConsumedForked {
