@@ -269,7 +269,9 @@ func TestServer_rejectAndCancel(t *testing.T) {
 		RunID  string `json:"run_id"`
 		Status string `json:"status"`
 	}
-	e.json("POST", "/threads/"+th+"/runs", `{"assistant_id":"slow","input":{"messages":[{"role":"user","content":"long"}]}}`, 200, &run)
+	// hold keeps the run active until the cancel below, however loaded the
+	// machine: a 400 ms run could end before the reject post.
+	e.json("POST", "/threads/"+th+"/runs", `{"assistant_id":"hold","input":{"messages":[{"role":"user","content":"long"}]}}`, 200, &run)
 	testkit.WaitFor(t, 10*time.Second, "the run to start", func() (bool, string) {
 		var r struct{ Status string }
 		e.json("GET", "/threads/"+th+"/runs/"+run.RunID, "", 200, &r)
