@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"log/slog"
 	"os"
+	"sync"
 	"time"
 
 	"github.com/nats-io/nats.go"
@@ -64,6 +65,9 @@ type Client struct {
 	store *natsstore.Store
 	subj  events.Subjects
 	url   string
+
+	mu      sync.Mutex                   // protects buckets
+	buckets map[string]*natsstore.Bucket // opened delayed-post buckets
 }
 
 // Dial connects to the NATS server of cfg and opens its artifactr stream.

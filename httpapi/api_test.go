@@ -269,7 +269,9 @@ func TestServer_rejectAndCancel(t *testing.T) {
 		RunID  string `json:"run_id"`
 		Status string `json:"status"`
 	}
-	e.json("POST", "/threads/"+th+"/runs", `{"assistant_id":"slow","input":{"messages":[{"role":"user","content":"long"}]}}`, 200, &run)
+	// hold keeps the run active until the cancel below, however loaded the
+	// machine: a 400 ms run could end before the reject post.
+	e.json("POST", "/threads/"+th+"/runs", `{"assistant_id":"hold","input":{"messages":[{"role":"user","content":"long"}]}}`, 200, &run)
 	testkit.WaitFor(t, 10*time.Second, "the run to start", func() (bool, string) {
 		var r struct{ Status string }
 		e.json("GET", "/threads/"+th+"/runs/"+run.RunID, "", 200, &r)
@@ -354,12 +356,14 @@ func TestServer_rollback(t *testing.T) {
 			return r.Status == "running", r.Status
 		})
 	}
-	e.json("POST", "/threads/"+th+"/runs", `{"assistant_id":"slow","input":{"messages":[{"role":"user","content":"dropped","id":"rb1"}]}}`, 200, nil)
+	// hold keeps each run active until it is cancelled or interrupted, so
+	// that neither ends on its own first, however loaded the machine.
+	e.json("POST", "/threads/"+th+"/runs", `{"assistant_id":"hold","input":{"messages":[{"role":"user","content":"dropped","id":"rb1"}]}}`, 200, nil)
 	running("rb1")
 	if code, body := e.do("POST", "/threads/"+th+"/runs/rb1/cancel?wait=1&action=rollback", ""); code != 204 {
 		t.Fatalf("cancel rollback: %d %s", code, body)
 	}
-	e.json("POST", "/threads/"+th+"/runs", `{"assistant_id":"slow","input":{"messages":[{"role":"user","content":"dropped too","id":"rb2"}]}}`, 200, nil)
+	e.json("POST", "/threads/"+th+"/runs", `{"assistant_id":"hold","input":{"messages":[{"role":"user","content":"dropped too","id":"rb2"}]}}`, 200, nil)
 	running("rb2")
 	var out map[string][]json.RawMessage
 	e.json("POST", "/threads/"+th+"/runs/wait", `{"assistant_id":"echo","multitask_strategy":"rollback","input":{"messages":[{"role":"user","content":"last"}]}}`, 200, &out)

@@ -28,12 +28,14 @@ import (
 
 func TestMain(m *testing.M) { goleak.VerifyTestMain(m) }
 
-// env is an embedded NATS server with a runner (assistants echo and slow,
-// an echo that keeps each run active 400 ms), the summaries projector, and
+// env is an embedded NATS server with a runner (assistants echo, slow, an
+// echo that keeps each run active 400 ms, and hold, one that keeps it
+// active until it is cancelled or interrupted), the summaries projector, and
 // the API on an httptest server.
 type env struct {
 	t      *testing.T
 	url    string
+	nats   string // the NATS server's URL
 	store  *natsstore.Store
 	api    *httpapi.Server
 	client *client.Client
@@ -49,6 +51,7 @@ func newEnv(t *testing.T, tokens map[string]httpapi.Role) *env {
 	}
 	ag, err := agent.NewAssistants("echo", map[string]agent.Agent{
 		"echo": agent.Echo{}, "slow": agent.Echo{Delay: 400 * time.Millisecond},
+		"hold": agent.Echo{Delay: time.Hour}, // active until cancelled or interrupted
 	})
 	if err != nil {
 		t.Fatal(err)
@@ -73,7 +76,7 @@ func newEnv(t *testing.T, tokens map[string]httpapi.Role) *env {
 		t.Fatal(err)
 	}
 	api, err := httpapi.New(httpapi.Config{Client: c, Default: "echo", Tokens: tokens, MaxBody: 64 << 10,
-		Assistants: []httpapi.Assistant{{GraphID: "echo", Kind: "echo"}, {GraphID: "slow", Kind: "echo"}}})
+		Assistants: []httpapi.Assistant{{GraphID: "echo", Kind: "echo"}, {GraphID: "slow", Kind: "echo"}, {GraphID: "hold", Kind: "echo"}}})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -94,7 +97,7 @@ func newEnv(t *testing.T, tokens map[string]httpapi.Role) *env {
 		c.Close()
 		store.Close()
 	})
-	return &env{t: t, url: hs.URL, store: store, api: api, client: c}
+	return &env{t: t, url: hs.URL, nats: srv.ClientURL(), store: store, api: api, client: c}
 }
 
 // do sends a request and returns the status and the body.

@@ -81,6 +81,7 @@ type runPlan struct {
 	cancelOnDisconnect bool
 	deleteAfter        bool
 	webhook            string
+	tagged             bool // the thread's graph_id is the assistant's already
 }
 
 type post struct{ id, text string }
@@ -329,9 +330,10 @@ func (s *Server) start(ctx context.Context, p *runPlan) (run runJSON, f *followe
 	case !exists && p.checkpoint != 0:
 		return runJSON{}, nil, errorf(http.StatusNotFound, "thread %s not found", p.thread)
 	case !exists:
-		if _, _, err := s.c.CreateThread(ctx, p.thread, "{}"); err != nil {
+		if _, _, err := s.c.CreateThread(ctx, p.thread, p.graphMetadata()); err != nil {
 			return runJSON{}, nil, err
 		}
+		p.tagged = true // the created event carries them
 	}
 	if old := findMessage(t, p.runID()); old != nil {
 		// A retried create: the same message id is the same run.
@@ -358,37 +360,80 @@ func (s *Server) start(ctx context.Context, p *runPlan) (run runJSON, f *followe
 	} else if p.resume {
 		return runJSON{}, nil, errorf(http.StatusConflict, "command.resume: thread %s has no open interrupt (request) to resume", p.thread)
 	}
-	now := time.Now()
+	now := s.cfg.Now()
 	if p.after > 0 {
-		s.schedule(p, strategy, now)
-		return runJSON{RunID: p.runID(), ThreadID: p.thread, AssistantID: p.assistant.ID(), CreatedAt: isoTime(now), UpdatedAt: isoTime(now),
-			Status: "pending", Metadata: map[string]any{}, MultitaskStrategy: &p.strategy, Kwargs: map[string]any{}}, f, nil
+		d, err := s.schedule(ctx, p, strategy, now)
+		if err != nil {
+			return runJSON{}, nil, err
+		}
+		s.tagGraph(ctx, t, p)
+		return s.delayedJSON(d), f, nil
 	}
 	seq, err := s.postAll(ctx, p, strategy)
 	if err != nil {
 		return runJSON{}, nil, err
 	}
+	s.tagGraph(ctx, t, p)
 	return runJSON{RunID: p.runID(), ThreadID: p.thread, AssistantID: p.assistant.ID(), CreatedAt: isoTime(now), UpdatedAt: isoTime(now),
 		Status: "pending", Metadata: map[string]any{}, MultitaskStrategy: &p.strategy, Kwargs: map[string]any{}, MessageSeq: seq}, f, nil
 }
 
-// postAll posts p's messages: the first with the strategy (a reject post
-// that finds a run active writes nothing), the rest enqueued behind it.
+// graphMetadata is the thread metadata a run of p's assistant gives its
+// thread, as LangGraph's server does: graph_id and assistant_id.
+func (p *runPlan) graphMetadata() string {
+	b, _ := json.Marshal(map[string]string{"graph_id": p.assistant.GraphID, "assistant_id": p.assistant.ID()})
+	return string(b)
+}
+
+// tagGraph sets the thread's graph_id and assistant_id metadata to p's
+// assistant, as LangGraph's server does when it creates a run, once the
+// run's post is made (a refused post writes nothing). It writes only when
+// they change, so a thread with one assistant gets one such event; the
+// run id makes the write idempotent. A failed write is logged, not
+// answered: the run is made, and its metadata is secondary.
+func (s *Server) tagGraph(ctx context.Context, t *projections.Thread, p *runPlan) {
+	if p.tagged || (metaString(t, "graph_id") == p.assistant.GraphID && metaString(t, "assistant_id") == p.assistant.ID()) {
+		return
+	}
+	if _, err := s.c.SetMetadata(ctx, p.thread, p.graphMetadata(), "graph-"+p.runID()); err != nil {
+		s.log.Warn("setting a thread's graph_id failed", "thread", p.thread, "run", p.runID(), "err", err)
+	}
+}
+
+// metaString is t's metadata key k when it is a string, else "".
+func metaString(t *projections.Thread, k string) string {
+	var v string
+	_ = json.Unmarshal(t.Metadata[k], &v)
+	return v
+}
+
+// messages are p's posts as they are made: the first with the strategy (a
+// reject post that finds a run active writes nothing), the rest enqueued
+// behind it, the webhook on the last, the assistant when not the default.
+func (s *Server) messages(p *runPlan, strategy string) []client.DelayedMessage {
+	out := make([]client.DelayedMessage, len(p.posts))
+	for i, m := range p.posts {
+		out[i] = client.DelayedMessage{ID: m.id, Text: m.text, Author: "user", Strategy: strategy}
+		if i > 0 {
+			out[i].Strategy = "enqueue"
+		}
+		if p.assistant.GraphID != s.cfg.Default {
+			out[i].Assistant = p.assistant.GraphID
+		}
+		if i == len(p.posts)-1 {
+			out[i].Webhook = p.webhook
+		}
+	}
+	return out
+}
+
+// postAll posts p's messages and returns the last one's sequence.
 func (s *Server) postAll(ctx context.Context, p *runPlan, strategy string) (uint64, error) {
 	var seq uint64
-	for i, m := range p.posts {
-		st := strategy
-		if i > 0 {
-			st = "enqueue"
-		}
-		opts := []client.PostOption{client.WithMessageID(m.id), client.WithAuthor("user"), client.WithStrategy(st)}
-		if p.assistant.GraphID != s.cfg.Default {
-			opts = append(opts, client.WithAssistant(p.assistant.GraphID))
-		}
-		if p.webhook != "" && i == len(p.posts)-1 {
-			opts = append(opts, client.WithWebhook(p.webhook))
-		}
-		posted, err := s.c.Post(ctx, p.thread, m.text, opts...)
+	for _, m := range s.messages(p, strategy) {
+		opts := []client.PostOption{client.WithMessageID(m.ID), client.WithAuthor(m.Author), client.WithStrategy(m.Strategy),
+			client.WithAssistant(m.Assistant), client.WithWebhook(m.Webhook)}
+		posted, err := s.c.Post(ctx, p.thread, m.Text, opts...)
 		if err != nil {
 			if errors.Is(err, events.ErrThreadBusy) {
 				return 0, errorf(http.StatusConflict, "thread %s is busy: a run is active and multitask_strategy is reject; nothing was written", p.thread)
@@ -398,42 +443,6 @@ func (s *Server) postAll(ctx context.Context, p *runPlan, strategy string) (uint
 		seq = posted.Seq
 	}
 	return seq, nil
-}
-
-// schedule makes p's posts after p.after, in memory: a serve that stops
-// first never makes them (documented in README).
-func (s *Server) schedule(p *runPlan, strategy string, now time.Time) {
-	s.mu.Lock()
-	s.delayed[p.thread+"/"+p.runID()] = delayedRun{thread: p.thread, assistant: p.assistant.ID(), strategy: p.strategy, created: now}
-	s.mu.Unlock()
-	s.wg.Add(1)
-	go func() {
-		defer s.wg.Done()
-		defer func() {
-			s.mu.Lock()
-			delete(s.delayed, p.thread+"/"+p.runID())
-			s.mu.Unlock()
-		}()
-		tm := time.NewTimer(p.after)
-		defer tm.Stop()
-		select {
-		case <-s.ctx.Done():
-			return
-		case <-tm.C:
-		}
-		ctx, cancel := context.WithTimeout(s.ctx, 30*time.Second)
-		defer cancel()
-		if _, err := s.postAll(ctx, p, strategy); err != nil {
-			s.log.Warn("delayed run's post failed", "thread", p.thread, "run", p.runID(), "err", err)
-		}
-	}()
-}
-
-func (s *Server) delayedRun(thread, run string) (delayedRun, bool) {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	d, ok := s.delayed[thread+"/"+run]
-	return d, ok
 }
 
 // runJSONOf is the Run of message m.
@@ -703,25 +712,46 @@ func (s *Server) existingRun(ctx context.Context, thread, run string) (*projecti
 	}
 	m := findMessage(t, run)
 	if m == nil || (m.Consumed != nil && m.Consumed.Kind == projections.ConsumedForked) {
-		if _, ok := s.delayedRun(thread, run); ok {
-			return t, nil, nil
-		}
 		return nil, nil, errorf(http.StatusNotFound, "run %s not found in thread %s", run, thread)
 	}
 	return t, m, nil
 }
 
+// joinable returns nil when run is posted, or delayed and still to be
+// posted, and a 404 or 409 otherwise.
+func (s *Server) joinable(ctx context.Context, thread, run string) error {
+	_, _, d, err := s.existingOrDelayed(ctx, thread, run)
+	if err == nil && d != nil && d.Posted == 0 && !d.Pending() {
+		return errorf(http.StatusConflict, "run %s (after_seconds) was never posted: %s", run, d.Failed)
+	}
+	return err
+}
+
+// existingOrDelayed is existingRun, or the run's delayed post when its
+// message is not in the thread yet: d is set and m nil then.
+func (s *Server) existingOrDelayed(ctx context.Context, thread, run string) (t *projections.Thread, m *projections.Message, d *client.Delayed, err error) {
+	t, m, err = s.existingRun(ctx, thread, run)
+	if err == nil || !isStatus(err, http.StatusNotFound) {
+		return t, m, nil, err
+	}
+	dp, found, derr := s.c.DelayedPost(ctx, s.cfg.DelayedBucket, thread, run)
+	switch {
+	case derr != nil:
+		return nil, nil, nil, derr
+	case !found:
+		return nil, nil, nil, err
+	}
+	return t, nil, &dp, nil
+}
+
 func (s *Server) getRun(w http.ResponseWriter, r *http.Request) error {
 	thread, run := r.PathValue("thread_id"), r.PathValue("run_id")
-	t, m, err := s.existingRun(r.Context(), thread, run)
+	t, m, d, err := s.existingOrDelayed(r.Context(), thread, run)
 	if err != nil {
 		return err
 	}
-	if m == nil {
-		d, _ := s.delayedRun(thread, run)
-		st := d.strategy
-		writeJSON(w, http.StatusOK, runJSON{RunID: run, ThreadID: thread, AssistantID: d.assistant, CreatedAt: isoTime(d.created),
-			UpdatedAt: isoTime(d.created), Status: "pending", Metadata: map[string]any{}, MultitaskStrategy: &st, Kwargs: map[string]any{}})
+	if d != nil {
+		writeJSON(w, http.StatusOK, s.delayedJSON(*d))
 		return nil
 	}
 	writeJSON(w, http.StatusOK, s.runJSONOf(t, m, runOf(t, m)))
@@ -751,6 +781,20 @@ func (s *Server) listRuns(w http.ResponseWriter, r *http.Request) error {
 		return err
 	}
 	all := []runJSON{}
+	// Delayed runs not posted yet come first, newest first: they were
+	// created after every posted one but the few posted since.
+	delayed, err := s.c.DelayedPosts(r.Context(), s.cfg.DelayedBucket, t.ID)
+	if err != nil {
+		return err
+	}
+	for i := len(delayed) - 1; i >= 0; i-- {
+		if findMessage(t, delayed[i].Run) != nil {
+			continue // posted since the key was read
+		}
+		if j := s.delayedJSON(delayed[i]); status == "" || j.Status == status {
+			all = append(all, j)
+		}
+	}
 	for i := len(t.Messages) - 1; i >= 0; i-- {
 		m := &t.Messages[i]
 		if m.Consumed != nil && m.Consumed.Kind == projections.ConsumedForked {
@@ -769,7 +813,7 @@ func (s *Server) listRuns(w http.ResponseWriter, r *http.Request) error {
 // that took it, part of the thread's log, which is the audit log and never
 // loses an event. Deleting the thread writes a tombstone instead.
 func (s *Server) deleteRun(w http.ResponseWriter, r *http.Request) error {
-	if _, _, err := s.existingRun(r.Context(), r.PathValue("thread_id"), r.PathValue("run_id")); err != nil {
+	if _, _, _, err := s.existingOrDelayed(r.Context(), r.PathValue("thread_id"), r.PathValue("run_id")); err != nil {
 		return err
 	}
 	w.Header().Set("Allow", "GET")
@@ -797,12 +841,28 @@ func (s *Server) cancelRun(w http.ResponseWriter, r *http.Request) error {
 		return errorf(http.StatusUnprocessableEntity, "action %q: want interrupt or rollback", action)
 	}
 	thread, run := r.PathValue("thread_id"), r.PathValue("run_id")
-	t, m, err := s.existingRun(r.Context(), thread, run)
+	t, m, d, err := s.existingOrDelayed(r.Context(), thread, run)
 	if err != nil {
 		return err
 	}
-	if m == nil {
-		return errorf(http.StatusConflict, "run %s is pending (after_seconds): it is not posted yet", run)
+	if d != nil {
+		// Not posted yet: cancelled in its key, it is never posted. One
+		// posted meanwhile is cancelled as a posted run.
+		cd, _, err := s.c.CancelDelayed(r.Context(), s.cfg.DelayedBucket, thread, run)
+		if err != nil {
+			return err
+		}
+		if cd.Posted == 0 {
+			if wait {
+				w.WriteHeader(http.StatusNoContent)
+			} else {
+				w.WriteHeader(http.StatusAccepted)
+			}
+			return nil
+		}
+		if t, m, err = s.existingRun(r.Context(), thread, run); err != nil {
+			return errorf(http.StatusConflict, "run %s was posted just now; cancel it again", run)
+		}
 	}
 	lr := runOf(t, m)
 	switch {
@@ -836,7 +896,7 @@ func (s *Server) joinRun(w http.ResponseWriter, r *http.Request) error {
 	if err != nil {
 		return err
 	}
-	if _, _, err := s.existingRun(r.Context(), thread, run); err != nil {
+	if err := s.joinable(r.Context(), thread, run); err != nil {
 		return err
 	}
 	out, err := s.waitOutput(r.Context(), thread, run, cancelOnDisconnect, nil)

@@ -56,6 +56,12 @@ type Config struct {
 	// Console, when set, is served beside the API: its page at / (without
 	// a token; the page asks for one) and its /artifactr routes.
 	Console *console.Console
+	// DelayedBucket is the KV bucket of runs created with after_seconds
+	// whose posts are not made yet. Default client.DefaultDelayedBucket.
+	DelayedBucket string
+	// Now is the clock of delayed runs: when they are created and when
+	// they are due. Default time.Now.
+	Now func() time.Time
 }
 
 // Server serves the LangGraph Agent Server API on top of package client.
@@ -68,22 +74,12 @@ type Server struct {
 	log *slog.Logger
 	mux *http.ServeMux
 
-	ctx    context.Context // ends on Close: delayed posts
+	ctx    context.Context // ends on Close: the follow, the delayed posts' drainer
 	cancel context.CancelFunc
 	wg     sync.WaitGroup
-
-	mu      sync.Mutex // protects delayed
-	delayed map[string]delayedRun
+	wake   chan struct{} // a delayed run was stored: the drainer looks again
 
 	hub *hub
-}
-
-// delayedRun is a run created with after_seconds whose post is not made
-// yet. It lives in memory only: a serve that stops before the delay is over
-// never makes the post.
-type delayedRun struct {
-	thread, assistant, strategy string
-	created                     time.Time
 }
 
 // New checks cfg and returns the server.
@@ -96,13 +92,17 @@ func New(cfg Config) (*Server, error) {
 	}
 	cfg.Default = cmp.Or(cfg.Default, cfg.Assistants[0].GraphID)
 	cfg.Summaries = cmp.Or(cfg.Summaries, summaries.DefaultBucket)
+	cfg.DelayedBucket = cmp.Or(cfg.DelayedBucket, client.DefaultDelayedBucket)
+	if cfg.Now == nil {
+		cfg.Now = time.Now
+	}
 	if cfg.MaxBody <= 0 {
 		cfg.MaxBody = DefaultMaxBody
 	}
 	if cfg.Logger == nil {
 		cfg.Logger = slog.New(slog.DiscardHandler)
 	}
-	s := &Server{cfg: cfg, c: cfg.Client, log: cfg.Logger, delayed: map[string]delayedRun{}}
+	s := &Server{cfg: cfg, c: cfg.Client, log: cfg.Logger, wake: make(chan struct{}, 1)}
 	s.ctx, s.cancel = context.WithCancel(context.Background())
 	// The hub follows from the stream's end now, so that it misses
 	// nothing stored after a subscription; a follow that fails (NATS
@@ -140,12 +140,14 @@ func New(cfg Config) (*Server, error) {
 			}
 		}
 	}()
+	s.wg.Add(1)
+	go s.drainDelayed()
 	s.routes()
 	return s, nil
 }
 
-// Close stops the server's own goroutines (delayed posts) and waits for
-// them. It does not close the client.
+// Close stops the server's own goroutines (the follow, the delayed posts'
+// drainer) and waits for them. It does not close the client.
 func (s *Server) Close() {
 	s.cancel()
 	s.wg.Wait()

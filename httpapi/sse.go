@@ -286,7 +286,7 @@ func (s *Server) joinStream(w http.ResponseWriter, r *http.Request) error {
 	if err != nil {
 		return err
 	}
-	if _, _, err := s.existingRun(r.Context(), thread, run); err != nil {
+	if err := s.joinable(r.Context(), thread, run); err != nil {
 		return err
 	}
 	return s.streamEvents(w, r, thread, run, modes, pos, cancelOnDisconnect, nil)

@@ -13,6 +13,7 @@ import (
 	"github.com/spf13/cobra"
 
 	agentexec "github.com/artifactr/artifactr/actors/agent/exec"
+	"github.com/artifactr/artifactr/client"
 	"github.com/artifactr/artifactr/events/natsstore"
 	"github.com/artifactr/artifactr/httpapi"
 	"github.com/artifactr/artifactr/internal/natsauth"
@@ -164,8 +165,9 @@ func prepareAuth(dir string, names natsauth.Names) (*embeddedAuth, error) {
 	return ea, nil
 }
 
-// adminSetup creates, as admin, the stream and the buckets the runner may
-// only use: the lease bucket (natsstore.New) and the summaries read model.
+// adminSetup creates, as admin, the stream and the buckets the runner and
+// the clients may only use: the lease bucket (natsstore.New), the
+// summaries read model and the HTTP API's delayed posts.
 // Buckets added later must be created here too, since a runner may not.
 func (a *app) adminSetup(ctx context.Context, f *serveFlags, admin natsauth.Key) error {
 	c := f.conn // embed pointed it at srv, in process
@@ -177,6 +179,13 @@ func (a *app) adminSetup(ctx context.Context, f *serveFlags, admin natsauth.Key)
 	defer store.Close()
 	if f.projector {
 		if _, err := store.Bucket(ctx, f.summaries, true); err != nil {
+			return storeError(c.url, err)
+		}
+	}
+	if f.http.addr != "" {
+		// The HTTP API's delayed runs (after_seconds): its client role
+		// writes and drains the bucket but may not create it.
+		if _, err := store.Bucket(ctx, client.DefaultDelayedBucket, true); err != nil {
 			return storeError(c.url, err)
 		}
 	}

@@ -1,6 +1,7 @@
 package main
 
 import (
+	"fmt"
 	"io"
 	"net"
 	"net/http"
@@ -9,8 +10,10 @@ import (
 	"regexp"
 	"strings"
 	"testing"
+	"time"
 
 	"github.com/artifactr/artifactr/httpapi"
+	"github.com/artifactr/artifactr/internal/testkit"
 )
 
 var httpRE = regexp.MustCompile(`HTTP API listening on (http://\S+)`)
@@ -114,4 +117,14 @@ func TestRun_serveHTTP(t *testing.T) {
 	if code != 200 || !strings.Contains(body, `"assistant_id":"`+httpapi.Assistant{GraphID: "other"}.ID()+`"`) {
 		t.Fatalf("runs: %d %s", code, body)
 	}
+	// A delayed run under --auth: the client role stores it in the
+	// delayed-post bucket (admin made it) and drains it.
+	code, body = do("POST", "/threads/t1/runs", `{"assistant_id":"echo","after_seconds":0.1,"multitask_strategy":"enqueue","input":{"messages":[{"role":"user","content":"later","id":"later-1"}]}}`, strings.TrimSpace(string(tok)))
+	if code != 200 || !strings.Contains(body, `"status":"pending"`) {
+		t.Fatalf("delayed run: %d %s", code, body)
+	}
+	testkit.WaitFor(t, 20*time.Second, "the delayed run to complete", func() (bool, string) {
+		code, body := do("GET", "/threads/t1/runs/later-1", "", strings.TrimSpace(string(tok)))
+		return code == 200 && strings.Contains(body, `"status":"success"`), fmt.Sprint(code, body)
+	})
 }

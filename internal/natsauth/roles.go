@@ -47,6 +47,7 @@ const (
 	DefaultSummaries        = "thread_summaries"
 	DefaultSnapshots        = "thread_snapshots"
 	DefaultMessageIDs       = "message_ids"
+	DefaultDelayed          = "delayed_posts"
 	DefaultWorkQueue        = "artifactr-runners"
 	DefaultSummariesDurable = "summaries"
 )
@@ -64,6 +65,9 @@ type Names struct {
 	// "" means the store's default for Stream: DefaultMessageIDs, or
 	// message_ids_<stream> for another stream than DefaultStream.
 	MessageIDs string
+	// Delayed is the KV bucket of delayed posts (the HTTP API's
+	// after_seconds), which clients write and drain.
+	Delayed string
 	// Durables are the durable consumers only runners may create, read,
 	// acknowledge or delete: the work queue and the summaries projector's.
 	Durables []string
@@ -79,6 +83,7 @@ func DefaultNames() Names {
 		Summaries:  DefaultSummaries,
 		Snapshots:  DefaultSnapshots,
 		MessageIDs: DefaultMessageIDs,
+		Delayed:    DefaultDelayed,
 		Durables:   []string{DefaultWorkQueue, DefaultSummariesDurable},
 	}
 }
@@ -94,7 +99,7 @@ func (n Names) Validate() error {
 	for _, f := range []struct{ what, v string }{
 		{"account", n.Account}, {"prefix", n.Prefix}, {"stream", n.Stream},
 		{"claims bucket", n.Claims}, {"summaries bucket", n.Summaries}, {"snapshots bucket", n.Snapshots},
-		{"message ids bucket", n.messageIDs()},
+		{"message ids bucket", n.messageIDs()}, {"delayed posts bucket", n.delayed()},
 	} {
 		if err := check(f.what, f.v); err != nil {
 			return err
@@ -116,9 +121,16 @@ type Perm struct {
 }
 
 // streams returns the JetStream streams artifactr reads: the thread stream
-// and the streams behind the three buckets.
+// and the streams behind the buckets it scans.
 func (n Names) streams() []string {
-	return []string{n.Stream, "KV_" + n.Claims, "KV_" + n.Summaries, "KV_" + n.Snapshots}
+	return []string{n.Stream, "KV_" + n.Claims, "KV_" + n.Summaries, "KV_" + n.Snapshots, "KV_" + n.delayed()}
+}
+
+func (n Names) delayed() string {
+	if n.Delayed == "" {
+		return DefaultDelayed
+	}
+	return n.Delayed
 }
 
 func (n Names) messageIDs() string {
@@ -198,8 +210,9 @@ func (n Names) Permissions(r Role) (Perm, bool) {
 		}
 		return Perm{PubAllow: append(pub, n.readAPI()...), SubAllow: sub}, true
 	case Client:
-		// A post writes its message id's key first (natsstore).
-		pub := append([]string{n.Prefix + ".*.posted", "$KV." + n.messageIDs() + ".>"}, n.readAPI()...)
+		// A post writes its message id's key first (natsstore); the HTTP
+		// API keeps its delayed posts in a bucket of their own.
+		pub := append([]string{n.Prefix + ".*.posted", "$KV." + n.messageIDs() + ".>", "$KV." + n.delayed() + ".>"}, n.readAPI()...)
 		return Perm{PubAllow: pub, PubDeny: n.durableDeny(), SubAllow: sub}, true
 	case Auditor:
 		return Perm{PubAllow: n.readAPI(), PubDeny: n.durableDeny(), SubAllow: sub}, true

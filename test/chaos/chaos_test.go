@@ -23,6 +23,20 @@ func TestChaos_soak(t *testing.T) {
 	runSoak(t, soakConfig(t))
 }
 
+// TestChaos_http: the soak's faults under two serves' HTTP APIs
+// (httpapi.Server, as serve --http runs it) with clients creating runs
+// through both: input messages with message ids, some creates retried with
+// the same id through the other front, some under reject. The runners
+// freeze past the TTL (most stalls pause the whole runner), are killed and
+// lose connections, and so do the fronts. After the drain: no audit
+// violation, the spec's trace validation clean, every acked run's message
+// in the log once at its acked sequence and consumed exactly once, and no
+// refused run's message in the log. Spec: I1_ConsumedAtMostOnce,
+// I3_OneActiveRun.
+func TestChaos_http(t *testing.T) {
+	runSoak(t, httpConfig(t))
+}
+
 // TestChaos_manyThreads: the soak over 5,000 threads, whose runners freeze
 // past the TTL and lose connections; after the drain the audit finds no
 // violation and every acknowledged post was consumed exactly once.
@@ -122,6 +136,9 @@ func runSoak(t *testing.T, cfg config) {
 			break
 		}
 		t.Errorf("audit: %s on %s at %v: %s", v.Check, v.Thread, v.Seqs, v.Message)
+		if i < 3 && len(v.Seqs) > 0 {
+			t.Logf("the events of %s up to %d:\n%s", v.Thread, v.Seqs[len(v.Seqs)-1], strings.Join(around(envs, v.Thread, v.Seqs[len(v.Seqs)-1], 24), "\n"))
+		}
 	}
 	if !rep.OK() {
 		t.Errorf("audit: %d violations (seed %d)", rep.ViolationCount, cfg.seed)
@@ -184,6 +201,9 @@ func setup(t *testing.T, cfg config) *harness {
 		h.slots = append(h.slots, sl)
 		sl.startRunner("")
 	}
+	if cfg.fronts > 0 {
+		h.startFronts(cfg.fronts)
+	}
 	h.faultsOn.Store(true)
 	return h
 }
@@ -195,6 +215,7 @@ func (h *harness) startPosters() (stop func()) {
 	for range h.cfg.posters {
 		wg.Go(func() { h.postLoop(ctx, h.poster) })
 	}
+	h.startHTTPPosters(ctx, &wg)
 	var once sync.Once
 	stop = func() {
 		once.Do(func() {
@@ -212,6 +233,7 @@ func (h *harness) shutdown() {
 	if h.stopPosters != nil {
 		h.stopPosters()
 	}
+	h.closeFronts()
 	for _, sl := range h.slots {
 		sl.kill()
 	}

@@ -198,7 +198,12 @@ func (h *harness) settled(answered map[string]time.Time, calm time.Time) (ok boo
 		if pending == 0 && len(v.OpenRequests()) > 0 && time.Since(answered[th]) > 3*h.cfg.ttl {
 			answered[th] = time.Now()
 			id := fmt.Sprintf("a%06d", h.posts.next.Add(1))
-			h.post(h.poster, th, id, "answer "+id)
+			// Named enqueue: the post answers the asking run whatever the
+			// strategy, and a thread whose first post was reject (through
+			// the HTTP API, whose default it is) has reject as its own, under
+			// which a post that names none may not land while a run is active
+			// (RejectOnlyIdle). The raw store post does not check that.
+			h.postStrategy(h.poster, th, id, "answer "+id, "enqueue")
 			h.stats.add("post:drain_answer", 1)
 		}
 	}
@@ -433,7 +438,7 @@ func (h *harness) checkConsumed(envs []events.Envelope, max int) []string {
 	}
 	threads := byThread(envs)
 	h.posts.mu.Lock()
-	acked := h.posts.acked
+	acked, refused := h.posts.acked, h.posts.refused
 	h.posts.mu.Unlock()
 	for _, th := range slices.Sorted(maps.Keys(threads)) {
 		tenvs := threads[th]
@@ -464,6 +469,11 @@ func (h *harness) checkConsumed(envs []events.Envelope, max int) []string {
 				report("%s: acked post %s (seq %d) not in the log as acked (found seq %d)", th, id, seq, got)
 			}
 		}
+		for id := range refused[th] {
+			if seq, ok := ids[id]; ok {
+				report("%s: post %s was refused (409, nothing written) but is in the log at seq %d", th, id, seq)
+			}
+		}
 	}
 	for th := range acked {
 		if _, ok := threads[th]; !ok {
@@ -490,6 +500,7 @@ func (h *harness) summary(envs []events.Envelope, rep audit.Report, drained time
 		fmt.Sprintf("  runners (sum over all lives): claims=%d abandoned=%d fenced=%d completed=%d failed=%d wake-ups kept parked past a claim=%d", rs.Claims, rs.Abandoned, rs.Fenced, rs.Completed, rs.Failed, rs.KeptParked),
 		fmt.Sprintf("  faults injected=%d: %s", h.faults.sum(""), h.faults.list("")),
 		fmt.Sprintf("  posts: %s", h.stats.list("post:")),
+		h.httpSummary(),
 		fmt.Sprintf("  audit: violations=%d anomalies=%d checks=%v", rep.ViolationCount, rep.AnomalyCount, rep.Checks),
 		fmt.Sprintf("  runner/store warnings: %s", h.lc.summary()),
 	}
@@ -527,6 +538,11 @@ func around(envs []events.Envelope, thread string, seq uint64, n int) []string {
 				line += " run=" + b.RunFailed.GetRunId()
 			case *eventspb.Event_RunAbandoned:
 				line += " run=" + b.RunAbandoned.GetRunId()
+			case *eventspb.Event_MessagePosted:
+				line += fmt.Sprintf(" id=%s strategy=%s", b.MessagePosted.GetMessageId(), b.MessagePosted.GetStrategy())
+			}
+			if e.ExpectSeq != 0 || e.ExpectSubject != "" {
+				line += fmt.Sprintf(" expect=%d@%s", e.ExpectSeq, e.ExpectSubject)
 			}
 		}
 		out = append(out, line)

@@ -18,6 +18,7 @@ var (
 	flagSoak    = flag.String("chaos.soak", os.Getenv("SOAK"), "chaos: fault phase of the single-server soak, such as 10m (default 55s)")
 	flagCluster = flag.String("chaos.cluster", os.Getenv("SOAK_CLUSTER"), "chaos: fault phase of the cluster soak (default 45s)")
 	flagMany    = flag.String("chaos.many", os.Getenv("SOAK_MANY"), "chaos: fault phase of the 5,000-thread soak (default 25s)")
+	flagHTTP    = flag.String("chaos.http", os.Getenv("SOAK_HTTP"), "chaos: fault phase of the soak through the HTTP API (default 12s)")
 )
 
 // mutationSeed is the mutation check's default seed: the check must fail the
@@ -86,6 +87,10 @@ type config struct {
 	pDupPost, pRetryPost           float64       // per acknowledged post
 	stopOnViolation                bool          // mutation: end the fault phase at the first violation
 	minFaults                      time.Duration // with stopOnViolation: run at least this long
+
+	// HTTP API fronts (httpapi.Server, as serve --http) and the posters
+	// that create runs through them.
+	fronts, httpPosters int
 }
 
 func soakConfig(t *testing.T) config {
@@ -108,6 +113,22 @@ func soakConfig(t *testing.T) config {
 		skews:    []float64{-2, -1.2, 0, 0, 0, 1.2, 2},
 		pDupPost: 0.1, pRetryPost: 0.05,
 	}
+}
+
+// httpConfig is the soak through the HTTP API, short enough for
+// `go test -race ./...` (SOAK_HTTP or -chaos.http makes it longer): two
+// fronts, three posters through them and none direct, and most stalls
+// freezing their runner past the TTL.
+func httpConfig(t *testing.T) config {
+	c := soakConfig(t)
+	c.name = "http"
+	c.runners, c.threads = 3, 12
+	c.posters, c.fronts, c.httpPosters = 0, 2, 3
+	c.postGap = [2]time.Duration{30 * time.Millisecond, 150 * time.Millisecond}
+	c.faults = duration(t, *flagHTTP, "-chaos.http / SOAK_HTTP", 12*time.Second)
+	c.drain = 60 * time.Second
+	c.pPause = 0.7
+	return c
 }
 
 // manyConfig is the soak over 5,000 threads: most get a post or two while

@@ -141,9 +141,16 @@ func (h *harness) killOne() (action, bool) {
 	}}, true
 }
 
-// kickOne drops a runner's or the posters' connection server-side.
+// kickOne drops a runner's, the posters' or an HTTP front's connection
+// server-side.
 func (h *harness) kickOne() {
-	i := h.rng.intN(len(h.slots) + 1)
+	i := h.rng.intN(len(h.slots) + 1 + len(h.fronts))
+	if i > len(h.slots) {
+		if h.kickFront(h.fronts[i-len(h.slots)-1]) {
+			h.faults.add("disconnect:http", 1)
+		}
+		return
+	}
 	nc := h.posterNC
 	if i < len(h.slots) {
 		nc = h.slots[i].conn()

@@ -4,6 +4,7 @@ import (
 	"context"
 	"fmt"
 	"log/slog"
+	"net/http"
 	"sync"
 	"sync/atomic"
 	"testing"
@@ -45,6 +46,8 @@ type harness struct {
 	statsMu  sync.Mutex // protects runStats
 
 	posts       postLog
+	fronts      []*front          // the HTTP API servers (startFronts), if any
+	web         *http.Client      // the HTTP posters' client
 	viewsMu     sync.Mutex        // protects views and starts
 	views       []viewRec         // each consuming write's view (viewCheck)
 	starts      map[string]string // each claim's start, by holder (viewCheck)
@@ -61,6 +64,7 @@ func newHarness(t *testing.T, cfg config) *harness {
 	}
 	h.posts.acked = map[string]map[string]uint64{}
 	h.starts = map[string]string{}
+	h.posts.refused = map[string]map[string]bool{}
 	return h
 }
 

@@ -17,8 +17,32 @@ import (
 type postLog struct {
 	next atomic.Int64
 
-	mu    sync.Mutex                   // protects acked
-	acked map[string]map[string]uint64 // thread -> message id -> sequence
+	mu      sync.Mutex                   // protects acked and refused
+	acked   map[string]map[string]uint64 // thread -> message id -> sequence
+	refused map[string]map[string]bool   // thread -> message ids refused with nothing written
+}
+
+// refuse notes a post refused with nothing written (busy under reject):
+// the checks require its id absent from the log.
+func (p *postLog) refuse(thread, id string) {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	m := p.refused[thread]
+	if m == nil {
+		m = map[string]bool{}
+		p.refused[thread] = m
+	}
+	m[id] = true
+}
+
+func (p *postLog) refusedCount() int {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	n := 0
+	for _, m := range p.refused {
+		n += len(m)
+	}
+	return n
 }
 
 // record notes an ack; a second ack of one id with another sequence means
@@ -52,10 +76,16 @@ func (p *postLog) count() int {
 // message id, as a client must. It gives up after a minute; a post that
 // landed without an ack is still checked, as part of the log.
 func (h *harness) post(s events.Store, thread, id, text string) (events.Ack, bool) {
+	return h.postStrategy(s, thread, id, text, "")
+}
+
+// postStrategy is post with the message's strategy named ("" for the
+// thread's).
+func (h *harness) postStrategy(s events.Store, thread, id, text, strategy string) (events.Ack, bool) {
 	deadline := time.Now().Add(time.Minute)
 	for {
 		ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
-		ack, err := s.Post(ctx, thread, &eventspb.MessagePosted{MessageId: id, Author: "chaos", Text: text})
+		ack, err := s.Post(ctx, thread, &eventspb.MessagePosted{MessageId: id, Author: "chaos", Text: text, Strategy: strategy})
 		cancel()
 		if err == nil {
 			if err := h.posts.record(thread, id, ack.Seq); err != nil {

@@ -215,3 +215,25 @@ test("after_seconds delays the run; runs.delete", async () => {
   }
   assert.equal((await httpError(client.runs.delete(id, newThreadId()))).status, 404);
 });
+
+test("a run sets its thread's graph_id and assistant_id metadata", async () => {
+  const id = newThreadId();
+  await client.threads.create({ threadId: id, metadata: { user: "ada" } });
+  assert.equal((await client.threads.get(id)).metadata.graph_id, undefined);
+  const assistantOf = async (graphId) => (await client.assistants.search({ graphId }))[0].assistant_id;
+  await client.runs.wait(id, "echo", { input: say("hello") });
+  let meta = (await client.threads.get(id)).metadata;
+  assert.deepEqual([meta.graph_id, meta.assistant_id, meta.user], ["echo", await assistantOf("echo"), "ada"]);
+  // The next run's assistant replaces them.
+  await client.runs.wait(id, "slow", { input: say("hi") });
+  meta = (await client.threads.get(id)).metadata;
+  assert.deepEqual([meta.graph_id, meta.assistant_id, meta.user], ["slow", await assistantOf("slow"), "ada"]);
+  // A thread a run creates has them from the start, and search finds it by them.
+  const id2 = newThreadId();
+  await client.runs.wait(id2, "echo", { input: say("hello"), ifNotExists: "create" });
+  meta = (await client.threads.get(id2)).metadata;
+  assert.deepEqual([meta.graph_id, meta.assistant_id], ["echo", await assistantOf("echo")]);
+  const found = await client.threads.search({ metadata: { graph_id: "echo", assistant_id: meta.assistant_id }, limit: 1000 });
+  assert.ok(found.some((t) => t.thread_id === id2));
+  assert.ok(!found.some((t) => t.thread_id === id));
+});
