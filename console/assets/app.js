@@ -296,6 +296,9 @@ function threadRow(t) {
 
 // ---- one thread ----
 
+// REFUSED_BY names what refused a stale write (console.ByFence, ByCAS).
+const REFUSED_BY = { fence: "the fence", "compare-and-set": "the run's compare-and-set" };
+
 const KIND = { message_posted: "posted", thread_claimed: "claim", thread_released: "claim" };
 
 async function threadView(id, params) {
@@ -437,6 +440,7 @@ async function threadView(id, params) {
   }
 
   await loadFold();
+  let refusedSeen = 0, lostSeen = 0;
   sse(`/artifactr/threads/${encodeURIComponent(id)}/events`, (name, data) => {
     if (name === "event") {
       timeline.append(eventItem(data, (seq) => {
@@ -445,11 +449,22 @@ async function threadView(id, params) {
       if (data.seq === selected) select(selected);
       refreshSoon();
     } else if (name === "refused") {
-      refusals.append(el("li", { class: "refused" }, `${when(data.time)}: ${data.type} by ${data.holder} (claim #${data.claim_seq}) refused: ${data.reason}`));
-      timeline.append(el("li", { class: "refused", dataset: { type: "refused" } }, el("div", { class: "ev-head" },
+      // A reconnect sends the kept refusals again: each has its seq.
+      if (data.seq <= refusedSeen) return;
+      refusedSeen = data.seq;
+      const by = REFUSED_BY[data.by] || data.by || "the store";
+      refusals.append(el("li", { class: "refused" }, `${when(data.time)}: ${data.type} by ${data.holder} (claim #${data.claim_seq}) refused by ${by}: ${data.reason}`));
+      timeline.append(el("li", { class: "refused refused-by-" + (data.by || "unknown"), dataset: { type: "refused", by: data.by || "" } }, el("div", { class: "ev-head" },
         el("span", { class: "ev-seq" }, "—"), el("span", { class: "ev-type" }, "refused " + data.type),
-        el("span", { class: "badge bad" }, "stale write refused"),
+        el("span", { class: "badge bad" }, "stale write refused by " + by),
         el("span", { class: "muted" }, `holder ${data.holder}, claim #${data.claim_seq}: ${data.reason}`))));
+    } else if (name === "refused_lost") {
+      if (data.through <= lostSeen) return;
+      lostSeen = data.through;
+      const text = "Some refused writes of this thread are not shown: " + data.detail + ".";
+      refusals.append(el("li", { class: "refused-lost" }, text));
+      timeline.append(el("li", { class: "refused refused-lost", dataset: { type: "refused_lost" } }, el("div", { class: "ev-head" },
+        el("span", { class: "ev-seq" }, "—"), el("span", { class: "badge bad" }, "refusals dropped"), el("span", { class: "muted" }, text))));
     } else if (name === "error") {
       err.textContent = explain(new ApiError(0, data.detail));
     }
