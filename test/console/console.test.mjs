@@ -189,20 +189,23 @@ test("--auth: no token asks for one, a wrong one is refused, the right one opens
   }
 });
 
-test("a takeover: the abandoned run, and the refused stale write when one was in flight", async () => {
+test("a takeover: the abandoned run, and the stale write the run's compare-and-set refused", async () => {
   const nats = await natsServer();
   // a reaches NATS through a proxy that the test can hold, as a partition:
   // a keeps running, its writes wait in the network past its TTL, and land
-  // after b took the thread over.
+  // after b took the thread over. a's --timeout outlasts the partition, so
+  // the output append it has outstanding waits for its verdict rather than
+  // giving up as "outcome unknown" after the default 5 s.
   const cut = await proxy(nats.url);
-  const a = await serve({ nats: cut.url, ttl: "2s" });
+  const a = await serve({ nats: cut.url, ttl: "2s", extra: ["--timeout", "60s"] });
   let b;
   try {
     const id = fresh("takeover");
     const pg = await page();
     await openThread(pg, a.url, id);
-    // a holds the thread (b starts after a's run): it writes an output
-    // every 200 ms.
+    // a holds the thread (b starts after a's run): its agent writes an
+    // output every 200 ms, so within 200 ms of the cut a has an output
+    // append outstanding, and one stays outstanding until the cut heals.
     await post(pg, "slow 200 200");
     await outputs(pg).first().waitFor({ timeout: 30_000 });
     b = await serve({ nats: nats.url, ttl: "2s" });
@@ -217,14 +220,18 @@ test("a takeover: the abandoned run, and the refused stale write when one was in
     assert.match(await take.textContent(), /takeover of claim #\d+/);
     assert.match(await take.textContent(), /must abandon run-/);
     await pg.locator("#timeline li.ev-run_abandoned").waitFor({ timeout: 30_000 });
-    // Whether a's runner had a write in flight when the partition began is
-    // timing, and only then is there a refused write to show (the log holds
-    // none: nothing was written). It shows in most runs; the figure says.
-    const refused = pg.locator("#timeline li.refused");
-    const shown = await refused.first().waitFor({ timeout: 10_000 }).then(() => true, () => false);
-    if (shown) assert.match(await refused.first().textContent(), /stale write refused/);
-    console.log(`console: takeover shown; a refused stale write ${shown ? "shown" : "not in flight this run"}`);
+    // The output a had outstanding reaches NATS after b's run_abandoned
+    // moved the run subject on: its compare-and-set refuses it, nothing is
+    // written, and only a's runner knows. Its console shows it.
+    const refused = pg.locator('#timeline li.refused[data-by="compare-and-set"]');
+    await refused.first().waitFor({ timeout: 30_000 });
+    const text = await refused.first().textContent();
+    assert.match(text, /refused run_output/);
+    assert.match(text, /stale write refused by the run's compare-and-set/);
+    assert.match(text, new RegExp(`holder ${a.runner}/`));
+    assert.match(await pg.textContent("#refusals"), /run_output by .* refused by the run's compare-and-set/);
     await shot(pg, "takeover");
+    assert.deepEqual(pg.errors, []);
     await pg.context().close();
   } finally {
     cut.release();
