@@ -194,7 +194,12 @@ function route() {
     view = threadsView(params);
   }
   view.catch((err) => show(el("p", { class: "error", role: "alert" }, explain(err))));
+  // After a navigation, focus the new view: the next Tab goes into it, not
+  // on from where the old view's focused control was.
+  if (routed) main.focus({ preventScroll: true });
+  routed = true;
 }
+let routed = false;
 
 function mark(name) {
   document.querySelector(`nav a[data-nav="${name}"]`)?.setAttribute("aria-current", "page");
