@@ -354,6 +354,7 @@ async function threadView(id, params) {
   }).catch(() => {});
 
   let fold = null;
+  let shownStrategy = "";
   let atSeq = selected;
   async function loadFold() {
     try {
@@ -382,6 +383,10 @@ async function threadView(id, params) {
       el("dt", {}, "Anomalies"), el("dd", {}, String((fold.Anomalies || []).length)),
       fold.Fork ? [el("dt", {}, "Forked from"), el("dd", {}, el("a", { href: "#/thread/" + encodeURIComponent(fold.Fork.Source) + "?seq=" + fold.Fork.SourceSeq }, fold.Fork.Source + " @ " + fold.Fork.SourceSeq))] : []));
     if (atSeq) return;
+    // The strategy form starts at the thread's strategy, and follows it
+    // when it changes, not while someone picks another.
+    const strategy = fold.Strategy || "enqueue";
+    if (strategy !== shownStrategy) strategyForm.elements.strategy.value = shownStrategy = strategy;
     answerForm.hidden = open.length === 0;
     if (open.length) document.getElementById("question").textContent = "Question: " + open[0].Question;
     cancelBtn.hidden = !run;

@@ -96,6 +96,11 @@ test("a fork at an event lands on the new thread with the copied history", async
   await openThread(pg, s.url, id);
   const done = pg.locator("#timeline li.ev-run_completed");
   await until("two runs in the timeline", async () => (await done.count()) === 2);
+  // The strategy form shows the thread's strategy (the API's first post
+  // set it: LangGraph's default multitask_strategy is reject).
+  const strategy = (await api(s, "GET", `/artifactr/threads/${id}/fold`)).Strategy;
+  assert.equal(strategy, "reject");
+  await until("the strategy form at the thread's", async () => (await pg.inputValue("#thread-strategy")) === strategy);
   const at = Number(await done.first().getAttribute("data-seq"));
   await done.first().locator("button.as-of").click();
   await until("the state as of the first run", async () => /As of seq/.test(await pg.textContent("#as-of")));
