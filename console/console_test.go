@@ -411,8 +411,79 @@ func TestRecent_keepsTheLastNOldestFirst(t *testing.T) {
 	if fmt.Sprint(got) != "[2 3 4]" {
 		t.Fatalf("All: %v, want [2 3 4]", got)
 	}
-	if of := rc.Of("t1"); len(of) != 1 || of[0].ClaimSeq != 3 {
-		t.Fatalf("Of(t1): %+v", of)
+	if s := rc.Since("t1", 0); len(s.Refusals) != 1 || s.Refusals[0].ClaimSeq != 3 || s.Refusals[0].Seq != 4 || s.Next != 5 || s.Lost != 2 {
+		t.Fatalf("Since(t1, 0): %+v", s)
+	}
+}
+
+// A reader that reads at any pace sees each refusal of its thread, or is
+// told that it lost it: sequence numbers, not ring positions, across the
+// ring's wrap, while other threads' refusals come and go.
+func TestRecent_Since_nothingMissedInSilence(t *testing.T) {
+	rc := console.NewRecent(8)
+	var after uint64
+	seen := map[uint64]bool{}
+	for round := range 60 {
+		for i := range round % 13 {
+			thread := "t"
+			if i%3 == 2 {
+				thread = "other"
+			}
+			rc.Add(console.Refusal{Thread: thread, Type: "run_output"})
+			rc.Add(console.Refusal{Thread: thread, Type: console.TypeTakeover})
+		}
+		s := rc.Since("t", after)
+		for _, r := range s.Refusals {
+			if r.Thread != "t" || r.Seq <= after || seen[r.Seq] {
+				t.Fatalf("round %d: Since(t, %d) returned %+v", round, after, r)
+			}
+			seen[r.Seq] = true
+		}
+		// Every refusal of t after the reader's position is returned or
+		// at or below s.Lost.
+		for q := after + 1; q <= s.Next; q++ {
+			if isT(q) && !seen[q] && q > s.Lost {
+				t.Fatalf("round %d: refusal %d of t neither returned nor reported lost (after %d, lost %d)", round, q, after, s.Lost)
+			}
+		}
+		if s.Lost != 0 && !isT(s.Lost) {
+			t.Fatalf("round %d: lost %d is not a refusal of t", round, s.Lost)
+		}
+		after = s.Next
+	}
+	if rc.Since("other", 0).Lost == 0 {
+		t.Fatal("the ring never wrapped")
+	}
+	if s := rc.Since("never", 0); s.Lost != 0 || len(s.Refusals) != 0 {
+		t.Fatalf("a thread without refusals: %+v", s)
+	}
+}
+
+// isT reports whether Seq q of TestRecent_Since_nothingMissedInSilence's
+// records is a refusal of t: records come in pairs (refusal, takeover),
+// and each round's i%3 == 2 pairs are of another thread.
+var isT = func() func(uint64) bool {
+	var kinds []bool // by Seq-1: a refusal of t
+	for round := range 60 {
+		for i := range round % 13 {
+			kinds = append(kinds, i%3 != 2, false)
+		}
+	}
+	return func(q uint64) bool { return q >= 1 && int(q) <= len(kinds) && kinds[q-1] }
+}()
+
+// Past maxLostThreads threads with dropped refusals, Recent no longer
+// knows which thread lost one, and says so to every reader behind it.
+func TestRecent_Since_lostThreadsBounded(t *testing.T) {
+	rc := console.NewRecent(1)
+	for i := range 5000 {
+		rc.Add(console.Refusal{Thread: fmt.Sprintf("t%d", i), Type: "run_output"})
+	}
+	if s := rc.Since("t0", 0); s.Lost == 0 {
+		t.Fatalf("t0's dropped refusal is not reported: %+v", s)
+	}
+	if s := rc.Since("fresh", 4999); s.Lost != 0 {
+		t.Fatalf("a reader past every drop is told of one: %+v", s)
 	}
 }
 
@@ -434,5 +505,109 @@ func TestObserve_recordsRefusalsAndTakeovers(t *testing.T) {
 	}
 	if fmt.Sprint(kinds) != "[run_started:fence: run_output:compare-and-set: takeover:claimed]" {
 		t.Fatalf("recorded %v", kinds)
+	}
+}
+
+// A timeline connection open while more refusals are recorded than the
+// ring holds (16 here) gets each refusal of its thread, or a refused_lost
+// marker that covers it: never a silent gap, however the handler's reads
+// interleave with the adds. A connection opened after the wrap is told
+// too. Takeovers are not refusals: the timeline shows them from the log.
+func TestConsole_timelineRefusalsAcrossTheRingsWrap(t *testing.T) {
+	e := newEnv(t)
+	ofWrap := map[uint64]bool{} // by Seq: a refusal of thread wrap
+	var last uint64
+	add := func(thread, typ string) {
+		e.recent.Add(console.Refusal{Thread: thread, Type: typ, By: console.ByCAS, Reason: "compare-and-set"})
+		last++ // only this test adds: the runner has no threads
+		ofWrap[last] = thread == "wrap" && typ != console.TypeTakeover
+	}
+	add("wrap", "run_output")
+	open := openRefusals(t, e.url+"/artifactr/threads/wrap/events")
+	open.until(t, 1)
+	for i := range 40 {
+		add("wrap", "run_output")
+		if i%5 == 0 {
+			add("other", "run_output")
+			add("wrap", console.TypeTakeover)
+		}
+	}
+	add("wrap", "run_output")
+	if n := e.recent.Since("wrap", 0).Next; n != last {
+		t.Fatalf("Recent numbered %d records, the test added %d", n, last)
+	}
+	open.until(t, last)
+	open.covers(t, ofWrap, last)
+	t.Logf("the open connection got %d refusals, lost through %d", len(open.got), open.lost)
+
+	late := openRefusals(t, e.url+"/artifactr/threads/wrap/events")
+	late.until(t, last)
+	late.covers(t, ofWrap, last)
+	if late.lost == 0 {
+		t.Fatalf("a connection opened after the wrap was not told of the dropped refusals (got %v)", late.got)
+	}
+}
+
+// refusals reads a timeline connection's refused and refused_lost events.
+type refusals struct {
+	sc   *bufio.Scanner
+	got  map[uint64]bool
+	lost uint64
+	name string
+}
+
+func openRefusals(t *testing.T, url string) *refusals {
+	t.Helper()
+	ctx, cancel := context.WithTimeout(context.Background(), 20*time.Second)
+	t.Cleanup(cancel)
+	req, _ := http.NewRequestWithContext(ctx, "GET", url, nil)
+	res, err := http.DefaultClient.Do(req)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { res.Body.Close() })
+	return &refusals{sc: bufio.NewScanner(res.Body), got: map[uint64]bool{}}
+}
+
+// until reads until the refusal numbered seq came.
+func (r *refusals) until(t *testing.T, seq uint64) {
+	t.Helper()
+	for !r.got[seq] && r.sc.Scan() {
+		line := r.sc.Text()
+		switch {
+		case strings.HasPrefix(line, "event: "):
+			r.name = line[7:]
+		case strings.HasPrefix(line, "data: "):
+			var d struct {
+				Seq, Through uint64
+				Type, By     string
+			}
+			if err := json.Unmarshal([]byte(line[6:]), &d); err != nil {
+				t.Fatal(err)
+			}
+			switch r.name {
+			case "refused":
+				if d.Type == console.TypeTakeover || d.By != console.ByCAS || r.got[d.Seq] {
+					t.Fatalf("refused event %s", line)
+				}
+				r.got[d.Seq] = true
+			case "refused_lost":
+				r.lost = max(r.lost, d.Through)
+			}
+		}
+	}
+	if !r.got[seq] {
+		t.Fatalf("refusal %d never came: %v (%v)", seq, r.got, r.sc.Err())
+	}
+}
+
+// covers checks that each refusal of the thread up to last came or is at
+// or below a refused_lost marker.
+func (r *refusals) covers(t *testing.T, ofThread map[uint64]bool, last uint64) {
+	t.Helper()
+	for q := uint64(1); q <= last; q++ {
+		if ofThread[q] && !r.got[q] && q > r.lost {
+			t.Fatalf("refusal %d was skipped in silence (got %v, lost through %d)", q, r.got, r.lost)
+		}
 	}
 }

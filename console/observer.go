@@ -27,7 +27,7 @@ func (o *observer) Claimed(c events.Claim, takeover bool) {
 	o.Observer.Claimed(c, takeover)
 	if takeover {
 		o.rc.Add(Refusal{Time: time.Now().UTC(), Thread: c.Thread, Holder: c.Holder, ClaimSeq: c.Seq,
-			Type: "takeover", Reason: "claimed a thread whose previous claim was never released"})
+			Type: TypeTakeover, Reason: "claimed a thread whose previous claim was never released"})
 	}
 }
 
@@ -36,17 +36,17 @@ func (o *observer) Appending(c events.Claim, ev *eventspb.Event, view *projectio
 	typ := events.TypeOf(ev)
 	return func(ack events.Ack, err error) {
 		done(ack, err)
-		var reason string
+		var by, reason string
 		switch {
 		case err == nil:
 			return
 		case typ.Fenced() && errors.Is(err, events.ErrThreadBusy):
-			reason = "fence: a newer claim marker holds the thread"
+			by, reason = ByFence, "fence: a newer claim marker holds the thread"
 		case errors.Is(err, events.ErrThreadBusy), errors.Is(err, events.ErrConflict):
-			reason = "compare-and-set: the run subject moved on (the run was abandoned or ended)"
+			by, reason = ByCAS, "compare-and-set: the run subject moved on (the run was abandoned or ended)"
 		default:
 			return
 		}
-		o.rc.Add(Refusal{Time: time.Now().UTC(), Thread: c.Thread, Holder: c.Holder, ClaimSeq: c.Seq, Type: string(typ), Reason: reason})
+		o.rc.Add(Refusal{Time: time.Now().UTC(), Thread: c.Thread, Holder: c.Holder, ClaimSeq: c.Seq, Type: string(typ), By: by, Reason: reason})
 	}
 }

@@ -207,23 +207,35 @@ func (c *Console) threadEvents(w http.ResponseWriter, r *http.Request) error {
 		return err
 	}
 	var refused <-chan struct{}
-	var sentRefused int
 	if c.cfg.Recent != nil {
 		ch, stop := c.cfg.Recent.Subscribe()
 		defer stop()
 		refused = ch
 	}
+	// seen is the Recent.Seq this connection has read up to: sequence
+	// numbers, not ring positions, so a wrap between two reads shows as
+	// lost rather than as skipped in silence.
+	var seen uint64
 	sendRefused := func() error {
 		if c.cfg.Recent == nil {
 			return nil
 		}
-		rs := c.cfg.Recent.Of(id)
-		for _, e := range rs[min(sentRefused, len(rs)):] {
+		s := c.cfg.Recent.Since(id, seen)
+		if s.Lost != 0 {
+			if err := sse.event("", "refused_lost", map[string]any{"thread": id, "after": seen, "through": s.Lost,
+				"detail": "refused writes of this thread were dropped from this server's ring of recent refusals before this page read them"}); err != nil {
+				return err
+			}
+		}
+		for _, e := range s.Refusals {
+			if e.Type == TypeTakeover {
+				continue // the timeline shows takeovers from the log
+			}
 			if err := sse.event("", "refused", e); err != nil {
 				return err
 			}
 		}
-		sentRefused = len(rs)
+		seen = s.Next
 		return nil
 	}
 	if err := sendRefused(); err != nil {

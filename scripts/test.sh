@@ -29,7 +29,7 @@ go test -race -count=1 -timeout 20m ./...
 step "LangGraph client suite (test/langgraph, node --test)"
 test/langgraph/run.sh
 
-step "console in headless Chromium (test/console)"
+step "console in headless Chromium and Firefox (test/console)"
 test/console/run.sh
 
 # Fuzz targets fuzz: each runs FUZZTIME inputs (20000x by default: 2-12 s a

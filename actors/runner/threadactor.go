@@ -377,7 +377,17 @@ func (a *threadActor) append(ap *thread.Append) {
 		if hook := a.r.cfg.BeforeAppend; hook != nil {
 			hook(ctx, ev)
 		}
-		ack, err := a.r.store.Append(ctx, ev, chk, events.WithMsgID(id))
+		// A write handed to the store waits for its verdict even if the
+		// actor stops meanwhile (it saw a newer claim while the write was
+		// in flight): the store's Timeout and the runner's end bound it.
+		// So a stale write that the fence or the run's compare-and-set
+		// refuses is reported as refused, not lost as "canceled". A write
+		// not yet sent when the actor stopped is not sent.
+		sendCtx := a.r.ctx
+		if ctx.Err() != nil {
+			sendCtx = ctx
+		}
+		ack, err := a.r.store.Append(sendCtx, ev, chk, events.WithMsgID(id))
 		observed(ack, err)
 		if out != nil {
 			out.written(len(ev.GetRunOutput().GetText()))

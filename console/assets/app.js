@@ -194,7 +194,12 @@ function route() {
     view = threadsView(params);
   }
   view.catch((err) => show(el("p", { class: "error", role: "alert" }, explain(err))));
+  // After a navigation, focus the new view: the next Tab goes into it, not
+  // on from where the old view's focused control was.
+  if (routed) main.focus({ preventScroll: true });
+  routed = true;
 }
+let routed = false;
 
 function mark(name) {
   document.querySelector(`nav a[data-nav="${name}"]`)?.setAttribute("aria-current", "page");
@@ -296,6 +301,9 @@ function threadRow(t) {
 
 // ---- one thread ----
 
+// REFUSED_BY names what refused a stale write (console.ByFence, ByCAS).
+const REFUSED_BY = { fence: "the fence", "compare-and-set": "the run's compare-and-set" };
+
 const KIND = { message_posted: "posted", thread_claimed: "claim", thread_released: "claim" };
 
 async function threadView(id, params) {
@@ -346,6 +354,7 @@ async function threadView(id, params) {
   }).catch(() => {});
 
   let fold = null;
+  let shownStrategy = "";
   let atSeq = selected;
   async function loadFold() {
     try {
@@ -374,6 +383,10 @@ async function threadView(id, params) {
       el("dt", {}, "Anomalies"), el("dd", {}, String((fold.Anomalies || []).length)),
       fold.Fork ? [el("dt", {}, "Forked from"), el("dd", {}, el("a", { href: "#/thread/" + encodeURIComponent(fold.Fork.Source) + "?seq=" + fold.Fork.SourceSeq }, fold.Fork.Source + " @ " + fold.Fork.SourceSeq))] : []));
     if (atSeq) return;
+    // The strategy form starts at the thread's strategy, and follows it
+    // when it changes, not while someone picks another.
+    const strategy = fold.Strategy || "enqueue";
+    if (strategy !== shownStrategy) strategyForm.elements.strategy.value = shownStrategy = strategy;
     answerForm.hidden = open.length === 0;
     if (open.length) document.getElementById("question").textContent = "Question: " + open[0].Question;
     cancelBtn.hidden = !run;
@@ -437,6 +450,7 @@ async function threadView(id, params) {
   }
 
   await loadFold();
+  let refusedSeen = 0, lostSeen = 0;
   sse(`/artifactr/threads/${encodeURIComponent(id)}/events`, (name, data) => {
     if (name === "event") {
       timeline.append(eventItem(data, (seq) => {
@@ -445,11 +459,22 @@ async function threadView(id, params) {
       if (data.seq === selected) select(selected);
       refreshSoon();
     } else if (name === "refused") {
-      refusals.append(el("li", { class: "refused" }, `${when(data.time)}: ${data.type} by ${data.holder} (claim #${data.claim_seq}) refused: ${data.reason}`));
-      timeline.append(el("li", { class: "refused", dataset: { type: "refused" } }, el("div", { class: "ev-head" },
+      // A reconnect sends the kept refusals again: each has its seq.
+      if (data.seq <= refusedSeen) return;
+      refusedSeen = data.seq;
+      const by = REFUSED_BY[data.by] || data.by || "the store";
+      refusals.append(el("li", { class: "refused" }, `${when(data.time)}: ${data.type} by ${data.holder} (claim #${data.claim_seq}) refused by ${by}: ${data.reason}`));
+      timeline.append(el("li", { class: "refused refused-by-" + (data.by || "unknown"), dataset: { type: "refused", by: data.by || "" } }, el("div", { class: "ev-head" },
         el("span", { class: "ev-seq" }, "—"), el("span", { class: "ev-type" }, "refused " + data.type),
-        el("span", { class: "badge bad" }, "stale write refused"),
+        el("span", { class: "badge bad" }, "stale write refused by " + by),
         el("span", { class: "muted" }, `holder ${data.holder}, claim #${data.claim_seq}: ${data.reason}`))));
+    } else if (name === "refused_lost") {
+      if (data.through <= lostSeen) return;
+      lostSeen = data.through;
+      const text = "Some refused writes of this thread are not shown: " + data.detail + ".";
+      refusals.append(el("li", { class: "refused-lost" }, text));
+      timeline.append(el("li", { class: "refused refused-lost", dataset: { type: "refused_lost" } }, el("div", { class: "ev-head" },
+        el("span", { class: "ev-seq" }, "—"), el("span", { class: "badge bad" }, "refusals dropped"), el("span", { class: "muted" }, text))));
     } else if (name === "error") {
       err.textContent = explain(new ApiError(0, data.detail));
     }

@@ -96,6 +96,11 @@ test("a fork at an event lands on the new thread with the copied history", async
   await openThread(pg, s.url, id);
   const done = pg.locator("#timeline li.ev-run_completed");
   await until("two runs in the timeline", async () => (await done.count()) === 2);
+  // The strategy form shows the thread's strategy (the API's first post
+  // set it: LangGraph's default multitask_strategy is reject).
+  const strategy = (await api(s, "GET", `/artifactr/threads/${id}/fold`)).Strategy;
+  assert.equal(strategy, "reject");
+  await until("the strategy form at the thread's", async () => (await pg.inputValue("#thread-strategy")) === strategy);
   const at = Number(await done.first().getAttribute("data-seq"));
   await done.first().locator("button.as-of").click();
   await until("the state as of the first run", async () => /As of seq/.test(await pg.textContent("#as-of")));
@@ -189,20 +194,23 @@ test("--auth: no token asks for one, a wrong one is refused, the right one opens
   }
 });
 
-test("a takeover: the abandoned run, and the refused stale write when one was in flight", async () => {
+test("a takeover: the abandoned run, and the stale write the run's compare-and-set refused", async () => {
   const nats = await natsServer();
   // a reaches NATS through a proxy that the test can hold, as a partition:
   // a keeps running, its writes wait in the network past its TTL, and land
-  // after b took the thread over.
+  // after b took the thread over. a's --timeout outlasts the partition, so
+  // the output append it has outstanding waits for its verdict rather than
+  // giving up as "outcome unknown" after the default 5 s.
   const cut = await proxy(nats.url);
-  const a = await serve({ nats: cut.url, ttl: "2s" });
+  const a = await serve({ nats: cut.url, ttl: "2s", extra: ["--timeout", "60s"] });
   let b;
   try {
     const id = fresh("takeover");
     const pg = await page();
     await openThread(pg, a.url, id);
-    // a holds the thread (b starts after a's run): it writes an output
-    // every 200 ms.
+    // a holds the thread (b starts after a's run): its agent writes an
+    // output every 200 ms, so within 200 ms of the cut a has an output
+    // append outstanding, and one stays outstanding until the cut heals.
     await post(pg, "slow 200 200");
     await outputs(pg).first().waitFor({ timeout: 30_000 });
     b = await serve({ nats: nats.url, ttl: "2s" });
@@ -217,14 +225,18 @@ test("a takeover: the abandoned run, and the refused stale write when one was in
     assert.match(await take.textContent(), /takeover of claim #\d+/);
     assert.match(await take.textContent(), /must abandon run-/);
     await pg.locator("#timeline li.ev-run_abandoned").waitFor({ timeout: 30_000 });
-    // Whether a's runner had a write in flight when the partition began is
-    // timing, and only then is there a refused write to show (the log holds
-    // none: nothing was written). It shows in most runs; the figure says.
-    const refused = pg.locator("#timeline li.refused");
-    const shown = await refused.first().waitFor({ timeout: 10_000 }).then(() => true, () => false);
-    if (shown) assert.match(await refused.first().textContent(), /stale write refused/);
-    console.log(`console: takeover shown; a refused stale write ${shown ? "shown" : "not in flight this run"}`);
+    // The output a had outstanding reaches NATS after b's run_abandoned
+    // moved the run subject on: its compare-and-set refuses it, nothing is
+    // written, and only a's runner knows. Its console shows it.
+    const refused = pg.locator('#timeline li.refused[data-by="compare-and-set"]');
+    await refused.first().waitFor({ timeout: 30_000 });
+    const text = await refused.first().textContent();
+    assert.match(text, /refused run_output/);
+    assert.match(text, /stale write refused by the run's compare-and-set/);
+    assert.match(text, new RegExp(`holder ${a.runner}/`));
+    assert.match(await pg.textContent("#refusals"), /run_output by .* refused by the run's compare-and-set/);
     await shot(pg, "takeover");
+    assert.deepEqual(pg.errors, []);
     await pg.context().close();
   } finally {
     cut.release();
@@ -233,6 +245,127 @@ test("a takeover: the abandoned run, and the refused stale write when one was in
     await cut.close();
     await nats.stop();
   }
+});
+
+// focused describes the focused element: what it is, and how its focus
+// is drawn.
+const focused = (pg) => pg.evaluate(() => {
+  const e = document.activeElement;
+  const st = getComputedStyle(e);
+  return {
+    tag: e.tagName.toLowerCase(), id: e.id, cls: e.className, text: (e.textContent || "").trim().slice(0, 40),
+    href: e.getAttribute("href") || "", outline: st.outlineStyle !== "none" && parseFloat(st.outlineWidth) >= 1,
+  };
+});
+
+// tabTo presses key (Tab) until match(focused) holds, and returns the
+// elements it went through, in order.
+async function tabTo(pg, what, match, max = 200, key = "Tab") {
+  const path = [];
+  for (let i = 0; i < max; i++) {
+    await pg.keyboard.press(key);
+    const f = await focused(pg);
+    path.push(f);
+    if (match(f)) return path;
+  }
+  throw new Error(`${what}: not reached in ${max} tabs; went through ${JSON.stringify(path.map((f) => f.id || f.text))}`);
+}
+
+test("by keyboard: tab order, Enter on links and buttons, visible focus", async () => {
+  const id = fresh("keys");
+  await api(s, "POST", `/threads/${id}/runs/wait`, { assistant_id: "echo", if_not_exists: "create", input: { messages: [{ role: "user", content: "first" }] } });
+  const pg = await page();
+  await pg.goto(`${s.url}/#/`);
+  await pg.locator("#threads tbody tr[data-thread]").first().waitFor({ timeout: 30_000 });
+  // The header's links come first, then the list's filters and the form
+  // that opens a thread; every stop draws its focus.
+  const top = await tabTo(pg, "the open-a-thread field", (f) => f.id === "open-id");
+  assert.deepEqual(top.map((f) => f.id || f.text), ["artifactr", "Threads", "Runners", "Audit", "f-status", "f-q", "f-meta", "f-sort", "Apply", "open-id"]);
+  for (const f of top) assert.ok(f.outline, `no visible focus on ${f.id || f.text}`);
+  // Enter in the field opens the thread.
+  await pg.keyboard.type(id);
+  await pg.keyboard.press("Enter");
+  await until("the thread view", async () => (await pg.textContent("#thread-id").catch(() => "")) === id);
+  await pg.locator("#timeline li.ev-run_completed").waitFor({ timeout: 30_000 });
+  // Post from the keyboard: through the timeline's "as of" buttons to the
+  // message, strategy, assistant and Post.
+  await pg.locator("#post-assistant option").first().waitFor({ state: "attached" });
+  const toPost = await tabTo(pg, "the message field", (f) => f.id === "post-text");
+  assert.ok(toPost.some((f) => /as-of/.test(f.cls)), "the timeline's as-of buttons are not in the tab order");
+  await pg.keyboard.type("typed, not clicked");
+  const rest = await tabTo(pg, "the Post button", (f) => f.tag === "button" && f.text === "Post", 3);
+  assert.deepEqual(rest.map((f) => f.id || f.text), ["post-strategy", "post-assistant", "Post"]);
+  assert.ok(rest.at(-1).outline, "no visible focus on Post");
+  await pg.keyboard.press("Enter");
+  await until("the typed post in the timeline", async () =>
+    (await pg.locator("#timeline li.ev-message_posted .ev-text").allTextContents()).includes("typed, not clicked"));
+  await until("its run's end", async () => (await pg.locator("#timeline li.ev-run_completed").count()) === 2);
+  // Enter on a focused "as of" button shows the thread as of its event.
+  const asOf = pg.locator("#timeline li.ev-run_completed button.as-of").first();
+  await asOf.focus();
+  assert.ok((await focused(pg)).outline, "no visible focus on as of");
+  await pg.keyboard.press("Enter");
+  await until("the state as of the first run", async () => /As of seq/.test(await pg.textContent("#as-of")));
+  // A navigation focuses the new view: Tab goes into it, and Shift+Tab
+  // back to the header, where Enter on Runners opens that page.
+  await pg.goto(`${s.url}/#/audit`);
+  await pg.locator("#audit-run").waitFor();
+  assert.equal((await focused(pg)).tag, "main");
+  assert.equal((await tabTo(pg, "the audit's thread field", () => true, 1)).at(-1).id, "audit-thread");
+  const back = await tabTo(pg, "the Runners link", (f) => f.href === "#/runners", 5, "Shift+Tab");
+  assert.deepEqual(back.map((f) => f.text), ["Audit", "Runners"]);
+  await pg.keyboard.press("Enter");
+  await pg.locator("#sessions tbody tr").first().waitFor({ timeout: 30_000 });
+  assert.equal(await pg.evaluate(() => location.hash), "#/runners");
+  assert.deepEqual(pg.errors, []);
+  await pg.context().close();
+});
+
+// The WCAG contrast ratio of two CSS rgb() colours.
+function contrast(a, b) {
+  const lum = (c) => {
+    const [r, g, bl] = c.match(/\d+(\.\d+)?/g).slice(0, 3).map(Number).map((v) => {
+      v /= 255;
+      return v <= 0.03928 ? v / 12.92 : ((v + 0.055) / 1.055) ** 2.4;
+    });
+    return 0.2126 * r + 0.7152 * g + 0.0722 * bl;
+  };
+  const [hi, lo] = [lum(a), lum(b)].sort((x, y) => y - x);
+  return (hi + 0.05) / (lo + 0.05);
+}
+
+test("the page follows the system's light or dark mode, readable in both", async () => {
+  const id = fresh("modes");
+  await api(s, "POST", `/threads/${id}/runs/wait`, { assistant_id: "echo", if_not_exists: "create", input: { messages: [{ role: "user", content: "colours" }] } });
+  const seen = {};
+  for (const mode of ["light", "dark"]) {
+    const pg = await page({ colorScheme: mode });
+    await openThread(pg, s.url, id);
+    await pg.locator("#timeline li.ev-run_completed").waitFor({ timeout: 30_000 });
+    const c = await pg.evaluate(() => {
+      const css = (sel, p) => getComputedStyle(document.querySelector(sel))[p];
+      return {
+        bg: css("body", "backgroundColor"), fg: css("body", "color"),
+        panel: css(".panel", "backgroundColor"), muted: css(".panel .muted", "color"),
+        link: css("nav a", "color"), header: css("header", "backgroundColor"),
+        primary: css("#post-form button.primary", "color"), primaryBg: css("#post-form button.primary", "backgroundColor"),
+        input: css("#post-text", "color"), inputBg: css("#post-text", "backgroundColor"),
+        scheme: css(":root", "colorScheme"),
+      };
+    });
+    seen[mode] = c;
+    for (const [what, fg, bg] of [["text", c.fg, c.bg], ["muted text", c.muted, c.panel], ["links", c.link, c.header],
+      ["the primary button", c.primary, c.primaryBg], ["fields", c.input, c.inputBg]]) {
+      const r = contrast(fg, bg);
+      assert.ok(r >= 4.5, `${mode}: ${what} ${fg} on ${bg} has contrast ${r.toFixed(2)}, under 4.5`);
+    }
+    await shot(pg, "thread-" + mode);
+    await pg.context().close();
+  }
+  const dark = (c) => contrast(c, "rgb(0, 0, 0)") < 2;
+  assert.ok(!dark(seen.light.bg) && dark(seen.dark.bg), `background light ${seen.light.bg}, dark ${seen.dark.bg}`);
+  assert.notEqual(seen.light.fg, seen.dark.fg);
+  assert.notEqual(seen.light.panel, seen.dark.panel);
 });
 
 test("10,000 threads: the list's first page (figure printed, not asserted)", async () => {

@@ -8,7 +8,7 @@ import { mkdtempSync, mkdirSync, writeFileSync, readFileSync } from "node:fs";
 import { tmpdir } from "node:os";
 import { join, dirname } from "node:path";
 import { fileURLToPath } from "node:url";
-import { chromium } from "playwright-core";
+import { chromium, firefox } from "playwright-core";
 
 const here = dirname(fileURLToPath(import.meta.url));
 
@@ -157,14 +157,15 @@ export async function until(what, fn, ms = 30_000) {
 }
 
 let browser;
-// page opens a fresh page (its own context: no shared memory, no token).
-export async function page() {
+// page opens a fresh page (its own context: no shared memory, no token);
+// colorScheme ("light" or "dark") emulates the system's mode.
+export async function page({ colorScheme } = {}) {
   browser ??= await chromium.launch({
     executablePath: process.env.CHROMIUM || "/usr/bin/chromium",
     args: ["--no-sandbox", "--disable-gpu", "--disable-background-networking", "--disable-component-update",
       "--disable-sync", "--no-first-run", "--disable-quic"],
   });
-  const ctx = await browser.newContext({ viewport: { width: 1280, height: 900 } });
+  const ctx = await browser.newContext({ viewport: { width: 1280, height: 900 }, colorScheme });
   const pg = await ctx.newPage();
   pg.errors = [];
   pg.on("pageerror", (e) => pg.errors.push(String(e)));
@@ -175,6 +176,30 @@ export async function page() {
 export async function closeBrowser() {
   await browser?.close();
   browser = undefined;
+  await fox?.close();
+  fox = undefined;
+}
+
+let fox;
+// firefoxPage opens a fresh page in Debian's Firefox ESR (FIREFOX, default
+// /usr/bin/firefox-esr), driven over WebDriver BiDi: playwright's
+// "moz-firefox" channel speaks the standard protocol that Firefox ships,
+// not playwright's own patched-Firefox protocol. Playwright cannot emulate
+// the colour scheme there, so with dark the browser itself is set to dark,
+// through Firefox's own preference, for the whole launch.
+export async function firefoxPage({ dark = false } = {}) {
+  fox ??= await firefox.launch({
+    channel: "moz-firefox",
+    executablePath: process.env.FIREFOX || "/usr/bin/firefox-esr",
+    headless: true,
+    firefoxUserPrefs: dark ? { "layout.css.prefers-color-scheme.content-override": 0 } : {},
+  });
+  const ctx = await fox.newContext({ viewport: { width: 1280, height: 900 } });
+  const pg = await ctx.newPage();
+  pg.errors = [];
+  pg.on("pageerror", (e) => pg.errors.push(String(e)));
+  pg.on("dialog", (d) => { pg.errors.push("dialog: " + d.message()); d.dismiss(); });
+  return pg;
 }
 
 export async function shot(pg, name) {
