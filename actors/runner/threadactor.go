@@ -464,7 +464,7 @@ func (a *threadActor) startRun(s thread.StartRun) {
 	rctx, cancel := context.WithCancel(a.ctx)
 	rctx = a.r.cfg.Observer.RunContext(rctx, a.claim, s.RunID)
 	h := &runHandle{
-		a: a, id: s.RunID, start: s, cancel: cancel,
+		a: a, id: s.RunID, start: s, cancel: cancel, ctx: rctx,
 		answers: make(map[string]chan agent.Message), wrote: make(chan struct{}, 1),
 	}
 	a.runs[s.RunID] = h
@@ -499,6 +499,10 @@ type runHandle struct {
 	id     string
 	start  thread.StartRun
 	cancel context.CancelFunc
+	ctx    context.Context // the run's
+
+	histOnce   sync.Once
+	hist, conv []agent.Message // read from the log on the agent's first ask
 
 	mu       sync.Mutex // protects answers, asked, steering and unwritten
 	answers  map[string]chan agent.Message
@@ -530,10 +534,11 @@ func (h *runHandle) written(n int) {
 
 func (h *runHandle) Token() agent.Token       { return h.start.Token }
 func (h *runHandle) Prompt() agent.Message    { return h.start.Prompt }
-func (h *runHandle) History() []agent.Message { return h.start.History }
+// History reads the run's history from the log on first use (history.go).
+func (h *runHandle) History() []agent.Message { h.readHistory(); return h.hist }
 
 // Conversation implements [agent.Conversational].
-func (h *runHandle) Conversation() []agent.Message  { return h.start.Conversation }
+func (h *runHandle) Conversation() []agent.Message { h.readHistory(); return h.conv }
 func (h *runHandle) Steering() <-chan agent.Message { return h.steer() }
 
 // steeringBuffer is how many steering messages a run may leave unread
