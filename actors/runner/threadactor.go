@@ -532,13 +532,14 @@ func (h *runHandle) written(n int) {
 	}
 }
 
-func (h *runHandle) Token() agent.Token       { return h.start.Token }
-func (h *runHandle) Prompt() agent.Message    { return h.start.Prompt }
+func (h *runHandle) Token() agent.Token    { return h.start.Token }
+func (h *runHandle) Prompt() agent.Message { return h.start.Prompt }
+
 // History reads the run's history from the log on first use (history.go).
 func (h *runHandle) History() []agent.Message { h.readHistory(); return h.hist }
 
 // Conversation implements [agent.Conversational].
-func (h *runHandle) Conversation() []agent.Message { h.readHistory(); return h.conv }
+func (h *runHandle) Conversation() []agent.Message  { h.readHistory(); return h.conv }
 func (h *runHandle) Steering() <-chan agent.Message { return h.steer() }
 
 // steeringBuffer is how many steering messages a run may leave unread
