@@ -49,7 +49,7 @@ func (v *viewCheck) Appending(c events.Claim, ev *eventspb.Event, view *projecti
 	}
 	rec := viewRec{
 		runner: v.runner, thread: c.Thread, holder: c.Holder, claim: c.Seq, typ: events.TypeOf(ev),
-		lastSeq: view.LastSeq, taken: view.Taken, messages: len(view.Messages), pending: len(view.Pending()),
+		lastSeq: view.LastSeq, taken: view.Taken, messages: view.NumMessages(), pending: len(view.Pending()),
 	}
 	v.mu.Lock()
 	*v.recs = append(*v.recs, rec)
@@ -86,9 +86,9 @@ func (h *harness) checkViews(envs []events.Envelope, max int) []string {
 			fold.Apply(log[i])
 			i++
 		}
-		if fold.Taken != r.taken || len(fold.Messages) != r.messages || len(fold.Pending()) != r.pending {
+		if fold.Taken != r.taken || fold.NumMessages() != r.messages || len(fold.Pending()) != r.pending {
 			bad = append(bad, fmt.Sprintf("%s by %s (holder %s, claim %d) on %s: its view at %d had taken %d, %d messages, %d pending; the log's fold there has taken %d, %d messages, %d pending",
-				r.typ, r.runner, r.holder, r.claim, r.thread, r.lastSeq, r.taken, r.messages, r.pending, fold.Taken, len(fold.Messages), len(fold.Pending())))
+				r.typ, r.runner, r.holder, r.claim, r.thread, r.lastSeq, r.taken, r.messages, r.pending, fold.Taken, fold.NumMessages(), len(fold.Pending())))
 			if len(bad) == max {
 				break
 			}
