@@ -1,0 +1,91 @@
+package runner_test
+
+import (
+	"context"
+	"fmt"
+	"testing"
+	"time"
+
+	"github.com/artifactr/artifactr/actors/runner"
+	"github.com/artifactr/artifactr/events"
+	"github.com/artifactr/artifactr/events/eventspb"
+	"github.com/artifactr/artifactr/events/memstore"
+	"github.com/artifactr/artifactr/internal/testkit"
+	"github.com/artifactr/artifactr/projections"
+)
+
+// buildLong writes thread th of about n events to s: posts and echo turns
+// (run_started, run_output, run_completed) under one claim, released. It
+// returns the number of messages.
+func buildLong(t testing.TB, s events.Store, th string, n int) int {
+	t.Helper()
+	ctx, now := context.Background(), time.Now()
+	c, _, err := events.AcquireClaim(ctx, s, th, "builder", time.Hour, now)
+	if err != nil {
+		t.Fatal(err)
+	}
+	msgs := 0
+	for written := 1; written+5 <= n; written += 4 {
+		text := fmt.Sprintf("message %d of the long thread, with some words in it", msgs)
+		ack, err := s.Post(ctx, th, &eventspb.MessagePosted{MessageId: fmt.Sprintf("b%d", msgs), Author: "builder", Text: text})
+		if err != nil {
+			t.Fatal(err)
+		}
+		run := fmt.Sprintf("b-run-%d", msgs)
+		st, err := s.Append(ctx, events.NewRunStarted(c, now, run, ack.Seq, "echo"), events.Fenced(c))
+		if err != nil {
+			t.Fatal(err)
+		}
+		out, err := s.Append(ctx, events.NewRunOutput(c, now, run, "echo: "+text), events.ExpectLast(st.Seq))
+		if err != nil {
+			t.Fatal(err)
+		}
+		if _, err := s.Append(ctx, events.NewRunCompleted(c, now, run, "echo: "+text), events.ExpectLast(out.Seq)); err != nil {
+			t.Fatal(err)
+		}
+		msgs++
+	}
+	if err := events.ReleaseClaim(ctx, s, c, "built", now); err != nil {
+		t.Fatal(err)
+	}
+	return msgs
+}
+
+// heldPerMessage bounds what a claimed thread's actor may hold for each
+// message of its past: the 16-byte fingerprint of its message id
+// (projections.Thread.Compact), with room for the set's slack.
+const heldPerMessage = 24
+
+// A runner holding a claimed, idle thread of 100,000 events retains no
+// more heap for it than for a fresh thread, plus 16 bytes of message-id
+// fingerprint a message: not its messages, outputs or runs (before the
+// compact view, about 17 MB). A size bound, measured after GCs, with both
+// threads claimed and idle.
+func TestRunner_longThreadHeldHeap(t *testing.T) {
+	s := memstore.New(memstore.Config{})
+	msgs := buildLong(t, s, "long", 100_000)
+	r, err := runner.New(runner.Config{Store: s, ID: "held", IdleTimeout: time.Hour, Logger: testLogger()})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := r.Start(context.Background()); err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(r.Kill)
+	fresh := &runWatch{s: s, th: "fresh"}
+	post(t, s, "fresh", "hello")
+	testkit.WaitFor(t, time.Minute, "the fresh thread's run", fresh.ended(1))
+	base := heap()
+	long := &runWatch{s: s, th: "long", from: uint64(s.Log().Len()) + 1}
+	post(t, s, "long", "hello")
+	testkit.WaitFor(t, 2*time.Minute, "the long thread's run", long.ended(1))
+	held := int64(heap()) - int64(base)
+	bound := int64(32<<10 + heldPerMessage*msgs)
+	t.Logf("held %d bytes for a thread of %d messages (%.1f a message), bound %d", held, msgs, float64(held)/float64(msgs), bound)
+	if held > bound {
+		t.Fatalf("the long thread holds %d bytes of heap beyond a fresh one, over %d (%d messages)", held, bound, msgs)
+	}
+	if long.runs[0].status != projections.RunCompleted {
+		t.Fatalf("the long thread's run %+v", long.runs[0])
+	}
+}
