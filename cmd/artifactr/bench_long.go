@@ -62,7 +62,7 @@ measure on it and on a fresh thread in the same run:
     run_started (the claim, its replay, and the start);
   - the runner's heap held for the long thread beyond a fresh one (after
     a GC, both claimed and idle);
-  - the size of the long thread's snapshot.
+  - the size of the long thread's snapshot, as the runners save it.
 
 Figures only: nothing is asserted.`,
 		Args: cobra.NoArgs,
@@ -177,13 +177,14 @@ func (a *app) benchLong(ctx context.Context, f *longFlags) (*longReport, error) 
 	}
 	rep.PostP50Ms, rep.PostP99Ms = ms(pct(posts, 0.5)), ms(pct(posts, 0.99))
 
-	envs, err := clients.Load(ctx, longThread, 1)
+	// The snapshot the runners keep: the warm-up's release saved it, of
+	// the holder's compact view.
+	data, err := clients.LoadSnapshot(ctx, longThread)
 	if err != nil {
 		return nil, err
 	}
-	data, err := projections.Fold(longThread, envs).EncodeSnapshot()
-	if err != nil {
-		return nil, err
+	if _, err := projections.DecodeSnapshot(longThread, data); err != nil {
+		return nil, fmt.Errorf("the long thread's snapshot: %w", err)
 	}
 	rep.SnapshotBytes = len(data)
 	return rep, nil
