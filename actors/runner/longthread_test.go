@@ -6,6 +6,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/artifactr/artifactr/actors/agent"
 	"github.com/artifactr/artifactr/actors/runner"
 	"github.com/artifactr/artifactr/events"
 	"github.com/artifactr/artifactr/events/eventspb"
@@ -87,5 +88,56 @@ func TestRunner_longThreadHeldHeap(t *testing.T) {
 	}
 	if long.runs[0].status != projections.RunCompleted {
 		t.Fatalf("the long thread's run %+v", long.runs[0])
+	}
+}
+
+// historyAgent replies "ok" and sends, for each turn, the texts of its
+// history and conversation and of the page before its history.
+type historyAgent struct{ turns chan [3][]string }
+
+func (historyAgent) Name() string    { return "history" }
+func (historyAgent) Steerable() bool { return false }
+func (a historyAgent) Run(ctx context.Context, t agent.Turn) (string, error) {
+	var got [3][]string
+	hist := t.History()
+	for _, m := range hist {
+		got[0] = append(got[0], m.Text)
+	}
+	for _, m := range t.(agent.Conversational).Conversation() {
+		got[1] = append(got[1], m.Text)
+	}
+	if len(hist) > 0 {
+		page, err := t.(agent.Pager).MessagesBefore(ctx, hist[0].Seq, 2)
+		if err != nil {
+			return "", err
+		}
+		for _, m := range page {
+			got[2] = append(got[2], m.Text)
+		}
+	}
+	a.turns <- got
+	return "ok", nil
+}
+
+// A turn's history is the window read from the log, with the replies of
+// earlier runs in its conversation, and the agent pages back before it:
+// the thread's core holds none of it.
+func TestRunner_historyReadFromTheLog(t *testing.T) {
+	s := memstore.New(memstore.Config{})
+	ag := historyAgent{turns: make(chan [3][]string, 8)}
+	r := startRunner(t, runner.Config{Store: s, Agent: ag, HistoryWindow: 2})
+	t.Cleanup(r.Kill)
+	var last [3][]string
+	for i := range 5 {
+		post(t, s, "hist", fmt.Sprintf("m%d", i))
+		select {
+		case last = <-ag.turns:
+		case <-time.After(time.Minute):
+			t.Fatalf("turn %d did not run", i)
+		}
+	}
+	want := [3][]string{{"m2", "m3"}, {"m3", "ok"}, {"m0", "m1"}}
+	if fmt.Sprint(last) != fmt.Sprint(want) {
+		t.Fatalf("the fifth turn got history, conversation, page %q; want %q", last, want)
 	}
 }
