@@ -6,11 +6,16 @@ import (
 	"testing"
 	"time"
 
+	"github.com/nats-io/nats.go"
+	"github.com/nats-io/nats.go/jetstream"
+
 	"github.com/artifactr/artifactr/actors/agent"
 	"github.com/artifactr/artifactr/actors/runner"
 	"github.com/artifactr/artifactr/events"
 	"github.com/artifactr/artifactr/events/eventspb"
 	"github.com/artifactr/artifactr/events/memstore"
+	"github.com/artifactr/artifactr/events/natsstore"
+	"github.com/artifactr/artifactr/internal/natsembed"
 	"github.com/artifactr/artifactr/internal/testkit"
 	"github.com/artifactr/artifactr/projections"
 )
@@ -139,5 +144,64 @@ func TestRunner_historyReadFromTheLog(t *testing.T) {
 	want := [3][]string{{"m2", "m3"}, {"m3", "ok"}, {"m0", "m1"}}
 	if fmt.Sprint(last) != fmt.Sprint(want) {
 		t.Fatalf("the fifth turn got history, conversation, page %q; want %q", last, want)
+	}
+}
+
+// A claim with no snapshot replays a long log in bounded reads, folding
+// each into the compact view: the ids of messages in every chunk stay
+// known, so a hostile repost of the first message's id, published straight
+// to the posted subject, is never run; the release saves a compact
+// snapshot.
+func TestRunner_chunkedReplayKeepsIDs(t *testing.T) {
+	defer runner.SetReplayChunk(64)()
+	srv := natsembed.RunForTest(t)
+	ctx := context.Background()
+	s, err := natsstore.New(ctx, natsstore.Config{URL: srv.ClientURL()})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer s.Close()
+	msgs := buildLong(t, s, "chunky", 2000)
+	nc, err := nats.Connect(srv.ClientURL())
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer nc.Close()
+	js, err := jetstream.New(nc)
+	if err != nil {
+		t.Fatal(err)
+	}
+	ev := &eventspb.Event{Thread: "chunky", Body: &eventspb.Event_MessagePosted{MessagePosted: &eventspb.MessagePosted{MessageId: "b0", Author: "hostile", Text: "run me twice"}}}
+	data, h, err := events.Encode(ev)
+	if err != nil {
+		t.Fatal(err)
+	}
+	h[events.HeaderMsgID] = []string{"hostile:b0"} // not the store's: no dedupe
+	if _, err := js.PublishMsg(ctx, &nats.Msg{Subject: "threads.chunky.posted", Header: nats.Header(h), Data: data}); err != nil {
+		t.Fatal(err)
+	}
+	w := &runWatch{s: s, th: "chunky", from: 1}
+	testkit.WaitFor(t, time.Minute, "the built runs", w.ended(msgs))
+	r := startRunner(t, runner.Config{Store: s, ID: "chunks", IdleTimeout: 200 * time.Millisecond})
+	post(t, s, "chunky", "real")
+	testkit.WaitFor(t, time.Minute, "the real post's run", w.ended(msgs+1))
+	testkit.WaitFor(t, time.Minute, "the idle release", func() (bool, string) {
+		st := r.Stats()
+		return st.Held == 0 && st.SnapshotsSaved >= 1, fmt.Sprintf("%+v", st)
+	})
+	if err := r.Stop(ctx); err != nil {
+		t.Fatal(err)
+	}
+	auditClean(t, s, "chunky") // a run that took the repost is an I1 violation
+	v := fold(t, s, "chunky")
+	if n := len(v.Runs); n != msgs+1 || v.Runs[n-1].Status != projections.RunCompleted || len(v.Pending()) != 0 {
+		t.Fatalf("%d runs (want the built ones and the real post's), last %+v, %d pending", n, v.Runs[n-1], len(v.Pending()))
+	}
+	snap, err := s.LoadSnapshot(ctx, "chunky")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if sv, err := projections.DecodeSnapshot("chunky", snap); err != nil || !sv.Compacted() || sv.NumMessages() != msgs+1 {
+		t.Fatalf("snapshot: %v; compact %v", err, sv != nil && sv.Compacted())
 	}
 }

@@ -45,7 +45,7 @@ var testHookReceive func(thread string, msg any)
 type threadActor struct {
 	r       *Runner
 	claim   events.Claim
-	view    *projections.Thread // the snapshot the claim started from, or nil
+	view    *projections.Thread // what the claim started from (a snapshot, the replay's chunks), or nil
 	history []events.Envelope
 	snapSeq uint64 // the sequence of the snapshot it started from
 	probe   bool   // claimed through a lapsed session: give up at once if idle
@@ -64,12 +64,8 @@ type threadActor struct {
 	runs map[string]*runHandle
 }
 
-func newThreadActor(r *Runner, c events.Claim, view *projections.Thread, history []events.Envelope, probe bool, fate *childFate) *threadActor {
-	a := &threadActor{r: r, claim: c, view: view, history: history, probe: probe, fate: fate}
-	if view != nil {
-		a.snapSeq = view.LastSeq
-	}
-	return a
+func newThreadActor(r *Runner, c events.Claim, view *projections.Thread, snapSeq uint64, history []events.Envelope, probe bool, fate *childFate) *threadActor {
+	return &threadActor{r: r, claim: c, view: view, snapSeq: snapSeq, history: history, probe: probe, fate: fate}
 }
 
 // endGate orders the observer's calls: the claim ends once the actor stopped
