@@ -33,8 +33,9 @@ type Config struct {
 	MaxEventBytes int
 	// HistoryWindow is the most messages a run is given as its history,
 	// and the most entries of its conversation: the newest before its
-	// prompt, so a turn costs the same however long the thread. 0 means
-	// DefaultHistoryWindow; negative gives the whole thread.
+	// prompt, so a turn costs the same however long the thread. The core
+	// keeps none of it: the shell reads it from the log ([HistoryFrom]).
+	// 0 means DefaultHistoryWindow; negative gives the whole thread.
 	HistoryWindow int
 }
 
