@@ -490,11 +490,16 @@ func (r *Runner) claim(ctx context.Context, sess events.Session, th, holder stri
 	if view != nil {
 		from, snapSeq = view.LastSeq+1, view.LastSeq
 	}
-	view, from, err = r.replayChunks(ctx, c, view, from)
+	view, from, err = r.replayChunks(c, view, from)
 	if err != nil {
 		return claimResult{thread: th, err: err}
 	}
-	h, err := events.LoadClaimed(ctx, r.store, c, from)
+	// Each read of the replay has a call's time of its own: a long log
+	// takes more than one, and a claim that always timed out would never
+	// end.
+	lctx, cancel := context.WithTimeout(r.ctx, r.cfg.CallTimeout)
+	defer cancel()
+	h, err := events.LoadClaimed(lctx, r.store, c, from)
 	return claimResult{thread: th, claim: c, view: view, snapSeq: snapSeq, history: h, err: err}
 }
 
@@ -508,14 +513,16 @@ var replayChunk uint64 = 16 << 10 // a var for tests (export_test.go)
 // with no snapshot of a long thread then holds one compact view and one
 // chunk, not the whole log, and each read ends within the store's call
 // timeout. A store that cannot read a bounded range replays it at once.
-func (r *Runner) replayChunks(ctx context.Context, c events.Claim, view *projections.Thread, from uint64) (*projections.Thread, uint64, error) {
+func (r *Runner) replayChunks(c events.Claim, view *projections.Thread, from uint64) (*projections.Thread, uint64, error) {
 	bl, ok := r.store.(events.BoundedLoader)
 	if !ok {
 		return view, from, nil
 	}
 	from = max(from, 1)
 	for from+replayChunk <= c.Seq {
+		ctx, cancel := context.WithTimeout(r.ctx, r.cfg.CallTimeout)
 		envs, err := bl.LoadUpTo(ctx, c.Thread, from, from+replayChunk-1)
+		cancel()
 		if err != nil {
 			return nil, 0, fmt.Errorf("runner: replay %s from %d: %w", c.Thread, from, err)
 		}
