@@ -133,6 +133,7 @@ func TestRunner_historyReadFromTheLog(t *testing.T) {
 	r := startRunner(t, runner.Config{Store: s, Agent: ag, HistoryWindow: 2})
 	t.Cleanup(r.Kill)
 	var last [3][]string
+	w := &runWatch{s: s, th: "hist", from: 1}
 	for i := range 5 {
 		post(t, s, "hist", fmt.Sprintf("m%d", i))
 		select {
@@ -140,6 +141,9 @@ func TestRunner_historyReadFromTheLog(t *testing.T) {
 		case <-time.After(time.Minute):
 			t.Fatalf("turn %d did not run", i)
 		}
+		// Its reply lands before the next post, so the conversation's
+		// order is the same in every run.
+		testkit.WaitFor(t, time.Minute, "the turn's end", w.ended(i+1))
 	}
 	want := [3][]string{{"m2", "m3"}, {"m3", "ok"}, {"m0", "m1"}}
 	if fmt.Sprint(last) != fmt.Sprint(want) {
