@@ -195,7 +195,11 @@ func (s *idSet) merge() {
 func (s *idSet) len() int { return len(s.sorted) + len(s.recent) }
 
 func (s *idSet) clone() idSet {
-	return idSet{sorted: slices.Clone(s.sorted), recent: append(make([]fp, 0, idMerge), s.recent...)}
+	c := idSet{sorted: slices.Clone(s.sorted)}
+	if s.recent != nil {
+		c.recent = append(make([]fp, 0, idMerge), s.recent...)
+	}
+	return c
 }
 
 // bytes returns the set as sorted 16-byte big-endian fingerprints.
