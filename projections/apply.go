@@ -90,6 +90,9 @@ func (t threadFold) LastRun() (string, RunStatus, uint64, bool) {
 // MessageOf implements [State].
 func (t threadFold) MessageOf(seq uint64) MsgInfo {
 	i, ok := t.messageIndex(seq)
+	if !ok && t.compact.on && seq <= t.Taken {
+		return MsgInfo{Status: MsgTaken} // forgotten: consumed, or no message
+	}
 	if !ok {
 		if orig, rep := t.Reposts[seq]; rep {
 			return MsgInfo{Status: MsgReposted, By: orig}
@@ -103,13 +106,20 @@ func (t threadFold) MessageOf(seq uint64) MsgInfo {
 }
 
 // PostedID implements [State].
+// A compact Thread knows that an id was posted, not where: it returns 0.
 func (t threadFold) PostedID(id string) (uint64, bool) {
+	if t.compact.on {
+		return 0, t.compact.ids.has(fingerprint(id))
+	}
 	seq, ok := t.ids[id]
 	return seq, ok
 }
 
 // Reposted implements [State].
 func (t threadFold) Reposted(env *events.Envelope, orig uint64) {
+	if t.compact.on {
+		return // a compact Thread keeps no reposts (compact.go)
+	}
 	if t.Reposts == nil {
 		t.Reposts = make(map[uint64]uint64)
 	}
@@ -165,6 +175,13 @@ func (t threadFold) Post(env *events.Envelope, b *eventspb.MessagePosted) {
 		Webhook:   b.GetWebhook(),
 	})
 	t.Messages[len(t.Messages)-1].TraceParent = env.TraceParent
+	if t.compact.on {
+		t.pushRecent(env.Seq)
+		if id := b.GetMessageId(); id != "" {
+			t.compact.ids.add(fingerprint(id))
+		}
+		return
+	}
 	if id := b.GetMessageId(); id != "" {
 		t.indexID(id, env.Seq)
 	}
@@ -207,6 +224,9 @@ func (t threadFold) StartRun(env *events.Envelope, b *eventspb.RunStarted) {
 
 // Output implements [State].
 func (t threadFold) Output(_ *events.Envelope, b *eventspb.RunOutput) {
+	if t.compact.on {
+		return // no decision reads a run's text
+	}
 	t.ActiveRun.Outputs = append(t.ActiveRun.Outputs, b.GetText())
 }
 
@@ -229,6 +249,9 @@ func (t threadFold) Answered(env *events.Envelope, b *eventspb.AnswerGiven) {
 
 // Steered implements [State].
 func (t threadFold) Steered(_ *events.Envelope, b *eventspb.SteeringGiven) {
+	if t.compact.on {
+		return
+	}
 	t.ActiveRun.Steering = append(t.ActiveRun.Steering, b.GetMessageSeq())
 }
 
@@ -236,7 +259,7 @@ func (t threadFold) Steered(_ *events.Envelope, b *eventspb.SteeringGiven) {
 func (t threadFold) EndRun(env *events.Envelope, s RunStatus, output, reason string) {
 	r := t.ActiveRun
 	r.Status, r.EndSeq, r.Reason = s, env.Seq, reason
-	if s == RunCompleted {
+	if s == RunCompleted && !t.compact.on {
 		r.Output = output
 	}
 	for _, id := range r.Requests {

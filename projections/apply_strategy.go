@@ -11,7 +11,7 @@ import (
 // strategy. Apply calls these from one case each.
 
 // HasMessages implements [State].
-func (t threadFold) HasMessages() bool { return len(t.Messages) > 0 }
+func (t threadFold) HasMessages() bool { return t.NumMessages() > 0 }
 
 // Strategy implements [State].
 func (t threadFold) Strategy() events.Strategy { return t.Thread.Strategy }

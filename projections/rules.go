@@ -142,7 +142,8 @@ type State interface {
 	ActiveMarks() (cancelSeq, interruptSeq uint64)
 	// PostedID returns the sequence of the message posted with message id
 	// id, and whether there is one. Messages a fork copied do not count:
-	// their ids are their source's.
+	// their ids are their source's. A State that keeps only whether an id
+	// was posted returns seq 0 with ok true.
 	PostedID(id string) (seq uint64, ok bool)
 
 	// Seen records an envelope of this thread, malformed or not: its time,
@@ -333,6 +334,10 @@ func post(s State, env *events.Envelope, b *eventspb.MessagePosted) {
 	if id := b.GetMessageId(); id != "" {
 		if orig, ok := s.PostedID(id); ok {
 			s.Reposted(env, orig)
+			if orig == 0 { // a bounded state knows the id, not its message
+				anomalyf(s, env, CodeReposted, "message id %q was posted before: a repost at %d is not a new message", id, env.Seq)
+				return
+			}
 			anomalyf(s, env, CodeReposted, "message id %q is message %d's: a repost at %d is not a new message", id, orig, env.Seq)
 			return
 		}

@@ -6,14 +6,21 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"slices"
 	"time"
 
 	"github.com/artifactr/artifactr/events"
 )
 
-// snapshotVersion is the version of the snapshot encoding; a snapshot of
-// another version is not trusted, only replaced.
-const snapshotVersion = 1
+// snapshotVersion is the version of the snapshot encoding of a whole fold;
+// compactVersion that of a compact one ([Thread.Compact]), which a reader
+// that knows only version 1 must not take for a whole fold: it would lack
+// the message ids. A snapshot of another version is not trusted, only
+// replaced.
+const (
+	snapshotVersion = 1
+	compactVersion  = 2
+)
 
 // ErrBadSnapshot is returned by [DecodeSnapshot] for a snapshot that does not
 // verify: it is ignored, and the thread is folded from its log instead.
@@ -49,6 +56,12 @@ type threadState struct {
 	Metadata            map[string]json.RawMessage `json:"metadata,omitempty"`
 	DeletedSeq          uint64                     `json:"deleted_seq,omitempty"`
 	Reposts             map[uint64]uint64          `json:"reposts,omitempty"`
+	// A compact Thread's: its message ids' fingerprints (16 bytes each,
+	// sorted), its newest messages' sequences, and how many messages it
+	// forgot.
+	IDs     []byte   `json:"ids,omitempty"`
+	Recent  []uint64 `json:"recent,omitempty"`
+	Dropped int      `json:"dropped,omitempty"`
 }
 
 // EncodeSnapshot returns t's state as a snapshot at t.LastSeq. Loading it
@@ -64,6 +77,11 @@ func (t *Thread) EncodeSnapshot() ([]byte, error) {
 		Created: t.Created, Metadata: t.Metadata, DeletedSeq: t.DeletedSeq,
 		Reposts: t.Reposts,
 	}
+	version := snapshotVersion
+	if t.compact.on {
+		version = compactVersion
+		st.IDs, st.Recent, st.Dropped = t.compact.ids.bytes(), t.Recent, t.compact.dropped
+	}
 	for i, r := range t.Runs {
 		if r == t.ActiveRun {
 			st.ActiveRun = i
@@ -77,7 +95,7 @@ func (t *Thread) EncodeSnapshot() ([]byte, error) {
 		return nil, fmt.Errorf("projections: snapshot of %s: %w", t.ID, err)
 	}
 	sum := sha256.Sum256(state)
-	return json.Marshal(snapshot{Version: snapshotVersion, Thread: t.ID, Seq: t.LastSeq, State: state, Digest: hex.EncodeToString(sum[:])})
+	return json.Marshal(snapshot{Version: version, Thread: t.ID, Seq: t.LastSeq, State: state, Digest: hex.EncodeToString(sum[:])})
 }
 
 // DecodeSnapshot returns the state a snapshot of thread holds. It returns an
@@ -93,8 +111,8 @@ func DecodeSnapshot(thread string, data []byte) (*Thread, error) {
 		return nil, fmt.Errorf("%w: %v", ErrBadSnapshot, err)
 	}
 	switch {
-	case s.Version != snapshotVersion:
-		return nil, fmt.Errorf("%w: version %d, want %d", ErrBadSnapshot, s.Version, snapshotVersion)
+	case s.Version != snapshotVersion && s.Version != compactVersion:
+		return nil, fmt.Errorf("%w: version %d, want %d or %d", ErrBadSnapshot, s.Version, snapshotVersion, compactVersion)
 	case s.Thread != thread:
 		return nil, fmt.Errorf("%w: of thread %q, not %q", ErrBadSnapshot, s.Thread, thread)
 	case s.Seq == 0:
@@ -117,7 +135,16 @@ func DecodeSnapshot(thread string, data []byte) (*Thread, error) {
 	t.Strategy, t.LastPostedSubjectSeq = st.Strategy, st.LastPostedSubjSeq
 	t.Created, t.Metadata, t.DeletedSeq = st.Created, st.Metadata, st.DeletedSeq
 	t.Reposts = st.Reposts
-	t.indexIDs()
+	if s.Version == compactVersion {
+		ids, err := idSetOf(st.IDs)
+		if err != nil || st.Dropped < 0 || !slices.IsSorted(st.Recent) {
+			return nil, fmt.Errorf("%w: compact state: ids %v, %d dropped, recent sorted %v", ErrBadSnapshot, err, st.Dropped, slices.IsSorted(st.Recent))
+		}
+		t.compact = compactState{on: true, ids: ids, dropped: st.Dropped}
+		t.Recent = st.Recent
+	} else {
+		t.indexIDs()
+	}
 	if st.Requests != nil {
 		t.Requests = st.Requests
 	}

@@ -63,6 +63,11 @@ type Thread struct {
 	// ids finds a posted message by its message id: every message of
 	// Messages that was posted here (not copied by a fork), nil when none.
 	ids map[string]uint64
+	// Recent are the newest messages' sequences, oldest first, kept by a
+	// compact Thread only (at most 2*[RecentWindow]; see [Thread.Compact]).
+	Recent []uint64 `json:",omitempty"`
+	// compact is the bounded view's state (compact.go); off for a whole fold.
+	compact compactState
 
 	env events.Envelope // the envelope Apply folds; zero between calls
 	// Strategy is the thread's double-texting strategy: the last
@@ -241,6 +246,8 @@ func (t *Thread) Clone() *Thread {
 	c.Metadata = maps.Clone(t.Metadata)
 	c.Reposts = maps.Clone(t.Reposts)
 	c.ids = maps.Clone(t.ids)
+	c.Recent = slices.Clone(t.Recent)
+	c.compact.ids = t.compact.ids.clone()
 	return &c
 }
 
@@ -264,7 +271,16 @@ func (t *Thread) indexID(id string, seq uint64) {
 }
 
 // MessageByID returns the message posted in t with message id id.
+// A compact Thread finds only its pending messages.
 func (t *Thread) MessageByID(id string) (Message, bool) {
+	if t.compact.on {
+		for _, m := range t.Messages {
+			if m.MessageID == id {
+				return m, true
+			}
+		}
+		return Message{}, false
+	}
 	seq, ok := t.ids[id]
 	if !ok {
 		return Message{}, false

@@ -32,6 +32,15 @@ type Conversational interface {
 	Conversation() []Message
 }
 
+// Pager is a [Turn] that reads the thread further back than its History,
+// which holds only the newest messages of a bounded window (PROTOCOL.md,
+// "History window"). History()[0].Seq is where the window starts.
+type Pager interface {
+	// MessagesBefore returns the newest n (at most 1,024) of the thread's
+	// messages before sequence seq, oldest first, read from the log.
+	MessagesBefore(ctx context.Context, seq uint64, n int) ([]Message, error)
+}
+
 // Token is a run's fencing token. An agent passes it on to fence its own
 // external writes: a write carrying an older ClaimSeq than the newest one
 // seen for Thread comes from a zombie run.

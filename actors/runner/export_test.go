@@ -8,3 +8,11 @@ func SetReceiveHook(h func(thread string, msg any)) (restore func()) {
 	testHookReceive = func(thread string, _ *actor.PID, msg any) { h(thread, msg) }
 	return func() { testHookReceive = nil }
 }
+
+// SetReplayChunk sets how many sequences one read of a claim's replay
+// covers, and returns a function that restores it.
+func SetReplayChunk(n uint64) (restore func()) {
+	old := replayChunk
+	replayChunk = n
+	return func() { replayChunk = old }
+}

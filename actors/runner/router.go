@@ -45,7 +45,8 @@ type (
 	claimResult     struct {
 		thread  string
 		claim   events.Claim
-		view    *projections.Thread // from a snapshot, or nil
+		view    *projections.Thread // from a snapshot and the replay's chunks, or nil
+		snapSeq uint64              // the snapshot's sequence; 0 when none
 		history []events.Envelope
 		err     error
 	}
@@ -480,7 +481,7 @@ func (r *Runner) claim(ctx context.Context, sess events.Session, th, holder stri
 	if c.Prev != 0 {
 		view = r.loadSnapshot(ctx, th)
 	}
-	var from uint64
+	var from, snapSeq uint64
 	if view != nil && view.LastSeq >= c.Seq {
 		// A snapshot at or past the new marker cannot be of this log.
 		r.stats.snapshotsBad.Add(1)
@@ -488,10 +489,54 @@ func (r *Runner) claim(ctx context.Context, sess events.Session, th, holder stri
 		view = nil
 	}
 	if view != nil {
-		from = view.LastSeq + 1
+		from, snapSeq = view.LastSeq+1, view.LastSeq
 	}
-	h, err := events.LoadClaimed(ctx, r.store, c, from)
-	return claimResult{thread: th, claim: c, view: view, history: h, err: err}
+	view, from, err = r.replayChunks(c, view, from)
+	if err != nil {
+		return claimResult{thread: th, err: err}
+	}
+	// Each read of the replay has a call's time of its own: a long log
+	// takes more than one, and a claim that always timed out would never
+	// end.
+	lctx, cancel := context.WithTimeout(r.ctx, r.cfg.CallTimeout)
+	defer cancel()
+	h, err := events.LoadClaimed(lctx, r.store, c, from)
+	return claimResult{thread: th, claim: c, view: view, snapSeq: snapSeq, history: h, err: err}
+}
+
+// replayChunk is how many sequences of the log one read of a claim's
+// replay covers at most.
+var replayChunk uint64 = 16 << 10 // a var for tests (export_test.go)
+
+// replayChunks folds the thread's log from from into view (a fresh one
+// when nil), one bounded read at a time, up to the last chunk before the
+// claim's marker, and returns the view and where the rest starts. A claim
+// with no snapshot of a long thread then holds one compact view and one
+// chunk, not the whole log, and each read ends within the store's call
+// timeout. A store that cannot read a bounded range replays it at once.
+func (r *Runner) replayChunks(c events.Claim, view *projections.Thread, from uint64) (*projections.Thread, uint64, error) {
+	bl, ok := r.store.(events.BoundedLoader)
+	if !ok {
+		return view, from, nil
+	}
+	from = max(from, 1)
+	for from+replayChunk <= c.Seq {
+		ctx, cancel := context.WithTimeout(r.ctx, r.cfg.CallTimeout)
+		envs, err := bl.LoadUpTo(ctx, c.Thread, from, from+replayChunk-1)
+		cancel()
+		if err != nil {
+			return nil, 0, fmt.Errorf("runner: replay %s from %d: %w", c.Thread, from, err)
+		}
+		if view == nil {
+			view = projections.New(c.Thread)
+		}
+		for _, env := range envs {
+			view.Apply(env)
+		}
+		view.Compact()
+		from += replayChunk
+	}
+	return view, from, nil
 }
 
 // peek reports whether th has work: a message not yet taken, or a run a
@@ -623,7 +668,7 @@ func (ra *runnerActor) claimed(ctx actor.Context, m claimResult) {
 		history = append(history, cl.envs...) // Core skips what it holds
 	}
 	fate := &childFate{}
-	ra.spawning = newThreadActor(r, m.claim, m.view, history, wantOf(cl) != wantClaim, fate)
+	ra.spawning = newThreadActor(r, m.claim, m.view, m.snapSeq, history, wantOf(cl) != wantClaim, fate)
 	pid, err := ctx.SpawnNamed(ra.threadProps(), actorName(m.thread, m.claim.Seq))
 	ra.spawning = nil
 	if err != nil {

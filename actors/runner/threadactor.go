@@ -46,7 +46,7 @@ var testHookReceive func(thread string, self *actor.PID, msg any)
 type threadActor struct {
 	r       *Runner
 	claim   events.Claim
-	view    *projections.Thread // the snapshot the claim started from, or nil
+	view    *projections.Thread // what the claim started from (a snapshot, the replay's chunks), or nil
 	history []events.Envelope
 	snapSeq uint64 // the sequence of the snapshot it started from
 	probe   bool   // claimed through a lapsed session: give up at once if idle
@@ -65,12 +65,8 @@ type threadActor struct {
 	runs map[string]*runHandle
 }
 
-func newThreadActor(r *Runner, c events.Claim, view *projections.Thread, history []events.Envelope, probe bool, fate *childFate) *threadActor {
-	a := &threadActor{r: r, claim: c, view: view, history: history, probe: probe, fate: fate}
-	if view != nil {
-		a.snapSeq = view.LastSeq
-	}
-	return a
+func newThreadActor(r *Runner, c events.Claim, view *projections.Thread, snapSeq uint64, history []events.Envelope, probe bool, fate *childFate) *threadActor {
+	return &threadActor{r: r, claim: c, view: view, snapSeq: snapSeq, history: history, probe: probe, fate: fate}
 }
 
 // endGate orders the observer's calls: the claim ends once the actor stopped
@@ -482,7 +478,7 @@ func (a *threadActor) startRun(s thread.StartRun) {
 	rctx, cancel := context.WithCancel(a.ctx)
 	rctx = a.r.cfg.Observer.RunContext(rctx, a.claim, s.RunID)
 	h := &runHandle{
-		a: a, id: s.RunID, start: s, cancel: cancel,
+		a: a, id: s.RunID, start: s, cancel: cancel, ctx: rctx,
 		answers: make(map[string]chan agent.Message), wrote: make(chan struct{}, 1),
 	}
 	a.runs[s.RunID] = h
@@ -517,6 +513,10 @@ type runHandle struct {
 	id     string
 	start  thread.StartRun
 	cancel context.CancelFunc
+	ctx    context.Context // the run's
+
+	histOnce   sync.Once
+	hist, conv []agent.Message // read from the log on the agent's first ask
 
 	mu       sync.Mutex // protects answers, asked, steering and unwritten
 	answers  map[string]chan agent.Message
@@ -546,12 +546,14 @@ func (h *runHandle) written(n int) {
 	}
 }
 
-func (h *runHandle) Token() agent.Token       { return h.start.Token }
-func (h *runHandle) Prompt() agent.Message    { return h.start.Prompt }
-func (h *runHandle) History() []agent.Message { return h.start.History }
+func (h *runHandle) Token() agent.Token    { return h.start.Token }
+func (h *runHandle) Prompt() agent.Message { return h.start.Prompt }
+
+// History reads the run's history from the log on first use (history.go).
+func (h *runHandle) History() []agent.Message { h.readHistory(); return h.hist }
 
 // Conversation implements [agent.Conversational].
-func (h *runHandle) Conversation() []agent.Message  { return h.start.Conversation }
+func (h *runHandle) Conversation() []agent.Message  { h.readHistory(); return h.conv }
 func (h *runHandle) Steering() <-chan agent.Message { return h.steer() }
 
 // steeringBuffer is how many steering messages a run may leave unread

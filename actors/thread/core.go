@@ -33,8 +33,9 @@ type Config struct {
 	MaxEventBytes int
 	// HistoryWindow is the most messages a run is given as its history,
 	// and the most entries of its conversation: the newest before its
-	// prompt, so a turn costs the same however long the thread. 0 means
-	// DefaultHistoryWindow; negative gives the whole thread.
+	// prompt, so a turn costs the same however long the thread. The core
+	// keeps none of it: the shell reads it from the log ([HistoryFrom]).
+	// 0 means DefaultHistoryWindow; negative gives the whole thread.
 	HistoryWindow int
 }
 
@@ -190,9 +191,12 @@ func NewFromView(cfg Config, c events.Claim, view *projections.Thread, history [
 	// The log up to the marker is folded as it stands; what came after it
 	// is observed, so that run events this holder did not write are not
 	// acted on there either. Start returns what that asked for.
-	for _, env := range history {
+	for i, env := range history {
 		if env.Seq <= c.Seq {
 			core.view.Apply(env)
+			if i%1024 == 1023 {
+				core.view.Compact() // a long replay holds no more than the view
+			}
 			continue
 		}
 		rd := core.observe(env)
@@ -223,10 +227,11 @@ func (c *Core) Done() bool { return c.done }
 func (c *Core) Start() Ready {
 	rd := c.early
 	c.early = Ready{}
-	if c.done {
-		return rd
+	if !c.done {
+		rd = c.plan(rd)
 	}
-	return c.plan(rd)
+	c.compact()
+	return rd
 }
 
 // Decide applies one input and returns what the shell must do.
@@ -285,9 +290,35 @@ func (c *Core) Decide(in Input) (Ready, error) {
 		return Ready{}, &RejectError{fmt.Sprintf("unknown input %T", in)}
 	}
 	if rd.Stop {
+		c.compact()
 		return rd, nil
 	}
-	return c.plan(rd), nil
+	rd = c.plan(rd)
+	c.compact()
+	return rd, nil
+}
+
+// compact forgets what no decision needs, once the Ready that needed it
+// (a prompt, a delivered message) is made: the view keeps the pending
+// messages and the newest run (projections.Thread.Compact), and the
+// core its runs that are neither active nor running.
+func (c *Core) compact() {
+	c.view.Compact()
+	if len(c.started) <= 1 {
+		return
+	}
+	active := ""
+	if r := c.view.ActiveRun; r != nil {
+		active = r.ID
+	}
+	for id := range c.started {
+		if id != active && !c.alive[id] {
+			delete(c.started, id)
+			delete(c.finished, id)
+			delete(c.ending, id)
+			delete(c.cancelled, id)
+		}
+	}
 }
 
 // quiet reports whether nothing is in flight or running.
@@ -634,28 +665,23 @@ func (c *Core) startRun(rs *eventspb.RunStarted) StartRun {
 		RunID:  rs.RunId,
 		Token:  agent.Token{Thread: c.claim.Thread, ClaimSeq: c.claim.Seq, RunID: rs.RunId},
 		Prompt: c.message(rs.PromptSeq),
+		Window: c.cfg.historyWindow(),
 	}
-	w := c.cfg.historyWindow()
-	hist := c.view.HistoryTail(rs.PromptSeq, w)
-	var from uint64 // replies before the window's first message are left out
-	if w > 0 && len(hist) == w {
-		from = hist[0].Seq
+	if r := c.view.ActiveRun; r != nil && r.ID == rs.RunId {
+		sr.StartSeq = r.StartSeq
 	}
-	for _, m := range hist {
-		sr.History = append(sr.History, toAgent(m))
-	}
-	sr.Conversation = conversation(c.view, sr.History, rs.PromptSeq, from)
-	if w > 0 && len(sr.Conversation) > w {
-		sr.Conversation = sr.Conversation[len(sr.Conversation)-w:]
+	if sr.Window > 0 {
+		sr.Recent = c.view.RecentBefore(rs.PromptSeq, sr.Window)
 	}
 	return sr
 }
 
-// conversation interleaves history, the messages before promptSeq, with the
-// replies of the runs that ended before it, by sequence: a reply stands at
-// its run's end. A rolled-back run's reply is left out, as its messages are
-// from history; a run with no text wrote no reply.
-func conversation(v *projections.Thread, history []agent.Message, promptSeq, from uint64) []agent.Message {
+// Conversation interleaves history, the messages before promptSeq, with the
+// replies of the runs of v that ended before it and after from, by
+// sequence: a reply stands at its run's end. A rolled-back run's reply is
+// left out, as its messages are from history; a run with no text wrote no
+// reply.
+func Conversation(v *projections.Thread, history []agent.Message, promptSeq, from uint64) []agent.Message {
 	var out []agent.Message
 	i := 0
 	for _, r := range v.Runs {

@@ -7,12 +7,14 @@ import (
 	"testing"
 	"time"
 
+	"github.com/artifactr/artifactr/actors/agent"
 	"github.com/artifactr/artifactr/actors/thread"
 	"github.com/artifactr/artifactr/events"
 	"github.com/artifactr/artifactr/events/eventspb"
 	"github.com/artifactr/artifactr/events/eventstest"
 	"github.com/artifactr/artifactr/events/memstore"
 	"github.com/artifactr/artifactr/internal/testkit"
+	"github.com/artifactr/artifactr/projections"
 )
 
 // driver carries out a core's Readys against a memstore in one goroutine,
@@ -343,4 +345,31 @@ func TestCore_Decide_rejectsForeignRun(t *testing.T) {
 // (agents that run programs live in actors/agent/exec).
 func TestCore_deps_pure(t *testing.T) {
 	testkit.NoDeps(t, "github.com/artifactr/artifactr/actors/thread", "github.com/nats-io/", "github.com/asynkron/protoactor-go/", "os/exec")
+}
+
+// fold returns the whole fold of the thread's log: the core keeps a
+// compact view, without its ended runs and consumed messages.
+func (d *driver) fold() *projections.Thread {
+	d.t.Helper()
+	envs, err := d.s.Load(context.Background(), d.thread, 1)
+	if err != nil {
+		d.t.Fatal(err)
+	}
+	return projections.Fold(d.thread, envs)
+}
+
+// history returns start i's history and conversation, read from the log as
+// the shell reads them.
+func (d *driver) history(i int) (hist, conv []agent.Message) {
+	d.t.Helper()
+	sr := d.starts[i]
+	from := thread.HistoryStart(sr)
+	if from == 0 {
+		return nil, nil
+	}
+	envs, err := d.s.Load(context.Background(), d.thread, from)
+	if err != nil {
+		d.t.Fatal(err)
+	}
+	return thread.HistoryFrom(d.thread, sr, envs)
 }

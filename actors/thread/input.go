@@ -63,14 +63,22 @@ func (Shutdown) isInput()    {}
 func (Drain) isInput()       {}
 
 // StartRun asks the shell to execute a run whose run_started the log holds.
+// The core keeps no history: the shell reads the run's history from the
+// log when its agent asks for it ([History]).
 type StartRun struct {
-	RunID   string
-	Token   agent.Token
-	Prompt  agent.Message
-	History []agent.Message
-	// Conversation is History with the replies of earlier runs
-	// interleaved (agent.Conversational).
-	Conversation []agent.Message
+	RunID  string
+	Token  agent.Token
+	Prompt agent.Message
+	// StartSeq is the run's run_started: its history is the log before it.
+	StartSeq uint64
+	// Window is the most messages the run's history holds; negative means
+	// the whole thread.
+	Window int
+	// Recent are the sequences of the newest Window messages before the
+	// prompt, oldest first, as far as the view keeps them: the history's
+	// messages, less those a rolled-back run consumed. Empty with a
+	// negative Window, or when no message came before.
+	Recent []uint64
 }
 
 // Deliver hands a consumed message to a running run: an answer to its

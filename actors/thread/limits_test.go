@@ -91,7 +91,7 @@ func TestCore_Decide_longTextsSplit(t *testing.T) {
 					t.Fatalf("run_output at %d is not valid UTF-8", e.Seq)
 				}
 			}
-			tc.check(t, s, th, v)
+			tc.check(t, s, th, d.fold()) // the core keeps no texts
 			// The thread goes on.
 			next := d.post("next")
 			if len(d.starts) != 2 || d.starts[1].Prompt.Seq != next {
@@ -249,8 +249,11 @@ func TestCore_Decide_forgedRunEventsIgnored(t *testing.T) {
 				forge(t, s, events.NewRunCompleted(d.core.Claim(), d.core.Claim().Lease.Expires, run, "forged text"), events.ExpectLast(lastRunSeq(t, s, d.thread)), "x:1")
 			},
 			func(t *testing.T, s events.Store, d *driver) {
-				if out := d.core.View().Runs[0].Output; out == "forged text" {
-					t.Fatal("the view took the forged output")
+				// The view keeps no texts: it ended the run at the holder's
+				// run_completed, not at the forged one.
+				ends := runEvents(t, s, d.thread, events.TypeRunCompleted)
+				if v := d.core.View(); len(ends) != 2 || v.Runs[len(v.Runs)-1].EndSeq != ends[1].Seq {
+					t.Fatalf("the view took the forged end: %d ends, last run %+v", len(ends), v.Runs[len(v.Runs)-1])
 				}
 			}},
 		{"run_failed with no claim for the active run",
@@ -269,9 +272,6 @@ func TestCore_Decide_forgedRunEventsIgnored(t *testing.T) {
 				d.input(thread.RunOutput{RunID: run, Text: "real"})
 			},
 			func(t *testing.T, s events.Store, d *driver) {
-				if outs := d.core.View().Runs[0].Outputs; strings.Join(outs, ",") != "real,still here" {
-					t.Fatalf("outputs %q, want the holder's alone", outs)
-				}
 				n := 0
 				for _, e := range runEvents(t, s, d.thread, events.TypeRunOutput) {
 					if e.Event.GetRunOutput().GetText() == "real" {
@@ -310,8 +310,9 @@ func TestCore_Decide_forgedRunEventsIgnored(t *testing.T) {
 			// The real run goes on and ends; its end is written.
 			d.input(thread.RunOutput{RunID: run, Text: "still here"})
 			d.input(thread.RunFinished{RunID: run, Output: "done"})
-			v := d.core.View()
-			if r := v.Runs[len(v.Runs)-1]; v.ActiveRun != nil || r.ID != run || r.Status != projections.RunCompleted || r.Output != "done" {
+			v := d.core.View() // it keeps no texts: "done" is checked in the log
+			if r := v.Runs[len(v.Runs)-1]; v.ActiveRun != nil || r.ID != run || r.Status != projections.RunCompleted ||
+				r.EndSeq != runEvents(t, s, th, events.TypeRunCompleted)[len(runEvents(t, s, th, events.TypeRunCompleted))-1].Seq {
 				t.Fatalf("after the real end: active %v, last run %+v", v.ActiveRun, r)
 			}
 			if tc.check != nil {

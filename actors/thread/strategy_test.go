@@ -31,9 +31,10 @@ func (d *driver) cancelReq(run string) {
 	d.exec(thread.Ready{})
 }
 
-func texts(ms []thread.StartRun, i int) []string {
+func texts(d *driver, i int) []string {
 	var out []string
-	for _, m := range ms[i].History {
+	hist, _ := d.history(i)
+	for _, m := range hist {
 		out = append(out, m.Text)
 	}
 	return out
@@ -53,7 +54,7 @@ func TestCore_Decide_cancel(t *testing.T) {
 		t.Fatalf("cancels %v, want [%s] once", d.cancels, run)
 	}
 	d.input(thread.RunFinished{RunID: run, Err: errors.New("echo: context canceled")})
-	r := d.core.View().Runs[0]
+	r := d.fold().Runs[0]
 	if r.Status != "failed" || r.Reason != events.ReasonCancelled {
 		t.Fatalf("run ended %s %q, want failed cancelled", r.Status, r.Reason)
 	}
@@ -84,7 +85,7 @@ func TestCore_Decide_interruptAndRollback(t *testing.T) {
 			wantTypes(t, s, "int", "thread_claimed", "message_posted", "run_started", "run_completed",
 				"message_posted", "run_started", "message_posted", "run_interrupted")
 			d.input(thread.RunFinished{RunID: run, Err: context.Canceled})
-			r := d.core.View().Runs[1]
+			r := d.fold().Runs[1]
 			if r.Status != "failed" || r.Reason != events.ReasonInterrupted || r.RolledBack != (st == events.StrategyRollback) {
 				t.Fatalf("run ended %s %q rolled back %v", r.Status, r.Reason, r.RolledBack)
 			}
@@ -95,7 +96,7 @@ func TestCore_Decide_interruptAndRollback(t *testing.T) {
 			if st == events.StrategyRollback {
 				want = []string{"a"}
 			}
-			if got := texts(d.starts, 2); !slices.Equal(got, want) {
+			if got := texts(d, 2); !slices.Equal(got, want) {
 				t.Errorf("history %q, want %q", got, want)
 			}
 			// The conversation adds the first run's reply after its prompt.
@@ -104,7 +105,8 @@ func TestCore_Decide_interruptAndRollback(t *testing.T) {
 				wantConv = []string{"a", "ok"}
 			}
 			var conv []string
-			for _, m := range d.starts[2].Conversation {
+			_, hc := d.history(2)
+			for _, m := range hc {
 				conv = append(conv, m.Text)
 			}
 			if !slices.Equal(conv, wantConv) {
@@ -136,7 +138,7 @@ func TestCore_Decide_cancelRacesCompletion(t *testing.T) {
 	run := d.starts[0].RunID
 	d.cancelReq("")
 	d.input(thread.RunFinished{RunID: run, Output: "done anyway"})
-	if r := d.core.View().Runs[0]; r.Status != "completed" {
+	if r := d.fold().Runs[0]; r.Status != "completed" {
 		t.Fatalf("run ended %s %q, want completed", r.Status, r.Reason)
 	}
 }

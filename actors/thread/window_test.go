@@ -4,6 +4,7 @@ import (
 	"fmt"
 	"testing"
 
+	"github.com/artifactr/artifactr/actors/agent"
 	"github.com/artifactr/artifactr/actors/thread"
 	"github.com/artifactr/artifactr/events/memstore"
 )
@@ -22,7 +23,8 @@ func TestCore_Decide_historyWindow(t *testing.T) {
 				d.input(thread.RunFinished{RunID: d.starts[len(d.starts)-1].RunID, Output: fmt.Sprintf("reply %d", i)})
 			}
 			d.post("last")
-			last := d.starts[len(d.starts)-1]
+			hist, conv := d.history(len(d.starts) - 1)
+			last := struct{ History, Conversation []agent.Message }{hist, conv}
 			if len(last.History) != tc.want || last.History[len(last.History)-1].Text != "m8" {
 				t.Fatalf("history %+v, want the newest %d messages", last.History, tc.want)
 			}
