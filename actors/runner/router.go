@@ -490,6 +490,10 @@ func (r *Runner) claim(ctx context.Context, sess events.Session, th, holder stri
 		from = view.LastSeq + 1
 	}
 	h, err := events.LoadClaimed(ctx, r.store, c, from)
+	if err == nil && view == nil {
+		// A fork by reference: its runs' history is its source's.
+		err = projections.ResolveFirst(ctx, r.store, h)
+	}
 	return claimResult{thread: th, claim: c, view: view, history: h, err: err}
 }
 

@@ -57,7 +57,7 @@ start_seq 0, ended at the fork's seq).`,
 			if err := threadArg(thread); err != nil {
 				return err
 			}
-			keep, err := parseAt(at)
+			opt, err := atOption(at)
 			if err != nil {
 				return err
 			}
@@ -69,7 +69,7 @@ start_seq 0, ended at the fork's seq).`,
 			if err := checkAt(cmd.Context(), cl, at); err != nil {
 				return err
 			}
-			t, err := cl.Thread(cmd.Context(), thread, client.Filter(keep))
+			t, err := cl.Thread(cmd.Context(), thread, opt)
 			switch {
 			case errors.Is(err, client.ErrNoEvents):
 				return fail(errNoEvents(thread, 1))
@@ -140,6 +140,23 @@ func errOrNil(err error) error {
 }
 
 // parseAt parses --at into a filter on envelopes.
+// atOption is --at as the option of client.Thread: by sequence, show
+// starts from the thread's snapshot when it is not past SEQ and reads only
+// the events after it.
+func atOption(at string) (client.ThreadOption, error) {
+	if n, err := strconv.ParseUint(at, 10, 64); err == nil {
+		return client.AtSeq(n), nil
+	}
+	if at == "" {
+		return client.AtSeq(0), nil // the whole thread
+	}
+	keep, err := parseAt(at)
+	if err != nil {
+		return nil, err
+	}
+	return client.Filter(keep), nil
+}
+
 func parseAt(at string) (func(events.Envelope) bool, error) {
 	if at == "" {
 		return func(events.Envelope) bool { return true }, nil
