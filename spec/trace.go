@@ -226,7 +226,7 @@ func (v *TraceValidator) step(th *threadTrace, env *events.Envelope) *Nonconform
 		v.normalize(th)
 		return nil
 	case *eventspb.Event_ThreadForked:
-		return v.forked(th)
+		return v.forked(th, env)
 	case *eventspb.Event_RunOutput:
 		if i, ok := th.runIdx[b.RunOutput.GetRunId()]; !ok || th.frontier[0].runs[i] != active {
 			return bad("names run %q, which is not active", b.RunOutput.GetRunId())

@@ -303,6 +303,9 @@ func writeShow(w io.Writer, t *projections.Thread) error {
 		t.ID, plural(len(t.Messages), "message"), plural(len(t.Runs), "run"), t.LastSeq, t.LastActivity.Local().Format(time.RFC3339))
 	if f := t.Fork; f != nil {
 		fmt.Fprintf(&b, "forked:     from %s at %d (thread_forked at %d); messages up to it are history\n", f.Source, f.SourceSeq, f.Seq)
+		if f.Unresolved {
+			fmt.Fprintf(&b, "            (its history, %s's events up to %d, was not read)\n", f.Source, f.SourceSeq)
+		}
 	}
 	switch c := t.Claim; {
 	case c.Seq == 0:
