@@ -111,10 +111,8 @@ func TestApply_referenceForkMatchesCopied(t *testing.T) {
 		return s
 	}
 	copied, ref := sum("C"), sum("R")
-	copied.Thread, copied.LastSeq, copied.LastActivity = ref.Thread, ref.LastSeq, ref.LastActivity
-	if copied.Created != ref.Created {
-		copied.Created = ref.Created
-	}
+	// Only the thread and its own event's sequence and time differ.
+	copied.Thread, copied.LastSeq, copied.LastActivity, copied.Created = ref.Thread, ref.LastSeq, ref.LastActivity, ref.Created
 	if !reflect.DeepEqual(copied, ref) || ref.Messages != 2 || ref.Runs != 1 || ref.LastRunStatus != string(projections.RunAbandoned) {
 		t.Errorf("reference fork's summary %+v, copied form's %+v", ref, copied)
 	}
