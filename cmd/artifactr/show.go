@@ -49,8 +49,12 @@ TIME to come, or a point before the thread's first event exits 1.
    "fork":{"source","source_seq","seq"}|null}
 
 A thread started by 'artifactr fork' shows where it was forked from; the
-messages and runs it copied are history (consumed "forked"; runs with
-start_seq 0, ended at the fork's seq).`,
+messages and runs of its history, read from its source up to the fork's
+source seq, are history (consumed "forked"; runs with start_seq 0, ended
+at the fork's seq).
+
+show starts from the thread's snapshot (KV bucket thread_snapshots) when
+one verifies and is not past --at SEQ, and reads only the events after it.`,
 		Args: cobra.ExactArgs(1),
 		RunE: func(cmd *cobra.Command, args []string) error {
 			thread := args[0]
