@@ -55,12 +55,21 @@ func ResolveFirst(ctx context.Context, l events.Loader, envs []events.Envelope) 
 // SourceAt folds thread src up to seq, resolving its own fork by
 // reference: the history a fork of src at seq names. found is false when
 // seq is not one of src's events.
+//
+// When l keeps snapshots ([events.SnapshotStore]) and src's verifies, is
+// from before seq and holds its own fork's history, the fold starts there
+// and reads only the events after it, up to seq: a fork at a long
+// thread's newest events reads little more than the snapshot.
 func SourceAt(ctx context.Context, l events.Loader, src string, seq uint64) (t *Thread, found bool, err error) {
+	t, from := sourceSnapshot(ctx, l, src, seq), uint64(1)
+	if t != nil {
+		from = t.LastSeq + 1
+	}
 	var envs []events.Envelope
 	if bl, ok := l.(events.BoundedLoader); ok {
-		envs, err = bl.LoadUpTo(ctx, src, 1, seq)
+		envs, err = bl.LoadUpTo(ctx, src, from, seq)
 	} else {
-		envs, err = l.Load(ctx, src, 1)
+		envs, err = l.Load(ctx, src, from)
 	}
 	if err != nil {
 		return nil, false, err
@@ -73,10 +82,54 @@ func SourceAt(ctx context.Context, l events.Loader, src string, seq uint64) (t *
 	if n == 0 || envs[n-1].Seq != seq {
 		return nil, false, nil
 	}
-	// Sequences fall strictly along a chain of forks (a fork's source
-	// sequence is before its own), so the recursion ends.
-	if err := ResolveFirst(ctx, l, envs); err != nil {
-		return nil, false, err
+	if t == nil {
+		// Sequences fall strictly along a chain of forks (a fork's source
+		// sequence is before its own), so the recursion ends.
+		if err := ResolveFirst(ctx, l, envs); err != nil {
+			return nil, false, err
+		}
+		t = New(src)
 	}
-	return Fold(src, envs), true, nil
+	for _, env := range envs {
+		t.Apply(env)
+	}
+	return t, true, nil
 }
+
+// sourceSnapshot returns src's snapshot when l keeps one that verifies, is
+// strictly before seq (so the events read after it must reach seq itself,
+// which proves seq is src's) and resolved its fork; else nil.
+func sourceSnapshot(ctx context.Context, l events.Loader, src string, seq uint64) *Thread {
+	ss, ok := l.(events.SnapshotStore)
+	if !ok {
+		return nil
+	}
+	data, err := ss.LoadSnapshot(ctx, src)
+	if err != nil || data == nil {
+		return nil
+	}
+	t, err := DecodeSnapshot(src, data)
+	if err != nil || t.LastSeq >= seq || (t.Fork != nil && t.Fork.Unresolved) {
+		return nil
+	}
+	return t
+}
+
+// LogOnly returns l without its snapshots, if it keeps any: [ResolveFork]
+// through it reads the source's log alone. The audit resolves forks so: it
+// checks the log, and a snapshot is a runner's cache, not the log.
+func LogOnly(l events.Loader) events.Loader {
+	if bl, ok := l.(boundedLoader); ok {
+		return boundedLogOnly{bl}
+	}
+	return logOnly{l}
+}
+
+type boundedLoader interface {
+	events.Loader
+	events.BoundedLoader
+}
+
+type logOnly struct{ events.Loader }
+
+type boundedLogOnly struct{ boundedLoader }

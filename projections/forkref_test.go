@@ -170,3 +170,59 @@ func TestResolveFork_snapshot(t *testing.T) {
 		t.Errorf("snapshot plus tail:\n%+v\nwhole log:\n%+v", got, want)
 	}
 }
+
+// snapLog is a forkLog that keeps snapshots, as natsstore does.
+type snapLog struct {
+	*forkLog
+	snaps map[string][]byte
+}
+
+func (l snapLog) SaveSnapshot(_ context.Context, thread string, data []byte) error {
+	l.snaps[thread] = data
+	return nil
+}
+
+func (l snapLog) LoadSnapshot(_ context.Context, thread string) ([]byte, error) {
+	return l.snaps[thread], nil
+}
+
+// The history of a fork is read from the source's snapshot when it is
+// from before the fork's source sequence, plus the events after it; a
+// snapshot at or past that sequence, or damaged, is ignored.
+func TestSourceAt_fromSnapshot(t *testing.T) {
+	l := snapLog{&forkLog{}, map[string][]byte{}}
+	early := Fold("S", nil)
+	m1 := l.post("S", "one")
+	early.Apply(l.envs[0])
+	early.Messages[0].Text = "marked" // verifies, but is not the log: shows it was read
+	data, err := early.EncodeSnapshot()
+	if err != nil {
+		t.Fatal(err)
+	}
+	m2 := l.post("S", "two")
+	text := func(seq uint64) string {
+		t.Helper()
+		th, found, err := SourceAt(context.Background(), l, "S", seq)
+		if err != nil || !found {
+			t.Fatalf("SourceAt %d: found %v, %v", seq, found, err)
+		}
+		return th.Messages[0].Text + "," + th.Messages[len(th.Messages)-1].Text
+	}
+	l.snaps["S"] = data
+	if got := text(m2); got != "marked,two" {
+		t.Errorf("from the snapshot: %q", got)
+	}
+	if th, _, _ := SourceAt(context.Background(), LogOnly(l), "S", m2); th.Messages[0].Text != "one" {
+		t.Errorf("LogOnly read the snapshot: %q", th.Messages[0].Text)
+	}
+	if got := text(m1); got != "one,one" {
+		t.Errorf("at the snapshot's own sequence: %q, want the log", got)
+	}
+	if _, found, _ := SourceAt(context.Background(), l, "S", m2+5); found {
+		t.Error("a sequence past the source's events was found")
+	}
+	l.snaps["S"] = []byte(`{"v":1}`)
+	if got := text(m2); got != "one,two" {
+		t.Errorf("damaged snapshot: %q, want the log", got)
+	}
+}

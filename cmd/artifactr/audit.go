@@ -263,7 +263,7 @@ func auditThread(ctx context.Context, store events.Store, thread string, from ui
 	if len(envs) == 0 {
 		return audit.Report{}, errNoEvents(thread, from)
 	}
-	if err := projections.ResolveFirst(ctx, store, envs); err != nil {
+	if err := projections.ResolveFirst(ctx, projections.LogOnly(store), envs); err != nil {
 		return audit.Report{}, err
 	}
 	au := audit.NewWithOptions(o)
@@ -289,11 +289,12 @@ func auditStream(ctx context.Context, store *natsstore.Store, from uint64, o aud
 		return au.Report(), nil
 	}
 	prog.total = last - from + 1
+	logOnly := projections.LogOnly(store) // the audit checks the log, not snapshots
 	_, err = store.Replay(ctx, store.Subjects().All(), from, func(env events.Envelope) error {
 		// A fork by reference is checked against the history it names,
 		// read from its source: the one read an audit makes besides the
 		// replay, once per fork.
-		if err := projections.ResolveFork(ctx, store, &env); err != nil {
+		if err := projections.ResolveFork(ctx, logOnly, &env); err != nil {
 			return err
 		}
 		au.Add(env)
