@@ -65,7 +65,12 @@ func TestRun_forkLongThread(t *testing.T) {
 	// big's snapshot, as its runner's release leaves one: the fork reads
 	// it and no more (show and the audit below read the whole log, with
 	// the time that takes).
-	envs, err := store.Load(ctx, "big", 1)
+	slow, err := natsstore.New(ctx, natsstore.Config{URL: url, Timeout: 2 * time.Minute}) // a whole thread's read
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer slow.Close()
+	envs, err := slow.Load(ctx, "big", 1)
 	if err != nil {
 		t.Fatal(err)
 	}
