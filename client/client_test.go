@@ -104,6 +104,9 @@ func auditAll(t *testing.T, store *natsstore.Store) (audit.Report, spec.TraceRep
 	slicesSortBySeq(all)
 	a, v := audit.New(), spec.NewTraceValidator()
 	for _, env := range all {
+		if err := projections.ResolveFork(t.Context(), projections.LogOnly(store), &env); err != nil {
+			t.Fatal(err)
+		}
 		a.Add(env)
 		v.Add(env)
 	}
@@ -465,5 +468,80 @@ func TestDial_errors(t *testing.T) {
 	srv := natsembed.RunForTest(t)
 	if _, err := client.Dial(ctx, client.Config{URL: srv.ClientURL(), ReadOnly: true}); !errors.Is(err, natsstore.ErrNoStream) {
 		t.Errorf("read-only Dial of an empty server: %v", err)
+	}
+}
+
+// TestClient_Fork_forkOfForkHistoryWindow: forks by reference, of a fork
+// too: each fork's first run is given its history read from the sources,
+// the newest HistoryWindow messages of it.
+func TestClient_Fork_forkOfForkHistoryWindow(t *testing.T) {
+	srv := natsembed.RunForTest(t)
+	ctx, cancel := context.WithTimeout(t.Context(), 60*time.Second)
+	defer cancel()
+	store, err := natsstore.New(ctx, natsstore.Config{URL: srv.ClientURL()})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer store.Close()
+	r, err := runner.New(runner.Config{Store: store, Agent: history{}, ID: "hist", IdleTimeout: time.Hour, HistoryWindow: 3,
+		Logger: slog.New(slog.DiscardHandler)})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := r.Start(ctx); err != nil {
+		t.Fatal(err)
+	}
+	defer func() {
+		if err := r.Stop(context.WithoutCancel(ctx)); err != nil {
+			t.Error(err)
+		}
+	}()
+	c, err := client.Dial(ctx, client.Config{URL: srv.ClientURL()})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer c.Close()
+	output := func(thread, text string) string {
+		t.Helper()
+		p, err := c.Post(ctx, thread, text)
+		if err != nil {
+			t.Fatal(err)
+		}
+		res, err := c.Wait(ctx, thread, p.Seq)
+		if err != nil {
+			t.Fatal(err)
+		}
+		return res.Output
+	}
+	last := func(thread string) uint64 {
+		t.Helper()
+		seq, err := events.ThreadLastSeq(ctx, store, thread)
+		if err != nil {
+			t.Fatal(err)
+		}
+		return seq
+	}
+	for _, m := range []string{"a", "b", "c", "d"} {
+		output("t1", m)
+	}
+	if _, err := c.Fork(ctx, "t1", last("t1"), "t2"); err != nil {
+		t.Fatal(err)
+	}
+	if got, want := output("t2", "e"), "e after [b, c, d]"; got != want {
+		t.Errorf("t2's first run: %q, want %q", got, want)
+	}
+	f, err := c.Fork(ctx, "t2", last("t2"), "t3")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if f.Messages != 5 || f.Runs != 5 {
+		t.Errorf("fork of the fork: %+v, want 5 messages and 5 runs of history", f)
+	}
+	if got, want := output("t3", "f"), "f after [c, d, e]"; got != want {
+		t.Errorf("t3's first run: %q, want %q", got, want)
+	}
+	rep, tr := auditAll(t, store)
+	if rep.ViolationCount != 0 || rep.AnomalyCount != 0 || !tr.OK() {
+		t.Errorf("audit: %+v\nspec: %+v", rep, tr.Nonconforming)
 	}
 }

@@ -9,6 +9,7 @@ import (
 	"time"
 
 	"github.com/artifactr/artifactr/events"
+	"github.com/artifactr/artifactr/events/eventspb"
 	"github.com/artifactr/artifactr/projections"
 )
 
@@ -27,16 +28,18 @@ type Forked struct {
 	Source    string
 	SourceSeq uint64
 	Seq       uint64 // the new thread's thread_forked
-	Messages  int    // messages copied
-	Runs      int    // runs copied
+	Messages  int    // messages of the history (the source's up to SourceSeq)
+	Runs      int    // runs of the history
 	Duplicate bool   // this very fork had landed before; Seq is the original
 }
 
 // Fork creates thread whose history is source's up to seq, the stream
 // sequence of one of source's events, through a thread_forked event on
-// thread (see projections.Fork for what it copies and why nothing of it is
-// live: a message pending in source at seq is history in thread, not a
-// prompt).
+// thread (see projections.Fork for what the history is and why nothing of
+// it is live: a message pending in source at seq is history in thread, not
+// a prompt). The event names source and seq and copies nothing (a fork by
+// reference), so a thread of any length can be forked, and a fork of a
+// fork too; readers fold source up to seq (projections.ResolveFork).
 //
 // The fork is refused, and nothing is written, when thread already has
 // events ([ErrThreadExists]: the append expects thread's posted subject
@@ -45,9 +48,7 @@ type Forked struct {
 // event of source ([ErrNoSuchEvent]; [ErrNoEvents] when source has none).
 // Forking is idempotent: retrying the same fork, such as after a timeout
 // whose outcome was unknown, returns the first one's sequence with
-// Duplicate set. The history travels in the event, so a history larger
-// than the store's event limit (1 MiB by default) fails with an error
-// wrapping events.ErrTooLarge.
+// Duplicate set.
 func (c *Client) Fork(ctx context.Context, source string, seq uint64, thread string) (Forked, error) {
 	for _, id := range []string{source, thread} {
 		if err := events.ValidateThreadID(id); err != nil {
@@ -57,20 +58,15 @@ func (c *Client) Fork(ctx context.Context, source string, seq uint64, thread str
 	if source == thread {
 		return Forked{}, fmt.Errorf("client: fork: %s cannot be forked into itself", thread)
 	}
-	envs, err := c.load(ctx, source)
+	t, found, err := projections.SourceAt(ctx, c.store, source, seq)
 	if err != nil {
-		return Forked{}, err
-	}
-	t := projections.New(source)
-	found := false
-	for _, env := range envs {
-		if env.Seq > seq {
-			break
-		}
-		found = found || env.Seq == seq
-		t.Apply(env)
+		return Forked{}, fmt.Errorf("client: fork: load %s: %w", source, err)
 	}
 	if !found {
+		envs, err := c.load(ctx, source)
+		if err != nil {
+			return Forked{}, err
+		}
 		return Forked{}, fmt.Errorf("%w: %d is not an event of %s: %s", ErrNoSuchEvent, seq, source, nearestEvents(envs, seq))
 	}
 	f := Forked{Thread: thread, Source: source, SourceSeq: seq, Messages: len(t.Messages), Runs: len(t.Runs)}
@@ -87,7 +83,7 @@ func (c *Client) Fork(ctx context.Context, source string, seq uint64, thread str
 			return Forked{}, fmt.Errorf("%w: %s has a %s event at %d", ErrThreadExists, thread, k, last)
 		}
 	}
-	ev := events.NewThreadForked(thread, time.Now(), projections.ForkBody(t, seq))
+	ev := events.NewThreadForked(thread, time.Now(), &eventspb.ThreadForked{SourceThread: source, SourceSeq: seq, Reference: true})
 	ack, err := c.store.Append(ctx, ev, events.ExpectLast(0), events.WithMsgID(events.ForkMsgID(thread, source, seq)))
 	switch {
 	case errors.Is(err, events.ErrConflict):
@@ -96,8 +92,6 @@ func (c *Client) Fork(ctx context.Context, source string, seq uint64, thread str
 			return f, nil
 		}
 		return Forked{}, fmt.Errorf("%w: %s has posts: %w", ErrThreadExists, thread, err)
-	case errors.Is(err, events.ErrTooLarge):
-		return Forked{}, fmt.Errorf("client: fork: the history of %s up to %d does not fit in one event: %w", source, seq, err)
 	case err != nil:
 		return Forked{}, fmt.Errorf("client: fork %s at %d into %s: %w", source, seq, thread, err)
 	}

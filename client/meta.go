@@ -6,6 +6,7 @@ import (
 	"time"
 
 	"github.com/artifactr/artifactr/events"
+	"github.com/artifactr/artifactr/projections"
 	"github.com/artifactr/artifactr/projections/summaries"
 )
 
@@ -71,7 +72,22 @@ func (c *Client) Events(ctx context.Context, thread string) ([]events.Envelope, 
 	if err := events.ValidateThreadID(thread); err != nil {
 		return nil, fmt.Errorf("client: %w", err)
 	}
-	return c.load(ctx, thread)
+	envs, err := c.load(ctx, thread)
+	if err != nil {
+		return nil, err
+	}
+	if err := projections.ResolveFirst(ctx, c.store, envs); err != nil {
+		return nil, fmt.Errorf("client: load %s: %w", thread, err)
+	}
+	return envs, nil
+}
+
+// ResolveFork gives env, when it is a thread_forked by reference, the
+// history it names, read from the source's events (see
+// projections.ResolveFork): an envelope from [Client.Watch] folds then as
+// one from [Client.Events] does.
+func (c *Client) ResolveFork(ctx context.Context, env *events.Envelope) error {
+	return projections.ResolveFork(ctx, c.store, env)
 }
 
 // LastSeq returns the stream's last sequence: a follow of every thread

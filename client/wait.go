@@ -1,8 +1,10 @@
 package client
 
 import (
+	"cmp"
 	"context"
 	"fmt"
+	"slices"
 	"strings"
 
 	"github.com/artifactr/artifactr/events"
@@ -116,15 +118,12 @@ func (c *Client) Wait(ctx context.Context, thread string, seq uint64, opts ...Wa
 // message waited), else the empty thread. A wait then reads the thread's
 // tail, not its whole history.
 func (c *Client) waitStart(ctx context.Context, thread string, seq uint64) *projections.Thread {
-	data, err := c.store.LoadSnapshot(ctx, thread)
-	if err != nil || data == nil {
-		return projections.New(thread)
+	if seq > 1 {
+		if t := c.snapshot(ctx, thread, seq-1, false); t != nil {
+			return t
+		}
 	}
-	t, err := projections.DecodeSnapshot(thread, data)
-	if err != nil || t.LastSeq >= seq {
-		return projections.New(thread)
-	}
-	return t
+	return projections.New(thread)
 }
 
 // waiter folds a thread's events and watches one message.
@@ -184,11 +183,12 @@ func (w *waiter) step(env events.Envelope, busy bool) (Result, error, bool) {
 	return Result{}, nil, false
 }
 
+// message finds the message by binary search: a wait folds every event of
+// its tail, so a scan of the messages would cost the thread's length each.
 func (w *waiter) message() *projections.Message {
-	for i := range w.t.Messages {
-		if w.t.Messages[i].Seq == w.seq {
-			return &w.t.Messages[i]
-		}
+	ms := w.t.Messages
+	if i, ok := slices.BinarySearchFunc(ms, w.seq, func(m projections.Message, s uint64) int { return cmp.Compare(m.Seq, s) }); ok {
+		return &ms[i]
 	}
 	return nil
 }

@@ -26,16 +26,27 @@ func TestClient_Wait_fromSnapshot(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
+	// A runner's snapshot is compact: no consumed messages, no replies.
+	compact := projections.Fold("ws", envs)
+	compact.Compact()
+	compactSnap, err := compact.EncodeSnapshot()
+	if err != nil {
+		t.Fatal(err)
+	}
 	m2 := h.post("ws", "two")
 	h.fenced(events.NewRunStarted(cl, h.now, "run-2", m2, "echo"), cl)
 	h.onRun(events.NewRunCompleted(cl, h.now, "run-2", "echo: two"))
-	for _, data := range [][]byte{snap, []byte(`{"v":1,"thread":"ws","seq":2,"state":{},"sha256":"00"}`)} {
+	for _, data := range [][]byte{snap, compactSnap, []byte(`{"v":1,"thread":"ws","seq":2,"state":{},"sha256":"00"}`)} {
 		if err := store.SaveSnapshot(ctx, "ws", data); err != nil {
 			t.Fatal(err)
 		}
 		res, err := c.Wait(ctx, "ws", m2)
 		if err != nil || res.RunID != "run-2" || res.Output != "echo: two" {
 			t.Fatalf("Wait with a snapshot: %+v %v", res, err)
+		}
+		// Whole-thread reads never start from a compact snapshot.
+		if th, err := c.Thread(ctx, "ws"); err != nil || len(th.Messages) != 2 || th.Runs[0].Reply() != "echo: one" {
+			t.Fatalf("Thread with a snapshot: %v, %+v", err, th)
 		}
 		// A snapshot from after the message is not used: the wait must
 		// see the claims while it waited.

@@ -141,6 +141,23 @@ type Envelope struct {
 
 	Event *eventspb.Event
 	Err   error
+
+	// Fork is what a reader resolved a thread_forked by reference to
+	// (projections.ResolveFork): the history it names. nil when the event
+	// is no such fork or was not resolved. It is no part of the stored
+	// message, and no store sets it.
+	Fork *ForkHistory
+}
+
+// ForkHistory is the history a thread_forked by reference names, read from
+// its source's log up to its source sequence.
+type ForkHistory struct {
+	// Body is the history in the copied form of thread_forked (messages
+	// and runs, reference unset); nil when Bad is set.
+	Body *eventspb.ThreadForked
+	// Bad says why the reference names no history, such as a source
+	// sequence that is not an event of the source; "" when Body is set.
+	Bad string
 }
 
 // Header is a message's headers, as nats.Header.

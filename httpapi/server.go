@@ -6,6 +6,7 @@ import (
 	"crypto/subtle"
 	"errors"
 	"fmt"
+	"iter"
 	"log/slog"
 	"net/http"
 	"strings"
@@ -122,7 +123,7 @@ func New(cfg Config) (*Server, error) {
 		for {
 			from := s.hub.start
 			s.hub.run(s.ctx, func(ctx context.Context) func(func(events.Envelope, error) bool) {
-				return s.c.Watch(ctx, "", from)
+				return resolving(ctx, s.c, s.c.Watch(ctx, "", from))
 			})
 			t := time.NewTimer(time.Second)
 			select {
@@ -298,4 +299,20 @@ func (s *Server) info(w http.ResponseWriter, _ *http.Request) error {
 		"flags":   map[string]bool{"assistants": true, "crons": false, "langsmith": false},
 	})
 	return nil
+}
+
+// resolving yields seq's envelopes with each fork by reference resolved
+// (client.ResolveFork), before the hub takes its lock: the hub's folds of
+// forked threads hold their history, as folds of loaded threads do.
+func resolving(ctx context.Context, c *client.Client, seq iter.Seq2[events.Envelope, error]) iter.Seq2[events.Envelope, error] {
+	return func(yield func(events.Envelope, error) bool) {
+		for env, err := range seq {
+			if err == nil {
+				err = c.ResolveFork(ctx, &env)
+			}
+			if !yield(env, err) || err != nil {
+				return
+			}
+		}
+	}
 }

@@ -112,6 +112,9 @@ func (t threadFold) PostedID(id string) (uint64, bool) {
 		return 0, t.compact.ids.has(fingerprint(id))
 	}
 	seq, ok := t.ids[id]
+	if !ok && t.compact.expanded && t.compact.ids.has(fingerprint(id)) {
+		return 0, true // an id of the part forgotten before the expansion
+	}
 	return seq, ok
 }
 

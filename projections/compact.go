@@ -35,6 +35,9 @@ type compactState struct {
 	// dropped counts the messages forgotten: [Thread.NumMessages] is the
 	// whole fold's len(Messages).
 	dropped int
+	// expanded says ids holds the ids of a compact view that was expanded
+	// ([Thread.Expand]): later ones are in Thread.ids.
+	expanded bool
 }
 
 // RecentWindow is how many of the newest messages' sequences a compact
@@ -87,6 +90,18 @@ func (t *Thread) Compact() {
 	}
 	if n := len(t.Anomalies); n > compactAnomalies {
 		t.Anomalies = slices.Clone(t.Anomalies[n-compactAnomalies:])
+	}
+}
+
+// Expand makes a compact t fold the conversation again from here on: later
+// messages, outputs and runs are kept whole, while what it forgot stays
+// forgotten. It still knows every earlier message id, by fingerprint. A
+// reader that starts from a runner's compact snapshot to follow what comes
+// next (client.Wait) expands it first.
+func (t *Thread) Expand() {
+	if t.compact.on {
+		t.compact.on = false
+		t.compact.expanded = true
 	}
 }
 

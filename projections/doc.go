@@ -26,6 +26,10 @@
 //	if err != nil {
 //		return err
 //	}
+//	// A fork by reference names its history: read it from the source.
+//	if err := projections.ResolveFirst(ctx, store, envs); err != nil {
+//		return err
+//	}
 //	t := projections.Fold("T", envs)
 //	for _, a := range t.Anomalies {
 //		log.Warn("anomaly", "seq", a.Seq, "type", a.Type, "reason", a.Reason)

@@ -28,10 +28,21 @@ import (
 //     posted to; they are all below the fork's own sequence, so the new
 //     thread's messages stay in sequence order and a run's history (the
 //     messages before its prompt) starts with them.
+//
+// A fork by reference (issue 25) copies nothing: its readers resolve it
+// from the source's log ([ResolveFork]) and the fold applies that history
+// exactly as the copied form's, so both forms fold the same.
 type Fork struct {
 	Source    string `json:"source"`
 	SourceSeq uint64 `json:"source_seq"`
 	Seq       uint64 `json:"seq"` // the thread_forked event
+	// Reference says the event names the history instead of copying it.
+	Reference bool `json:"reference,omitempty"`
+	// Unresolved says the history of a fork by reference was not given to
+	// this fold: it holds none of the source's messages and runs, so its
+	// history (and the I1 check of a run that names one of them) is not
+	// this fold's to tell. A reader that needs them resolves the fork.
+	Unresolved bool `json:"unresolved,omitempty"`
 }
 
 // Fresh implements [State].
@@ -42,7 +53,8 @@ func (t threadFold) Fresh() bool {
 
 // Forked implements [State].
 func (t threadFold) Forked(env *events.Envelope, b *eventspb.ThreadForked) {
-	t.Fork = &Fork{Source: b.GetSourceThread(), SourceSeq: b.GetSourceSeq(), Seq: env.Seq}
+	t.Fork = &Fork{Source: b.GetSourceThread(), SourceSeq: b.GetSourceSeq(), Seq: env.Seq,
+		Reference: env.Event.GetThreadForked().GetReference(), Unresolved: b.GetReference()}
 	for _, m := range b.GetMessages() {
 		t.Messages = append(t.Messages, Message{
 			Seq: m.GetSeq(), MessageID: m.GetMessageId(), Author: m.GetAuthor(), Text: m.GetText(),
@@ -75,6 +87,8 @@ func ForkBodyError(thread string, seq uint64, b *eventspb.ThreadForked) string {
 		return fmt.Sprintf("thread_forked names source thread %q", src)
 	case at == 0 || at >= seq:
 		return fmt.Sprintf("thread_forked at %d names source seq %d, not an earlier event", seq, at)
+	case b.GetReference() && (len(b.GetMessages()) > 0 || len(b.GetRuns()) > 0):
+		return fmt.Sprintf("thread_forked by reference carries %d messages and %d runs: it copies none", len(b.GetMessages()), len(b.GetRuns()))
 	}
 	var prev uint64
 	for _, m := range b.GetMessages() {

@@ -18,7 +18,7 @@ func (l *forkLog) add(thread string, ev *eventspb.Event) uint64 {
 	seq := uint64(len(l.envs) + 1)
 	ev.Thread = thread
 	typ := events.TypeOf(ev)
-	l.envs = append(l.envs, events.Envelope{Seq: seq, Thread: thread, Kind: typ.Kind(), Type: typ, Event: ev, Stored: time.Unix(int64(seq), 0)})
+	l.envs = append(l.envs, events.Envelope{Seq: seq, Thread: thread, Kind: typ.Kind(), Type: typ, Event: ev, Stored: time.Unix(int64(seq), 0).UTC()})
 	return seq
 }
 

@@ -433,6 +433,12 @@ func interrupt(s State, env *events.Envelope, b *eventspb.RunInterrupted) {
 // append expects the posted subject empty, and posts come before claims and
 // runs), and only with a history that holds together. Else it changes
 // nothing.
+//
+// A fork by reference is applied with the history its reader resolved
+// (env.Fork), in the copied form, so both forms fold alike. Unresolved, it
+// is applied with no history (the body itself, which copies none, and
+// State's Forked sees reference set); a reference to no history (a source
+// sequence that is not an event of the source) is a bad body.
 func forked(s State, env *events.Envelope, b *eventspb.ThreadForked) {
 	if !s.Fresh() {
 		anomalyf(s, env, CodeForkNotFirst, "thread_forked at %d is not the thread's first event", env.Seq)
@@ -442,7 +448,27 @@ func forked(s State, env *events.Envelope, b *eventspb.ThreadForked) {
 		anomalyf(s, env, CodeForkBody, "%s", reason)
 		return
 	}
+	if h := env.Fork; b.GetReference() && h != nil {
+		if reason := resolvedForkError(s.ThreadID(), env.Seq, b, h); reason != "" {
+			anomalyf(s, env, CodeForkBody, "%s", reason)
+			return
+		}
+		b = h.Body
+	}
 	s.Forked(env, b)
+}
+
+// resolvedForkError says why h, the history a reader resolved the fork by
+// reference b at seq to, cannot be applied, or returns "".
+func resolvedForkError(thread string, seq uint64, b *eventspb.ThreadForked, h *events.ForkHistory) string {
+	switch {
+	case h.Bad != "":
+		return h.Bad
+	case h.Body == nil || h.Body.GetReference() ||
+		h.Body.GetSourceThread() != b.GetSourceThread() || h.Body.GetSourceSeq() != b.GetSourceSeq():
+		return fmt.Sprintf("thread_forked of %s at %d was resolved to another history", b.GetSourceThread(), b.GetSourceSeq())
+	}
+	return ForkBodyError(thread, seq, h.Body)
 }
 
 func anomalyf(s State, env *events.Envelope, code Code, format string, args ...any) {

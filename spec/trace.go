@@ -295,7 +295,7 @@ func (v *TraceValidator) step(th *threadTrace, env *events.Envelope) (string, *N
 		v.normalize(th)
 		return name, nil
 	case *eventspb.Event_ThreadForked:
-		return "", v.forked(th)
+		return "", v.forked(th, env)
 	case *eventspb.Event_ThreadConfigured, *eventspb.Event_CancelRequested, *eventspb.Event_RunInterrupted,
 		*eventspb.Event_RunOutput, *eventspb.Event_ThreadMetadata, *eventspb.Event_ThreadDeleted:
 		th.strategyEvent(env) // trace_strategy.go

@@ -4,6 +4,7 @@ import (
 	"strings"
 	"testing"
 
+	"github.com/artifactr/artifactr/events"
 	"github.com/artifactr/artifactr/events/eventspb"
 	"github.com/artifactr/artifactr/projections/audit"
 )
@@ -75,4 +76,62 @@ func TestTrace_forkedMessageIsNotPending(t *testing.T) {
 	seq := uint64(len(*l.envs) + 1)
 	n.start("b", "r1", m)
 	mustFlag(t, n, seq, "")
+}
+
+func (l *tlog) refFork(source string, at uint64) uint64 {
+	return l.add(&eventspb.Event{Body: &eventspb.Event_ThreadForked{ThreadForked: &eventspb.ThreadForked{SourceThread: source, SourceSeq: at, Reference: true}}})
+}
+
+// TestTrace_referenceForkConforms: a fork by reference, resolved or not,
+// is the same stutter as the copied form, and a fork of it too.
+func TestTrace_referenceForkConforms(t *testing.T) {
+	l := newLog()
+	m := l.post()
+	l.claim("a")
+	l.start("a", "r1", m)
+	l.end("a", "r1")
+	n := l.on("n")
+	at := n.refFork("t", 4)
+	p := n.post()
+	n.claim("b")
+	n.start("b", "r2", p)
+	n.end("b", "r2")
+	l.on("o").refFork("n", p)
+	mustConform(t, l)
+	(*l.envs)[at-1].Fork = &events.ForkHistory{Body: &eventspb.ThreadForked{SourceThread: "t", SourceSeq: 4,
+		Messages: []*eventspb.ForkedMessage{{Seq: m, ConsumedAs: "prompt"}}}}
+	mustConform(t, l)
+}
+
+// TestTrace_referenceForkFlagged: a run of a fork by reference that takes
+// a message of its history does not conform (I1), nor does a reference
+// that carries a copy besides, nor one the audit resolved to no history.
+// Spec: I1_ConsumedAtMostOnce.
+func TestTrace_referenceForkFlagged(t *testing.T) {
+	l := newLog()
+	m := l.post()
+	n := l.on("n")
+	n.refFork("t", m)
+	n.claim("b")
+	seq := uint64(len(*l.envs) + 1)
+	n.start("b", "r1", m)
+	mustFlag(t, n, seq, "")
+
+	l = newLog()
+	m = l.post()
+	n = l.on("n")
+	seq = n.add(&eventspb.Event{Body: &eventspb.Event_ThreadForked{ThreadForked: &eventspb.ThreadForked{SourceThread: "t", SourceSeq: m, Reference: true,
+		Messages: []*eventspb.ForkedMessage{{Seq: m}}}}})
+	if got := mustFlag(t, n, seq, ""); !strings.Contains(got.Reason, "no client writes") {
+		t.Errorf("reference with a copy: %q", got.Reason)
+	}
+
+	l = newLog()
+	m = l.post()
+	n = l.on("n")
+	seq = n.refFork("t", m)
+	(*l.envs)[seq-1].Fork = &events.ForkHistory{Bad: "thread_forked names t at 1, which is not an event of t"}
+	if got := mustFlag(t, n, seq, ""); !strings.Contains(got.Reason, "names no history") {
+		t.Errorf("bad reference: %q", got.Reason)
+	}
 }

@@ -501,6 +501,10 @@ func (r *Runner) claim(ctx context.Context, sess events.Session, th, holder stri
 	lctx, cancel := context.WithTimeout(r.ctx, r.cfg.CallTimeout)
 	defer cancel()
 	h, err := events.LoadClaimed(lctx, r.store, c, from)
+	if err == nil && view == nil {
+		// A fork by reference: its runs' history is its source's.
+		err = projections.ResolveFirst(lctx, r.store, h)
+	}
 	return claimResult{thread: th, claim: c, view: view, snapSeq: snapSeq, history: h, err: err}
 }
 
@@ -515,28 +519,40 @@ var replayChunk uint64 = 16 << 10 // a var for tests (export_test.go)
 // chunk, not the whole log, and each read ends within the store's call
 // timeout. A store that cannot read a bounded range replays it at once.
 func (r *Runner) replayChunks(c events.Claim, view *projections.Thread, from uint64) (*projections.Thread, uint64, error) {
-	bl, ok := r.store.(events.BoundedLoader)
-	if !ok {
+	if _, ok := r.store.(events.BoundedLoader); !ok {
 		return view, from, nil
 	}
 	from = max(from, 1)
 	for from+replayChunk <= c.Seq {
-		ctx, cancel := context.WithTimeout(r.ctx, r.cfg.CallTimeout)
-		envs, err := bl.LoadUpTo(ctx, c.Thread, from, from+replayChunk-1)
-		cancel()
-		if err != nil {
-			return nil, 0, fmt.Errorf("runner: replay %s from %d: %w", c.Thread, from, err)
+		if err := r.replayChunk(c, &view, from); err != nil {
+			return nil, 0, err
 		}
-		if view == nil {
-			view = projections.New(c.Thread)
-		}
-		for _, env := range envs {
-			view.Apply(env)
-		}
-		view.Compact()
 		from += replayChunk
 	}
 	return view, from, nil
+}
+
+// replayChunk folds one bounded read of the log, from from on, into *view,
+// making the view at the thread's first event: a fork by reference starts
+// from its source's history.
+func (r *Runner) replayChunk(c events.Claim, view **projections.Thread, from uint64) error {
+	ctx, cancel := context.WithTimeout(r.ctx, r.cfg.CallTimeout)
+	defer cancel()
+	envs, err := r.store.(events.BoundedLoader).LoadUpTo(ctx, c.Thread, from, from+replayChunk-1)
+	if err == nil && *view == nil && len(envs) > 0 {
+		err = projections.ResolveFirst(ctx, r.store, envs)
+		*view = projections.New(c.Thread)
+	}
+	if err != nil {
+		return fmt.Errorf("runner: replay %s from %d: %w", c.Thread, from, err)
+	}
+	for _, env := range envs {
+		(*view).Apply(env)
+	}
+	if *view != nil {
+		(*view).Compact()
+	}
+	return nil
 }
 
 // peek reports whether th has work: a message not yet taken, or a run a

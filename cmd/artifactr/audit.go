@@ -14,6 +14,7 @@ import (
 	"github.com/artifactr/artifactr/actors/runner"
 	"github.com/artifactr/artifactr/events"
 	"github.com/artifactr/artifactr/events/natsstore"
+	"github.com/artifactr/artifactr/projections"
 	"github.com/artifactr/artifactr/projections/audit"
 	"github.com/artifactr/artifactr/spec"
 )
@@ -262,6 +263,9 @@ func auditThread(ctx context.Context, store events.Store, thread string, from ui
 	if len(envs) == 0 {
 		return audit.Report{}, errNoEvents(thread, from)
 	}
+	if err := projections.ResolveFirst(ctx, projections.LogOnly(store), envs); err != nil {
+		return audit.Report{}, err
+	}
 	au := audit.NewWithOptions(o)
 	prog.total = uint64(len(envs))
 	for _, env := range envs {
@@ -285,7 +289,14 @@ func auditStream(ctx context.Context, store *natsstore.Store, from uint64, o aud
 		return au.Report(), nil
 	}
 	prog.total = last - from + 1
+	logOnly := projections.LogOnly(store) // the audit checks the log, not snapshots
 	_, err = store.Replay(ctx, store.Subjects().All(), from, func(env events.Envelope) error {
+		// A fork by reference is checked against the history it names,
+		// read from its source: the one read an audit makes besides the
+		// replay, once per fork.
+		if err := projections.ResolveFork(ctx, logOnly, &env); err != nil {
+			return err
+		}
 		au.Add(env)
 		prog.tick(env)
 		return nil

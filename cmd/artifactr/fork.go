@@ -23,19 +23,19 @@ func (a *app) forkCommand() *cobra.Command {
 		Long: `Create thread NEW whose history is THREAD's up to SEQ, the stream sequence of
 one of THREAD's events (see 'artifactr show THREAD' or 'watch THREAD --from
 all'), and print the sequence of NEW's first event, thread_forked, which
-names THREAD and SEQ and carries the copied history.
+names THREAD and SEQ: the history is not copied, it is read from THREAD's
+log up to SEQ (so a thread of any length can be forked, and a fork too).
 
-In NEW, every copied message is history: consumed, never a prompt, even one
+In NEW, every message of that history is history: consumed, never a prompt, even one
 still pending in THREAD at SEQ (THREAD may yet answer it; post it again to
 NEW to have it answered there). A run active in THREAD at SEQ is ended in
-NEW, with its outputs so far. So NEW starts idle; its runs see the copied
+NEW, with its outputs so far. So NEW starts idle; its runs see those
 messages in their history. THREAD is unchanged.
 
 The fork is refused, writing nothing, when NEW already has events (exit 1,
 "already has events") or when SEQ is not an event of THREAD (exit 1).
 Forking again the same THREAD at the same SEQ into NEW is a no-op and prints
-the first fork's sequence followed by "duplicate". The history travels in
-one event: a history over the store's 1 MiB event limit cannot be forked.
+the first fork's sequence followed by "duplicate".
 
 Forking needs only the client role's permissions, as posting does.
 
@@ -83,7 +83,7 @@ Forking needs only the client role's permissions, as posting does.
 			} else {
 				fmt.Fprintf(a.stdout, "%d\n", f.Seq)
 			}
-			fmt.Fprintf(a.stderr, "%s forked from %s at %d: %s and %s copied as history\n",
+			fmt.Fprintf(a.stderr, "%s forked from %s at %d: %s and %s of history, by reference\n",
 				into, source, seq, plural(f.Messages, "message"), plural(f.Runs, "run"))
 			return nil
 		},

@@ -39,7 +39,7 @@ func TestRun_fork(t *testing.T) {
 	atArg := strconv.FormatUint(at, 10)
 
 	code, out, errOut := cli("fork", "t1", "--at", atArg, "t2")
-	if code != exitOK || !strings.Contains(errOut, "t2 forked from t1 at "+atArg+": 3 messages and 2 runs copied") {
+	if code != exitOK || !strings.Contains(errOut, "t2 forked from t1 at "+atArg+": 3 messages and 2 runs of history, by reference") {
 		t.Fatalf("fork: exit %d\n%s%s", code, out, errOut)
 	}
 	forkSeq := strings.TrimSpace(out)

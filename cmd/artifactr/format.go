@@ -76,6 +76,9 @@ func eventFields(env events.Envelope) []string {
 		return []string{"run=" + r.GetRunId(), "started_claim=" + u(r.GetStartedClaimSeq()), claim, holder, "reason=" + quote(r.GetReason())}
 	case *eventspb.Event_ThreadForked:
 		f := b.ThreadForked
+		if f.GetReference() {
+			return []string{"source=" + f.GetSourceThread(), "at=" + u(f.GetSourceSeq()), "by=reference"}
+		}
 		return []string{"source=" + f.GetSourceThread(), "at=" + u(f.GetSourceSeq()),
 			"messages=" + strconv.Itoa(len(f.GetMessages())), "runs=" + strconv.Itoa(len(f.GetRuns()))}
 	case *eventspb.Event_ThreadConfigured:

@@ -49,15 +49,19 @@ TIME to come, or a point before the thread's first event exits 1.
    "fork":{"source","source_seq","seq"}|null}
 
 A thread started by 'artifactr fork' shows where it was forked from; the
-messages and runs it copied are history (consumed "forked"; runs with
-start_seq 0, ended at the fork's seq).`,
+messages and runs of its history, read from its source up to the fork's
+source seq, are history (consumed "forked"; runs with start_seq 0, ended
+at the fork's seq).
+
+show starts from the thread's snapshot (KV bucket thread_snapshots) when
+one verifies and is not past --at SEQ, and reads only the events after it.`,
 		Args: cobra.ExactArgs(1),
 		RunE: func(cmd *cobra.Command, args []string) error {
 			thread := args[0]
 			if err := threadArg(thread); err != nil {
 				return err
 			}
-			keep, err := parseAt(at)
+			opt, err := atOption(at)
 			if err != nil {
 				return err
 			}
@@ -69,7 +73,7 @@ start_seq 0, ended at the fork's seq).`,
 			if err := checkAt(cmd.Context(), cl, at); err != nil {
 				return err
 			}
-			t, err := cl.Thread(cmd.Context(), thread, client.Filter(keep))
+			t, err := cl.Thread(cmd.Context(), thread, opt)
 			switch {
 			case errors.Is(err, client.ErrNoEvents):
 				return fail(errNoEvents(thread, 1))
@@ -140,6 +144,23 @@ func errOrNil(err error) error {
 }
 
 // parseAt parses --at into a filter on envelopes.
+// atOption is --at as the option of client.Thread: by sequence, show
+// starts from the thread's snapshot when it is not past SEQ and reads only
+// the events after it.
+func atOption(at string) (client.ThreadOption, error) {
+	if n, err := strconv.ParseUint(at, 10, 64); err == nil {
+		return client.AtSeq(n), nil
+	}
+	if at == "" {
+		return client.AtSeq(0), nil // the whole thread
+	}
+	keep, err := parseAt(at)
+	if err != nil {
+		return nil, err
+	}
+	return client.Filter(keep), nil
+}
+
 func parseAt(at string) (func(events.Envelope) bool, error) {
 	if at == "" {
 		return func(events.Envelope) bool { return true }, nil
@@ -286,6 +307,9 @@ func writeShow(w io.Writer, t *projections.Thread) error {
 		t.ID, plural(len(t.Messages), "message"), plural(len(t.Runs), "run"), t.LastSeq, t.LastActivity.Local().Format(time.RFC3339))
 	if f := t.Fork; f != nil {
 		fmt.Fprintf(&b, "forked:     from %s at %d (thread_forked at %d); messages up to it are history\n", f.Source, f.SourceSeq, f.Seq)
+		if f.Unresolved {
+			fmt.Fprintf(&b, "            (its history, %s's events up to %d, was not read)\n", f.Source, f.SourceSeq)
+		}
 	}
 	switch c := t.Claim; {
 	case c.Seq == 0:

@@ -142,6 +142,9 @@ func foldSummaries(ctx context.Context, store events.Store) ([]threadSummary, er
 	sums := make([]threadSummary, 0, len(ids))
 	for _, id := range ids {
 		envs, err := store.Load(ctx, id, 1)
+		if err == nil {
+			err = projections.ResolveFirst(ctx, store, envs)
+		}
 		if err != nil {
 			return nil, err
 		}

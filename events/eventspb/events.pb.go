@@ -1070,13 +1070,18 @@ func (x *RunAbandoned) GetReason() string {
 	return ""
 }
 
-// ThreadForked starts a thread as a copy of another thread's history up to
-// one of its events. It is the new thread's first event: it is appended to
+// ThreadForked starts a thread whose history is another thread's up to one
+// of its events. It is the new thread's first event: it is appended to
 // threads.NEW.posted with a compare-and-set expecting that subject empty, by
-// anyone allowed to post. It carries the history itself, so the new thread's
-// fold needs nothing but its own log. Every copied message is history in the
+// anyone allowed to post. Every message of that history is history in the
 // new thread: consumed, never pending, so no run of the new thread takes it
 // (I1); no run is active in the new thread after it (I3).
+//
+// Two forms. A fork by reference (reference set, messages and runs empty)
+// names the history: its readers fold source_thread up to source_seq, so a
+// thread of any length can be forked. The copied form (written before
+// reference existed) carries the history itself, as the source's fold held
+// it at source_seq; readers still fold it as before.
 type ThreadForked struct {
 	state protoimpl.MessageState `protogen:"open.v1"`
 	// source_thread is the thread the history was copied from.
@@ -1088,7 +1093,10 @@ type ThreadForked struct {
 	Messages []*ForkedMessage `protobuf:"bytes,3,rep,name=messages,proto3" json:"messages,omitempty"`
 	// runs are the source's runs started up to source_seq, in start order,
 	// with what they had written by then.
-	Runs          []*ForkedRun `protobuf:"bytes,4,rep,name=runs,proto3" json:"runs,omitempty"`
+	Runs []*ForkedRun `protobuf:"bytes,4,rep,name=runs,proto3" json:"runs,omitempty"`
+	// reference says the history is not copied: it is source_thread's events
+	// up to source_seq, read from the log. messages and runs are then empty.
+	Reference     bool `protobuf:"varint,5,opt,name=reference,proto3" json:"reference,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
@@ -1149,6 +1157,13 @@ func (x *ThreadForked) GetRuns() []*ForkedRun {
 		return x.Runs
 	}
 	return nil
+}
+
+func (x *ThreadForked) GetReference() bool {
+	if x != nil {
+		return x.Reference
+	}
+	return false
 }
 
 // ForkedMessage is a message of a fork's source.
@@ -1790,13 +1805,14 @@ const file_events_proto_rawDesc = "" +
 	"\fRunAbandoned\x12\x15\n" +
 	"\x06run_id\x18\x01 \x01(\tR\x05runId\x12*\n" +
 	"\x11started_claim_seq\x18\x02 \x01(\x04R\x0fstartedClaimSeq\x12\x16\n" +
-	"\x06reason\x18\x03 \x01(\tR\x06reason\"\xc6\x01\n" +
+	"\x06reason\x18\x03 \x01(\tR\x06reason\"\xe4\x01\n" +
 	"\fThreadForked\x12#\n" +
 	"\rsource_thread\x18\x01 \x01(\tR\fsourceThread\x12\x1d\n" +
 	"\n" +
 	"source_seq\x18\x02 \x01(\x04R\tsourceSeq\x12>\n" +
 	"\bmessages\x18\x03 \x03(\v2\".artifactr.events.v1.ForkedMessageR\bmessages\x122\n" +
-	"\x04runs\x18\x04 \x03(\v2\x1e.artifactr.events.v1.ForkedRunR\x04runs\"\xd8\x01\n" +
+	"\x04runs\x18\x04 \x03(\v2\x1e.artifactr.events.v1.ForkedRunR\x04runs\x12\x1c\n" +
+	"\treference\x18\x05 \x01(\bR\treference\"\xd8\x01\n" +
 	"\rForkedMessage\x12\x10\n" +
 	"\x03seq\x18\x01 \x01(\x04R\x03seq\x12\x1d\n" +
 	"\n" +

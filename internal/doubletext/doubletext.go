@@ -135,6 +135,10 @@ func (p Poster) read(ctx context.Context, thread, id string) (view, error) {
 		}
 	}
 	envs, err := p.Store.Load(ctx, thread, 1)
+	if err == nil {
+		// A fork's strategy rule counts its history's messages.
+		err = projections.ResolveFirst(ctx, p.Store, envs)
+	}
 	if err != nil {
 		return view{}, err
 	}

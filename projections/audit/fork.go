@@ -42,13 +42,22 @@ func (f *auditFold) Forked(env *events.Envelope, b *eventspb.ThreadForked) {
 
 // forkAppend is the audit's own check of how a thread_forked was appended:
 // expecting the posted subject empty, and copying messages its source
-// posted (when the source is in the audited log).
+// posted (when the source is in the audited log). A fork by reference
+// copies none: its history is read from the source's log, so it is the
+// source's by construction.
 func (a *Auditor) forkAppend(th *thread, env *events.Envelope) {
 	if env.ExpectSeq != 0 || (env.ExpectSubject != "" && env.ExpectSubject != env.Subject) {
 		a.anomaly(th, env, fmt.Sprintf("thread_forked at %d expected sequence %d on %s, not an empty posted subject",
 			env.Seq, env.ExpectSeq, orOwn(env.ExpectSubject)))
 	}
 	b := env.Event.GetThreadForked()
+	if b.GetReference() && env.Fork == nil {
+		// The fold has no history to check the fork's runs against: say
+		// so, rather than pass what was not checked (resolve with
+		// projections.ResolveFork before Add).
+		a.anomaly(th, env, fmt.Sprintf("thread_forked at %d names %s up to %d, which this audit did not read: the history is not checked",
+			env.Seq, b.GetSourceThread(), b.GetSourceSeq()))
+	}
 	src := a.lookup(b.GetSourceThread())
 	if src == nil || src == th {
 		return

@@ -1,6 +1,7 @@
 package summaries
 
 import (
+	"context"
 	"fmt"
 	"reflect"
 	"testing"
@@ -57,5 +58,62 @@ func TestApply_forkedMatchesThread(t *testing.T) {
 		if got.Anomalies != 0 || got.Messages != 3+upTo-1 || got.LastRunStatus != string(projections.RunAbandoned) {
 			t.Errorf("summary %+v", got)
 		}
+	}
+}
+
+// envLoader is an events.Loader over envs, the store a fork by reference
+// is resolved from.
+type envLoader []events.Envelope
+
+func (l envLoader) Load(_ context.Context, thread string, from uint64) ([]events.Envelope, error) {
+	var out []events.Envelope
+	for _, e := range l {
+		if e.Thread == thread && e.Seq >= from {
+			out = append(out, e)
+		}
+	}
+	return out, nil
+}
+
+// TestApply_referenceForkMatchesCopied: the summary of a fork by reference,
+// resolved as the projector resolves it, counts the history the copied form
+// carries: the same messages, taken cursor, runs and last run.
+func TestApply_referenceForkMatchesCopied(t *testing.T) {
+	var envs envLoader
+	add := func(thread string, ev *eventspb.Event) uint64 {
+		seq := uint64(len(envs) + 1)
+		ev.Thread = thread
+		typ := events.TypeOf(ev)
+		envs = append(envs, events.Envelope{Seq: seq, Thread: thread, Kind: typ.Kind(), Type: typ, Event: ev, Stored: time.Unix(int64(seq), 0)})
+		return seq
+	}
+	post := func(thread string) uint64 {
+		return add(thread, &eventspb.Event{Body: &eventspb.Event_MessagePosted{MessagePosted: &eventspb.MessagePosted{MessageId: fmt.Sprintf("m%d", len(envs)+1)}}})
+	}
+	m1 := post("S")
+	c := events.Claim{Thread: "S", Holder: "h", Seq: add("S", &eventspb.Event{Holder: "h", Body: &eventspb.Event_ThreadClaimed{ThreadClaimed: &eventspb.ThreadClaimed{Holder: "h"}}})}
+	add("S", events.NewRunStarted(c, time.Time{}, "r1", m1, "echo"))
+	post("S")
+	at := add("S", events.NewRunOutput(c, time.Time{}, "r1", "half"))
+	src, _ := envs.Load(context.Background(), "S", 1)
+	add("C", events.NewThreadForked("C", time.Time{}, projections.ForkBody(projections.Fold("S", src), at)))
+	add("R", events.NewThreadForked("R", time.Time{}, &eventspb.ThreadForked{SourceThread: "S", SourceSeq: at, Reference: true}))
+	sum := func(thread string) Summary {
+		t.Helper()
+		e, _ := envs.Load(context.Background(), thread, 1)
+		if err := projections.ResolveFirst(context.Background(), envs, e); err != nil {
+			t.Fatal(err)
+		}
+		s := Fold(thread, e)
+		if want := FromThread(projections.Fold(thread, e)); !reflect.DeepEqual(s, want) {
+			t.Errorf("%s: summary %+v, thread's %+v", thread, s, want)
+		}
+		return s
+	}
+	copied, ref := sum("C"), sum("R")
+	// Only the thread and its own event's sequence and time differ.
+	copied.Thread, copied.LastSeq, copied.LastActivity, copied.Created = ref.Thread, ref.LastSeq, ref.LastActivity, ref.Created
+	if !reflect.DeepEqual(copied, ref) || ref.Messages != 2 || ref.Runs != 1 || ref.LastRunStatus != string(projections.RunAbandoned) {
+		t.Errorf("reference fork's summary %+v, copied form's %+v", ref, copied)
 	}
 }

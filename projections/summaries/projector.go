@@ -11,6 +11,7 @@ import (
 
 	"github.com/artifactr/artifactr/events"
 	"github.com/artifactr/artifactr/internal/procid"
+	"github.com/artifactr/artifactr/projections"
 )
 
 // Defaults of [Config].
@@ -467,6 +468,10 @@ func (s *session) commit(ctx context.Context, envs []events.Envelope, next uint6
 			batch[env.Thread] = t
 			order = append(order, env.Thread)
 		}
+		// A fork by reference counts its source's history: read it once.
+		if err := projections.ResolveFork(ctx, s.p.store, env); err != nil {
+			return err
+		}
 		t.envs = append(t.envs, *env)
 		e.sum.apply(env)
 		s.track(env.Thread, &e.sum, env)
@@ -554,6 +559,9 @@ func (s *session) decode(ctx context.Context, th string, e events.KVEntry, found
 	if err := json.Unmarshal(e.Value, &st); err != nil || st.Thread != th {
 		s.p.cfg.Logger.Warn("summaries: unreadable summary; folding the thread again", "thread", th, "revision", e.Revision, "err", err)
 		envs, err := s.p.store.Load(ctx, th, 1)
+		if err == nil {
+			err = projections.ResolveFirst(ctx, s.p.store, envs)
+		}
 		if err != nil {
 			return nil, err
 		}

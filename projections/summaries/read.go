@@ -9,6 +9,7 @@ import (
 	"time"
 
 	"github.com/artifactr/artifactr/events"
+	"github.com/artifactr/artifactr/projections"
 )
 
 // Lag is how far the read model is behind the stream, from what is stored:
@@ -141,6 +142,9 @@ func Read(ctx context.Context, store events.ReadModelStore, bucket string) (Snap
 			s = &e
 			sums[env.Thread] = s
 		}
+		if err := projections.ResolveFork(ctx, store, &env); err != nil {
+			return err
+		}
 		s.apply(&env)
 		snap.Folded++
 		return nil
@@ -179,6 +183,9 @@ func scan(ctx context.Context, b events.KVBucket, epoch uint64) (sums map[string
 func refold(ctx context.Context, store events.ReadModelStore, sums map[string]*Summary, threads []string, seq uint64) error {
 	for _, th := range threads {
 		envs, err := store.Load(ctx, th, 1)
+		if err == nil {
+			err = projections.ResolveFirst(ctx, store, envs)
+		}
 		if err != nil {
 			return err
 		}
