@@ -221,6 +221,9 @@ func (t threadFold) StartRun(env *events.Envelope, b *eventspb.RunStarted) {
 		Agent:     b.GetAgent(),
 		Status:    RunActive,
 	}
+	if i, ok := t.messageIndex(r.PromptSeq); ok {
+		r.PromptPosted, r.PromptTraceParent = t.Messages[i].Posted, t.Messages[i].TraceParent
+	}
 	t.Runs = append(t.Runs, r)
 	t.ActiveRun = r
 }

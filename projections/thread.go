@@ -157,6 +157,12 @@ type Run struct {
 	Steering  []uint64 // sequences of the messages given as steering
 	Requests  []string // ids of the requests it opened, in order
 
+	// PromptPosted and PromptTraceParent are its prompt's Posted time and
+	// trace context, kept on the run: a compact view forgets the prompt
+	// once it is consumed, and a turn's metrics and span still need them.
+	PromptPosted      time.Time `json:",omitzero"`
+	PromptTraceParent string    `json:",omitempty"`
+
 	// CancelSeq is the first cancel_requested that named it while it was
 	// active; 0 when none.
 	CancelSeq uint64 `json:",omitempty"`

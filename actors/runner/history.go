@@ -25,6 +25,10 @@ func (h *runHandle) readHistory() {
 		}
 		for delay := 10 * time.Millisecond; ; delay = min(2*delay, time.Second) {
 			envs, err := loadRange(h.ctx, h.a.r.store, h.a.claim.Thread, from, h.start.StartSeq-1)
+			if err == nil && from == 1 {
+				// A fork by reference: its history starts with its source's.
+				err = projections.ResolveFirst(h.ctx, h.a.r.store, envs)
+			}
 			if err == nil {
 				h.hist, h.conv = thread.HistoryFrom(h.a.claim.Thread, h.start, envs)
 				return

@@ -666,6 +666,7 @@ func (c *Core) startRun(rs *eventspb.RunStarted) StartRun {
 		Token:  agent.Token{Thread: c.claim.Thread, ClaimSeq: c.claim.Seq, RunID: rs.RunId},
 		Prompt: c.message(rs.PromptSeq),
 		Window: c.cfg.historyWindow(),
+		Forked: c.view.Fork != nil,
 	}
 	if r := c.view.ActiveRun; r != nil && r.ID == rs.RunId {
 		sr.StartSeq = r.StartSeq

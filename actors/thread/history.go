@@ -27,12 +27,18 @@ func HistoryFrom(thread string, sr StartRun, envs []events.Envelope) (history, c
 			v.Apply(env)
 		}
 	}
-	keep := func(uint64) bool { return true }
+	keep := func(projections.Message) bool { return true }
 	if sr.Window >= 0 {
-		keep = func(seq uint64) bool { _, ok := slices.BinarySearch(sr.Recent, seq); return ok }
+		keep = func(m projections.Message) bool {
+			if c := m.Consumed; c != nil && c.Kind == projections.ConsumedForked {
+				return true // the source's, which Recent does not name
+			}
+			_, ok := slices.BinarySearch(sr.Recent, m.Seq)
+			return ok
+		}
 	}
 	for _, m := range v.History(sr.Prompt.Seq) {
-		if keep(m.Seq) {
+		if keep(m) {
 			history = append(history, toAgent(m))
 		}
 	}
@@ -54,11 +60,14 @@ func HistoryFrom(thread string, sr StartRun, envs []events.Envelope) (history, c
 
 // HistoryStart returns the sequence from which the shell reads the
 // thread's events for [HistoryFrom]: the window's first message, or 1 for
-// the whole thread; 0 when the run has no history to read.
+// the whole thread or a fork whose own messages do not fill the window; 0
+// when the run has no history to read.
 func HistoryStart(sr StartRun) uint64 {
 	switch {
 	case sr.Window < 0:
 		return 1
+	case sr.Forked && len(sr.Recent) < sr.Window:
+		return 1 // from the fork, whose source fills the window
 	case len(sr.Recent) == 0:
 		return 0
 	}

@@ -79,6 +79,9 @@ type StartRun struct {
 	// messages, less those a rolled-back run consumed. Empty with a
 	// negative Window, or when no message came before.
 	Recent []uint64
+	// Forked says the thread starts with a fork: its history reaches into
+	// the source's messages, which Recent does not name.
+	Forked bool
 }
 
 // Deliver hands a consumed message to a running run: an answer to its

@@ -60,6 +60,7 @@ func operatorServer(t *testing.T) (url string, creds map[natsauth.Role]string) {
 		Host: "127.0.0.1", Port: -1, JetStream: true, StoreDir: t.TempDir(),
 		TrustedOperators: []*jwt.OperatorClaims{oclaims}, AccountResolver: resolver,
 		SystemAccount: spub, NoSigs: true, NoLog: true,
+		MaxControlLine: 16 << 10, // as examples/nats/server.conf says: the roles' JWTs pass 4 KB
 	}
 	ns, err := server.NewServer(opts)
 	must(err)

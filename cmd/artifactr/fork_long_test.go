@@ -148,7 +148,7 @@ func TestRun_forkLongThread(t *testing.T) {
 	if code, out, _ := cli("audit", "--thread", "f3"); code != exitFail || !strings.Contains(out, "I1") {
 		t.Errorf("audit of the forged run: exit %d\n%s", code, out)
 	}
-	if code, out, _ := cli("audit", "--spec", "--thread", "f3"); code != exitFail || !strings.Contains(out, "run_started consumes message") {
+	if code, out, _ := cli("audit", "--spec", "--thread", "f3"); code != exitFail || !strings.Contains(out, "do not conform") || !strings.Contains(out, "I1_ConsumedAtMostOnce") {
 		t.Errorf("audit --spec of the forged run: exit %d\n%s", code, out)
 	}
 

@@ -120,10 +120,13 @@ type Perm struct {
 	SubAllow, SubDeny []string
 }
 
-// streams returns the JetStream streams artifactr reads: the thread stream
-// and the streams behind the buckets it scans.
+// streams returns the JetStream streams every role reads: the thread
+// stream and the streams behind the buckets it scans. The delayed posts'
+// bucket is the clients' alone (streamAPI): each stream costs every user
+// JWT ten subjects, and a runner's JWT must stay under the server's control
+// line.
 func (n Names) streams() []string {
-	return []string{n.Stream, "KV_" + n.Claims, "KV_" + n.Summaries, "KV_" + n.Snapshots, "KV_" + n.delayed()}
+	return []string{n.Stream, "KV_" + n.Claims, "KV_" + n.Summaries, "KV_" + n.Snapshots}
 }
 
 func (n Names) delayed() string {
@@ -156,20 +159,25 @@ func (n Names) readAPI() []string {
 	ids := "KV_" + n.messageIDs()
 	s = append(s, "$JS.API.STREAM.INFO."+ids, "$JS.API.STREAM.MSG.GET."+ids, "$JS.API.DIRECT.GET."+ids, "$JS.API.DIRECT.GET."+ids+".>")
 	for _, st := range n.streams() {
-		s = append(s,
-			"$JS.API.STREAM.INFO."+st,
-			"$JS.API.STREAM.MSG.GET."+st,
-			"$JS.API.DIRECT.GET."+st,
-			"$JS.API.DIRECT.GET."+st+".>",
-			"$JS.API.CONSUMER.CREATE."+st+".>",
-			"$JS.API.CONSUMER.INFO."+st+".*",
-			"$JS.API.CONSUMER.NAMES."+st,
-			"$JS.API.CONSUMER.LIST."+st,
-			"$JS.API.CONSUMER.DELETE."+st+".*",
-			"$JS.API.CONSUMER.MSG.NEXT."+st+".*",
-		)
+		s = append(s, streamAPI(st)...)
 	}
 	return s
+}
+
+// streamAPI is what reading and scanning stream st takes.
+func streamAPI(st string) []string {
+	return []string{
+		"$JS.API.STREAM.INFO." + st,
+		"$JS.API.STREAM.MSG.GET." + st,
+		"$JS.API.DIRECT.GET." + st,
+		"$JS.API.DIRECT.GET." + st + ".>",
+		"$JS.API.CONSUMER.CREATE." + st + ".>",
+		"$JS.API.CONSUMER.INFO." + st + ".*",
+		"$JS.API.CONSUMER.NAMES." + st,
+		"$JS.API.CONSUMER.LIST." + st,
+		"$JS.API.CONSUMER.DELETE." + st + ".*",
+		"$JS.API.CONSUMER.MSG.NEXT." + st + ".*",
+	}
 }
 
 // durableDeny keeps non-runners off the runners' durable consumers: a
@@ -213,6 +221,7 @@ func (n Names) Permissions(r Role) (Perm, bool) {
 		// A post writes its message id's key first (natsstore); the HTTP
 		// API keeps its delayed posts in a bucket of their own.
 		pub := append([]string{n.Prefix + ".*.posted", "$KV." + n.messageIDs() + ".>", "$KV." + n.delayed() + ".>"}, n.readAPI()...)
+		pub = append(pub, streamAPI("KV_"+n.delayed())...)
 		return Perm{PubAllow: pub, PubDeny: n.durableDeny(), SubAllow: sub}, true
 	case Auditor:
 		return Perm{PubAllow: n.readAPI(), PubDeny: n.durableDeny(), SubAllow: sub}, true

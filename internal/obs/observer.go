@@ -402,15 +402,24 @@ func promptOf(view *projections.Thread, run string) promptInfo {
 	if view == nil {
 		return promptInfo{}
 	}
-	if r := view.ActiveRun; r != nil && r.ID == run {
-		return messageAt(view, r.PromptSeq)
-	}
-	for i := len(view.Runs) - 1; i >= 0; i-- {
-		if r := view.Runs[i]; r.ID == run {
-			return messageAt(view, r.PromptSeq)
+	r := view.ActiveRun
+	if r == nil || r.ID != run {
+		r = nil
+		for i := len(view.Runs) - 1; i >= 0 && r == nil; i-- {
+			if view.Runs[i].ID == run {
+				r = view.Runs[i]
+			}
 		}
 	}
-	return promptInfo{}
+	if r == nil {
+		return promptInfo{}
+	}
+	if p := messageAt(view, r.PromptSeq); !p.Posted.IsZero() {
+		return p
+	}
+	// A compact view forgot the consumed prompt; its run kept what a turn
+	// needs of it.
+	return promptInfo{Seq: r.PromptSeq, Posted: r.PromptPosted, TraceParent: r.PromptTraceParent}
 }
 
 func truncate(s string, n int) string {
