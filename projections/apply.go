@@ -221,8 +221,12 @@ func (t threadFold) StartRun(env *events.Envelope, b *eventspb.RunStarted) {
 		Agent:     b.GetAgent(),
 		Status:    RunActive,
 	}
+	// Only a prompt this start consumed: a compact view has no other, and
+	// both views must fold alike.
 	if i, ok := t.messageIndex(r.PromptSeq); ok {
-		r.PromptPosted, r.PromptTraceParent = t.Messages[i].Posted, t.Messages[i].TraceParent
+		if m := &t.Messages[i]; m.Consumed != nil && m.Consumed.Seq == env.Seq {
+			r.PromptPosted, r.PromptTraceParent = m.Posted, m.TraceParent
+		}
 	}
 	t.Runs = append(t.Runs, r)
 	t.ActiveRun = r

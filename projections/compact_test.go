@@ -40,6 +40,9 @@ func decisionsOf(t *Thread) decisions {
 	if r := t.ActiveRun; r != nil {
 		c := *r
 		c.Outputs, c.Output, c.Steering = nil, "", nil // texts no decision reads
+		// Metrics' only, and a compact view knows it only for a prompt it
+		// still held: not one a start took from behind the taken cursor.
+		c.PromptPosted, c.PromptTraceParent = time.Time{}, ""
 		d.Active = &c
 	}
 	for _, q := range t.OpenRequests() {
