@@ -128,13 +128,7 @@ func TestTrace_referenceForkFlagged(t *testing.T) {
 	// one rule set (rules.go): the fold ignores it, and the model does not
 	// step on it.
 	mustConform(t, l)
-	var nEnvs []events.Envelope
-	for _, e := range *l.envs {
-		if e.Thread == "n" {
-			nEnvs = append(nEnvs, e)
-		}
-	}
-	if an := projections.Fold("n", nEnvs).Anomalies; len(an) == 0 || !strings.Contains(an[0].Reason, "copies none") || an[0].Seq != seq {
+	if an := foldOf(l, "n").Anomalies; len(an) == 0 || !strings.Contains(an[0].Reason, "copies none") || an[0].Seq != seq {
 		t.Errorf("reference with a copy: anomalies %+v, want one at %d", an, seq)
 	}
 
@@ -144,13 +138,18 @@ func TestTrace_referenceForkFlagged(t *testing.T) {
 	seq = n.refFork("t", m)
 	(*l.envs)[seq-1].Fork = &events.ForkHistory{Bad: "thread_forked names t at 1, which is not an event of t"}
 	mustConform(t, l) // an anomaly of both, as above
-	nEnvs = nEnvs[:0]
-	for _, e := range *l.envs {
-		if e.Thread == "n" {
-			nEnvs = append(nEnvs, e)
-		}
-	}
-	if an := projections.Fold("n", nEnvs).Anomalies; len(an) == 0 || !strings.Contains(an[0].Reason, "not an event of t") {
+	if an := foldOf(l, "n").Anomalies; len(an) == 0 || !strings.Contains(an[0].Reason, "not an event of t") {
 		t.Errorf("bad reference: anomalies %+v", an)
 	}
+}
+
+// foldOf folds thread th's events of l.
+func foldOf(l *tlog, th string) *projections.Thread {
+	var envs []events.Envelope
+	for _, e := range *l.envs {
+		if e.Thread == th {
+			envs = append(envs, e)
+		}
+	}
+	return projections.Fold(th, envs)
 }
