@@ -86,6 +86,7 @@ const (
 	CodeReposted                         // a message_posted whose message id the thread has: not a message
 	CodeIDConsumedAgain                  // I1: a consuming event names a repost of a consumed message's id
 	CodeRepostConsumed                   // a consuming event names a repost of a pending message's id
+	CodeAbandonOwn                       // an abandon of a run the newest claim started (AbandonOnlyOlder)
 )
 
 // Finding is an event a rule refused, in part or whole. Reason is one
@@ -548,8 +549,15 @@ func abandon(s State, env *events.Envelope, b *eventspb.RunAbandoned) {
 	if !activeRun(s, env, run) {
 		return
 	}
-	if _, claim, _ := s.Active(); b.GetStartedClaimSeq() != claim {
+	newest, _ := s.NewestClaim()
+	switch _, claim, _ := s.Active(); {
+	case b.GetStartedClaimSeq() != claim:
 		anomalyf(s, env, CodeAbandonClaim, "run %q started under claim %d, not %d as its abandon says", run, claim, b.GetStartedClaimSeq())
+	case claim >= newest:
+		// Only an older claim's run is abandoned. The run still ends: the
+		// honest holder so ends a run_started under its claim that it did
+		// not write.
+		anomalyf(s, env, CodeAbandonOwn, "run %q started under claim %d, the newest: only an older claim's run is abandoned", run, claim)
 	}
 	s.EndRun(env, RunAbandoned, "", b.GetReason())
 }

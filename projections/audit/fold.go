@@ -209,7 +209,7 @@ func (f *auditFold) Anomaly(env *events.Envelope, fd projections.Finding) {
 		// request an answer closes.
 		a.violation(checkAnswerOnce, th, seqs(env.Seq), fmt.Sprintf("request_opened at %d: %s", env.Seq, fd.Reason))
 		return
-	case projections.CodeAbandonClaim:
+	case projections.CodeAbandonClaim, projections.CodeAbandonOwn:
 		if a.abandonBroken {
 			return // abandonOlder reported it
 		}
