@@ -242,6 +242,7 @@ func (h *harness) describe(state string) string {
 // and their lease key's history, for a drain that failed.
 func (h *harness) trails(state string, n int) string {
 	var b strings.Builder
+	b.WriteString(h.workQueueInfo())
 	envs := h.readLog()
 	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
 	defer cancel()
@@ -274,6 +275,7 @@ func (h *harness) trails(state string, n int) string {
 			}
 			fmt.Fprintf(&b, "    seq=%d %s at %s %s\n", e.Seq, e.Type, e.Stored.Sub(h.start).Round(time.Millisecond), detail)
 		}
+		b.WriteString(h.wakeTrail(th))
 		if kv == nil {
 			continue
 		}

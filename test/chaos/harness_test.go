@@ -54,6 +54,7 @@ type harness struct {
 	stopPosters func()            // set by startPosters
 	start       time.Time
 	calm        time.Time // when the faults stopped: the drain's start
+	wakes       wakeLog   // the work queue's wake-ups, by thread
 }
 
 func newHarness(t *testing.T, cfg config) *harness {
@@ -223,7 +224,7 @@ func (sl *slot) startRunner(id string) {
 	}
 	r, err := runner.New(runner.Config{
 		Store:         cs,
-		Work:          work,
+		Work:          recordWakes{WorkSource: work, h: h, id: id},
 		Agent:         agent.Echo{Delay: h.cfg.delay, Steer: true},
 		ID:            id,
 		ClaimTTL:      h.cfg.ttl,
