@@ -30,6 +30,7 @@ type benchHTTPFlags struct {
 	clientURL         string // set in the client process
 	prefix            string
 	cpuProfile        string
+	json              bool
 }
 
 func (a *app) benchHTTPCommand() *cobra.Command {
@@ -42,7 +43,12 @@ func (a *app) benchHTTPCommand() *cobra.Command {
 (as bench turns --closed-loop does), then through the HTTP API
 (POST /threads/T/runs/wait) from a client process of its own. Each thread
 posts its next message once its last run ended. Prints turns/s, latency
-percentiles and CPU per turn (server and client processes) for each.`,
+percentiles and CPU per turn (server and client processes) for each, and
+the ratio of HTTP's turns/s to the better NATS-direct run (one before, one
+after the HTTP phase).
+
+--json prints the figures as one object at the end (the text lines go to
+stderr).`,
 		Args: cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error {
 			ctx, cancel := context.WithTimeout(cmd.Context(), f.maxTime)
@@ -50,8 +56,16 @@ percentiles and CPU per turn (server and client processes) for each.`,
 			if f.clientURL != "" {
 				return a.benchHTTPClient(ctx, &f)
 			}
-			if err := a.benchHTTP(ctx, &f); err != nil {
+			var jsonOut io.Writer
+			if f.json {
+				jsonOut = a.jsonMode()
+			}
+			res, err := a.benchHTTP(ctx, &f)
+			if err != nil {
 				return fail(fmt.Errorf("bench http: %w", err))
+			}
+			if f.json {
+				return writeJSON(jsonOut, res)
 			}
 			return nil
 		},
@@ -64,6 +78,7 @@ percentiles and CPU per turn (server and client processes) for each.`,
 	fl.StringVar(&f.clientURL, "client-url", "", "run as the HTTP client process against this API")
 	fl.StringVar(&f.prefix, "prefix", "h", "thread id prefix (client process)")
 	fl.StringVar(&f.cpuProfile, "cpuprofile", "", "write a CPU profile of the server process during the HTTP phase to this file")
+	fl.BoolVar(&f.json, "json", false, "print the figures as one JSON object")
 	_ = fl.MarkHidden("client-url")
 	_ = fl.MarkHidden("prefix")
 	return cmd
@@ -78,33 +93,36 @@ type httpLoopResult struct {
 	CPU     time.Duration `json:"cpu_ns"`
 }
 
-func (a *app) benchHTTP(ctx context.Context, f *benchHTTPFlags) error {
+func (a *app) benchHTTP(ctx context.Context, f *benchHTTPFlags) (*benchHTTPJSON, error) {
+	if f.threads < 1 || f.messages < 1 {
+		return nil, fmt.Errorf("--threads and --messages must each be at least 1, not %d and %d", f.threads, f.messages)
+	}
 	ts, err := a.startTempServer(ctx, "artifactr-bench-http-", f.noSync, nil)
 	if err != nil {
-		return err
+		return nil, err
 	}
 	defer ts.Close()
 	quiet := slog.New(slog.NewTextHandler(a.stderr, &slog.HandlerOptions{Level: slog.LevelError}))
 	r, err := runner.New(runner.Config{Store: ts.store, Agent: agent.Echo{}, ID: "bench", IdleTimeout: time.Hour, Logger: quiet})
 	if err != nil {
-		return err
+		return nil, err
 	}
 	if err := r.Start(ctx); err != nil {
-		return err
+		return nil, err
 	}
 	defer r.Kill()
 	c, err := client.Dial(ctx, client.Config{URL: ts.srv.ClientURL(), Logger: quiet})
 	if err != nil {
-		return err
+		return nil, err
 	}
 	defer c.Close()
 	api, err := httpapi.New(httpapi.Config{Client: c, Assistants: []httpapi.Assistant{{GraphID: "echo", Kind: "echo"}}, Logger: quiet})
 	if err != nil {
-		return err
+		return nil, err
 	}
 	l, err := httpapi.Listen(api, "127.0.0.1:0", "", "")
 	if err != nil {
-		return err
+		return nil, err
 	}
 	defer l.Close(context.WithoutCancel(ctx))
 	note := "fsync on every write"
@@ -112,68 +130,87 @@ func (a *app) benchHTTP(ctx context.Context, f *benchHTTPFlags) error {
 		note = "not fsynced"
 	}
 	fmt.Fprintf(a.stdout, "bench http: embedded server (%s), one runner, echo agent, %d threads x %d turns, each thread posting its next message when its last run ended\n", note, f.threads, f.messages)
+	out := &benchHTTPJSON{Fsync: !f.noSync}
 
 	clients, err := ts.client(ctx, quiet)
 	if err != nil {
-		return err
+		return nil, err
 	}
 	defer clients.Close()
-	cpu0, t0 := cpuTime(), time.Now()
-	if _, err := a.closedPhase(ctx, clients, "nats-direct", "nd", f.threads, f.messages); err != nil {
-		return err
+	first, err := a.closedPhase(ctx, clients, "nats-direct", "nd", f.threads, f.messages)
+	if err != nil {
+		return nil, err
 	}
-	natsRate := float64(f.threads*f.messages) / time.Since(t0).Seconds()
-	natsCPU := cpuTime() - cpu0
+	out.Phases = append(out.Phases, first)
 
 	exe, err := os.Executable()
 	if err != nil {
-		return err
+		return nil, err
 	}
 	if f.cpuProfile != "" {
 		pf, err := os.Create(f.cpuProfile)
 		if err != nil {
-			return err
+			return nil, err
 		}
 		defer pf.Close()
 		if err := pprof.StartCPUProfile(pf); err != nil {
-			return err
+			return nil, err
 		}
 	}
 	cpu1 := cpuTime()
 	cmd := exec.CommandContext(ctx, exe, "bench", "http", "--client-url", l.URL, "--prefix", "h",
 		"--threads", fmt.Sprint(f.threads), "--messages", fmt.Sprint(f.messages), "--max-time", f.maxTime.String())
 	cmd.Stderr = a.stderr
-	out, err := cmd.Output()
+	cmd.Env = append(os.Environ(), benchClientEnv+"=1")
+	got, err := cmd.Output()
 	if err != nil {
-		return fmt.Errorf("the HTTP client process: %w", err)
+		return nil, fmt.Errorf("the HTTP client process: %w", err)
 	}
 	serverCPU := cpuTime() - cpu1
 	if f.cpuProfile != "" {
 		pprof.StopCPUProfile()
 	}
 	var res httpLoopResult
-	if err := json.Unmarshal(bytes.TrimSpace(out), &res); err != nil {
-		return fmt.Errorf("the HTTP client process said %q: %w", out, err)
+	if err := json.Unmarshal(bytes.TrimSpace(got), &res); err != nil {
+		return nil, fmt.Errorf("the HTTP client process said %q: %w", got, err)
+	}
+	if res.Turns < 1 || res.Elapsed <= 0 {
+		return nil, fmt.Errorf("the HTTP client process reported no turns: %q", got)
 	}
 	turns := float64(res.Turns)
 	rate := turns / res.Elapsed.Seconds()
+	ms := func(d time.Duration) float64 { return float64(d.Microseconds()) / 1000 }
+	out.HTTPServerCPUMsPerTurn = ms(serverCPU) / turns
+	out.HTTPClientCPUMsPerTurn = ms(res.CPU) / turns
+	out.Phases = append(out.Phases, benchPhaseJSON{
+		Name: "http", Threads: f.threads, Turns: res.Turns, TurnsPerSecond: rate,
+		CPUMsPerTurn: out.HTTPServerCPUMsPerTurn + out.HTTPClientCPUMsPerTurn,
+		EndP50Ms:     ms(res.P50), EndP99Ms: ms(res.P99),
+	})
 	fmt.Fprintf(a.stdout, "http (runs.wait, client process of its own): %d threads x %d turns: %.0f turns/s (%s wall), CPU %.2f ms per turn (server %.2f + client %.2f)\n",
 		f.threads, f.messages, rate, res.Elapsed.Round(time.Millisecond),
-		float64((serverCPU+res.CPU).Microseconds())/1000/turns, float64(serverCPU.Microseconds())/1000/turns, float64(res.CPU.Microseconds())/1000/turns)
+		out.HTTPServerCPUMsPerTurn+out.HTTPClientCPUMsPerTurn, out.HTTPServerCPUMsPerTurn, out.HTTPClientCPUMsPerTurn)
 	fmt.Fprintf(a.stdout, "  latency: request -> response p50 %s p99 %s\n", res.P50.Round(10*time.Microsecond), res.P99.Round(10*time.Microsecond))
 	// NATS-direct again, after HTTP, so that neither phase has the warm
 	// runner to itself: the ratio is against the better of the two.
-	cpu2, t2 := cpuTime(), time.Now()
-	if _, err := a.closedPhase(ctx, clients, "nats-direct (again)", "nd2", f.threads, f.messages); err != nil {
-		return err
+	again, err := a.closedPhase(ctx, clients, "nats-direct (again)", "nd2", f.threads, f.messages)
+	if err != nil {
+		return nil, err
 	}
-	if again := float64(f.threads*f.messages) / time.Since(t2).Seconds(); again > natsRate {
-		natsRate, natsCPU = again, cpuTime()-cpu2
+	out.Phases = append(out.Phases, again)
+	best := first
+	if again.TurnsPerSecond > best.TurnsPerSecond {
+		best = again
 	}
+	out.Ratio = rate / best.TurnsPerSecond
 	fmt.Fprintf(a.stdout, "http / nats-direct: %.2f x turns/s (nats-direct, the better run: %.0f turns/s, CPU %.2f ms per turn)\n",
-		rate/natsRate, natsRate, float64(natsCPU.Microseconds())/1000/float64(f.threads*f.messages))
-	return nil
+		out.Ratio, best.TurnsPerSecond, best.CPUMsPerTurn)
+	return out, nil
 }
+
+// benchClientEnv marks the process bench http starts as its HTTP client, so
+// that a test binary standing in for artifactr runs the command.
+const benchClientEnv = "ARTIFACTR_BENCH_HTTP_CLIENT"
 
 // benchHTTPClient is the client process: the closed loop over HTTP.
 func (a *app) benchHTTPClient(ctx context.Context, f *benchHTTPFlags) error {
