@@ -7,7 +7,6 @@ import (
 	"sync"
 	"time"
 
-	"github.com/nats-io/nats.go"
 	"github.com/nats-io/nats.go/jetstream"
 
 	"github.com/artifactr/artifactr/events"
@@ -19,14 +18,15 @@ const DefaultWorkQueue = "artifactr-runners"
 
 // Bounds of a work queue's pulls.
 const (
-	// workWait is how long one pull waits for a post before it is renewed;
-	// Next loops over pulls until its ctx ends.
+	// workWait is how long one pull request waits on the server before the
+	// subscription renews it.
 	workWait = 5 * time.Second
 	// workAckWait is how long a delivered post waits for its ack before the
 	// server hands it to another runner: the runner acks once a claim holds
 	// the thread, so a runner that dies first costs the post this long.
 	workAckWait = 30 * time.Second
-	// workBatch is the most posts one pull fetches in a burst.
+	// workBatch is the most posts a runner holds delivered and not yet
+	// handed to it.
 	workBatch = 64
 	// workRetryMax bounds the pause between pulls that fail.
 	workRetryMax = 2 * time.Second
@@ -53,9 +53,9 @@ type WorkQueue struct {
 	name    string
 	ackWait time.Duration
 
-	mu   sync.Mutex // protects cons and buf
+	mu   sync.Mutex // protects cons and it
 	cons jetstream.Consumer
-	buf  []jetstream.Msg // fetched in a batch, not yet handed out
+	it   jetstream.MessagesContext // the pull subscription; nil until a Next
 
 	stop     chan struct{}
 	stopOnce sync.Once
@@ -146,6 +146,14 @@ func openDurable(ctx context.Context, st jetstream.Stream, cfg jetstream.Consume
 // deleted by hand, which it recreates) until ctx ends, when it returns
 // ctx's error, or the queue is stopped or the store closed, when it returns
 // an error wrapping [events.ErrClosed].
+//
+// Posts come from one long-lived pull subscription that keeps up to
+// workBatch of them buffered: a Next that ends (its ctx done) leaves what
+// was delivered for the next one. Only the connection's loss, or the
+// queue's stop, drops a delivered post, which then comes back after the
+// ack wait. A pull of its own per call, as nats.go's Fetch makes, drops a
+// post the server sent as the call gave up, and a post dropped twice in a
+// row waits two ack waits (issue 21).
 func (q *WorkQueue) Next(ctx context.Context) (string, func(), error) {
 	ctx, cancel := context.WithCancel(ctx)
 	defer cancel()
@@ -166,7 +174,7 @@ func (q *WorkQueue) Next(ctx context.Context) (string, func(), error) {
 		case err == nil && thread != "":
 			return thread, ack, nil
 		case err == nil:
-			failures = 0 // the pull expired empty, or held garbage
+			failures = 0 // garbage, acked
 			continue
 		}
 		if e := q.ended(ctx); e != nil {
@@ -196,12 +204,20 @@ func (q *WorkQueue) ended(ctx context.Context) error {
 	return ctx.Err()
 }
 
-// pull fetches one post and returns its thread and the post's ack. It
-// returns "" and no error when the pull expired empty, or the message was
-// not a post of a valid thread (acked: it is no work).
+// pull takes one delivered post and returns its thread and the post's ack.
+// It returns "" and no error when the message was not a post of a valid
+// thread (acked: it is no work).
 func (q *WorkQueue) pull(ctx context.Context) (string, func(), error) {
-	m, err := q.fetch(ctx)
-	if err != nil || m == nil {
+	it, err := q.iterator()
+	if err != nil {
+		return "", nil, err
+	}
+	m, err := it.Next(jetstream.NextContext(ctx))
+	if err != nil {
+		if ctx.Err() == nil && !errors.Is(err, jetstream.ErrNoHeartbeat) {
+			// Closed by the server or the connection: a new one next time.
+			q.dropIterator(it)
+		}
 		return "", nil, err
 	}
 	ack := func() {
@@ -217,59 +233,50 @@ func (q *WorkQueue) pull(ctx context.Context) (string, func(), error) {
 	return thread, ack, nil
 }
 
-// fetch returns the next delivered post, or nil when a pull expired empty.
-// A burst is fetched in batches of up to workBatch, one request each, and
-// handed out one by one; their ack wait runs from their delivery.
-func (q *WorkQueue) fetch(ctx context.Context) (jetstream.Msg, error) {
+// iterator returns the queue's pull subscription, starting it if need be.
+func (q *WorkQueue) iterator() (jetstream.MessagesContext, error) {
 	q.mu.Lock()
-	cons := q.cons
-	if len(q.buf) > 0 {
-		m := q.buf[0]
-		q.buf[0] = nil
-		q.buf = q.buf[1:]
-		q.mu.Unlock()
-		return m, nil
+	defer q.mu.Unlock()
+	if q.it != nil {
+		return q.it, nil
 	}
-	q.mu.Unlock()
-	// What is there now, without waiting; if nothing, one long poll.
-	res, err := cons.FetchNoWait(workBatch)
+	select {
+	case <-q.stop:
+		return nil, fmt.Errorf("natsstore: work queue %s: %w", q.name, events.ErrClosed)
+	default:
+	}
+	it, err := q.cons.Messages(jetstream.PullMaxMessages(workBatch), jetstream.PullExpiry(workWait))
 	if err != nil {
 		return nil, err
 	}
-	var got []jetstream.Msg
-	for m := range res.Messages() {
-		got = append(got, m)
-	}
-	if err := res.Error(); err != nil && !errors.Is(err, nats.ErrTimeout) && !errors.Is(err, jetstream.ErrNoMessages) {
-		return nil, err
-	}
-	if len(got) == 0 {
-		pctx, cancel := context.WithTimeout(ctx, workWait)
-		defer cancel()
-		res, err := cons.Fetch(1, jetstream.FetchContext(pctx))
-		if err != nil {
-			return nil, err
-		}
-		m, ok := <-res.Messages()
-		if !ok || m == nil {
-			if err := res.Error(); err != nil && !errors.Is(err, context.DeadlineExceeded) && !errors.Is(err, nats.ErrTimeout) {
-				return nil, err
-			}
-			return nil, nil
-		}
-		return m, nil
-	}
+	q.it = it
+	return it, nil
+}
+
+// dropIterator stops it and forgets it, if it is still the queue's.
+func (q *WorkQueue) dropIterator(it jetstream.MessagesContext) {
+	it.Stop()
 	q.mu.Lock()
-	q.buf = append(q.buf, got[1:]...)
+	if q.it == it {
+		q.it = nil
+	}
 	q.mu.Unlock()
-	return got[0], nil
 }
 
 // Stop ends the queue for this runner: a blocked Next returns. The durable
 // consumer stays on the server for the other runners and for restarts.
 // Stop is safe to call more than once.
 func (q *WorkQueue) Stop() {
-	q.stopOnce.Do(func() { close(q.stop) })
+	q.stopOnce.Do(func() {
+		close(q.stop)
+		q.mu.Lock()
+		it := q.it
+		q.it = nil
+		q.mu.Unlock()
+		if it != nil {
+			it.Stop() // what it holds unacked comes back after the ack wait
+		}
+	})
 }
 
 // Name returns the durable consumer's name.

@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"math/rand/v2"
 	"sync"
 	"testing"
 	"time"
@@ -180,5 +181,48 @@ func TestWorkQueue_refusesOtherConsumer(t *testing.T) {
 	}
 	if _, err := s.WorkQueue(ctxT(t), "taken"); !errors.Is(err, ErrUnsafeConfig) {
 		t.Fatalf("WorkQueue over a read model's durable: %v", err)
+	}
+}
+
+// A Next that gives up (its ctx ends) loses no post the server delivered
+// meanwhile: the next Next returns it. With a pull of its own per call, a
+// post the server sent as the call gave up waited for the ack wait (here
+// longer than the test), and one lost twice waited two (issue 21).
+func TestWorkQueue_Next_givingUpLosesNothing(t *testing.T) {
+	srv := natsembed.RunForTest(t)
+	s := open(t, srv)
+	q, err := s.openWorkQueue(ctxT(t), "impatient", 10*time.Minute)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer q.Stop()
+	const n = 300
+	seed := uint64(time.Now().UnixNano())
+	t.Logf("seed %d", seed)
+	rng := rand.New(rand.NewPCG(seed, 0))
+	got := map[string]bool{}
+	posted := make(chan struct{})
+	go func() {
+		defer close(posted)
+		for i := range n {
+			post(t, s, fmt.Sprintf("t%03d", i), "m")
+		}
+	}()
+	deadline := time.Now().Add(time.Minute)
+	for len(got) < n && time.Now().Before(deadline) {
+		// Give up after 0-3 ms, often as the server sends the next post.
+		ctx, cancel := context.WithTimeout(ctxT(t), time.Duration(rng.IntN(3000))*time.Microsecond)
+		th, _, err := q.Next(ctx) // never acked: each comes once
+		cancel()
+		if err == nil {
+			if got[th] {
+				t.Fatalf("%s delivered twice within the ack wait", th)
+			}
+			got[th] = true
+		}
+	}
+	<-posted
+	if len(got) < n {
+		t.Fatalf("%d of %d posts delivered; the rest wait for the ack wait", len(got), n)
 	}
 }
