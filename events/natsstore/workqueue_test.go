@@ -5,12 +5,15 @@ import (
 	"errors"
 	"fmt"
 	"math/rand/v2"
+	"net"
 	"sync"
 	"testing"
 	"time"
 
 	"github.com/artifactr/artifactr/events"
+	"github.com/artifactr/artifactr/events/eventspb"
 	"github.com/artifactr/artifactr/internal/natsembed"
+	"github.com/artifactr/artifactr/internal/testkit"
 )
 
 // Two runners share one work queue: every post wakes exactly one of them.
@@ -225,4 +228,60 @@ func TestWorkQueue_Next_givingUpLosesNothing(t *testing.T) {
 	if len(got) < n {
 		t.Fatalf("%d of %d posts delivered; the rest wait for the ack wait", len(got), n)
 	}
+}
+
+// The queue's pull subscription outlives a dropped connection and a
+// restarted server: a post made after either still reaches a blocked Next.
+func TestWorkQueue_Next_acrossKickAndRestart(t *testing.T) {
+	l, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	addr := l.Addr().String()
+	l.Close()
+	cfg := natsembed.Config{DataDir: t.TempDir(), Listen: addr, NoSync: true}
+	srv, err := natsembed.Start(cfg)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { srv.Shutdown() })
+	s := open(t, srv)
+	poster := open(t, srv)
+	q, err := s.WorkQueue(ctxT(t), "")
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer q.Stop()
+	next := func(want string) {
+		t.Helper()
+		ctx, cancel := context.WithTimeout(ctxT(t), 45*time.Second)
+		defer cancel()
+		th, ack, err := q.Next(ctx)
+		if err != nil || th != want {
+			t.Fatalf("Next = %q, %v; want %s", th, err, want)
+		}
+		ack()
+	}
+	post(t, poster, "first", "m")
+	next("first") // the subscription is up
+
+	cid, err := s.nc.GetClientID()
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := srv.NATS().DisconnectClientByID(cid); err != nil {
+		t.Fatal(err)
+	}
+	post(t, poster, "after-kick", "m")
+	next("after-kick")
+
+	srv.Shutdown()
+	if srv, err = natsembed.Start(cfg); err != nil {
+		t.Fatal(err)
+	}
+	testkit.CheckFor(t, 20*time.Second, func() error {
+		_, err := poster.Post(ctxT(t), "after-restart", &eventspb.MessagePosted{MessageId: "m", Text: "m"})
+		return err
+	})
+	next("after-restart")
 }
