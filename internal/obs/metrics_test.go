@@ -18,6 +18,7 @@ import (
 	"github.com/artifactr/artifactr/events/eventspb"
 	"github.com/artifactr/artifactr/events/natsstore"
 	"github.com/artifactr/artifactr/internal/natsembed"
+	"github.com/artifactr/artifactr/internal/natsembed/natsembedtest"
 	"github.com/artifactr/artifactr/internal/obs"
 )
 
@@ -118,7 +119,7 @@ func claimedBy(t *testing.T, s events.Reader, th, prefix string) bool {
 // the fence (10071). Each counter and histogram moves as the README says,
 // on a real server, scraped over HTTP.
 func TestObserver_metricsScraped(t *testing.T) {
-	srv := natsembed.RunForTest(t)
+	srv := natsembedtest.RunForTest(t)
 	base := openStore(t, srv)
 	pa := &pausable{Store: base}
 	regA, regB := prometheus.NewRegistry(), prometheus.NewRegistry()
