@@ -8,7 +8,7 @@ import (
 	"github.com/artifactr/artifactr/actors/agent"
 	"github.com/artifactr/artifactr/actors/thread"
 	"github.com/artifactr/artifactr/events"
-	"github.com/artifactr/artifactr/internal/ctxsleep"
+	"github.com/artifactr/artifactr/internal/sys"
 	"github.com/artifactr/artifactr/projections"
 )
 
@@ -34,7 +34,7 @@ func (h *runHandle) readHistory() {
 				return
 			}
 			h.a.log().Warn("history not read; retrying", "run", h.id, "err", err)
-			if !ctxsleep.Sleep(h.ctx, delay) {
+			if !sys.Sleep(h.ctx, delay) {
 				return
 			}
 		}

@@ -16,8 +16,7 @@ import (
 	"github.com/artifactr/artifactr/actors/agent"
 	"github.com/artifactr/artifactr/events"
 	"github.com/artifactr/artifactr/events/eventspb"
-	"github.com/artifactr/artifactr/internal/ctxsleep"
-	"github.com/artifactr/artifactr/internal/procid"
+	"github.com/artifactr/artifactr/internal/sys"
 )
 
 // WorkSource yields threads that may have work: new posts, each to one of
@@ -94,7 +93,7 @@ func (c *Config) setDefaults() error {
 		c.Agent = agent.Echo{}
 	}
 	if c.ID == "" {
-		c.ID = procid.New()
+		c.ID = sys.ProcessID()
 	}
 	if c.ClaimTTL == 0 {
 		c.ClaimTTL = 10 * time.Second
@@ -371,7 +370,7 @@ func (r *Runner) retail(last uint64) events.Tail {
 			return t
 		}
 		r.log.Warn("cannot follow the stream; retrying", "err", err)
-		if !ctxsleep.Sleep(r.ctx, delay) {
+		if !sys.Sleep(r.ctx, delay) {
 			return nil
 		}
 	}
@@ -392,7 +391,7 @@ func (r *Runner) watchLeases(w events.LeaseWatch) {
 		}
 		r.log.Warn("lease watch ended; watching again", "err", err)
 		for delay := 50 * time.Millisecond; ; delay = min(2*delay, 2*time.Second) {
-			if !ctxsleep.Sleep(r.ctx, delay) {
+			if !sys.Sleep(r.ctx, delay) {
 				return
 			}
 			ctx, cancel := context.WithTimeout(r.ctx, r.cfg.CallTimeout)
@@ -431,7 +430,7 @@ func (r *Runner) keepSession() {
 	}
 	delay := r.cfg.ClaimTTL / 3
 	for {
-		if !ctxsleep.Sleep(ctx, delay) {
+		if !sys.Sleep(ctx, delay) {
 			return
 		}
 		delay = r.cfg.ClaimTTL / 3
@@ -502,7 +501,7 @@ func (r *Runner) openSession(ctx context.Context) (events.Session, bool) {
 			return events.Session{}, false
 		}
 		r.log.Warn("cannot open a session; retrying", "err", err)
-		if !ctxsleep.Sleep(ctx, delay) {
+		if !sys.Sleep(ctx, delay) {
 			return events.Session{}, false
 		}
 	}

@@ -16,7 +16,7 @@ import (
 	"github.com/artifactr/artifactr/actors/thread"
 	"github.com/artifactr/artifactr/events"
 	"github.com/artifactr/artifactr/events/eventspb"
-	"github.com/artifactr/artifactr/internal/ctxsleep"
+	"github.com/artifactr/artifactr/internal/sys"
 	"github.com/artifactr/artifactr/projections"
 )
 
@@ -402,7 +402,7 @@ func (a *threadActor) append(ap *thread.Append) {
 			// the store stays full for a while.
 			a.r.stats.notWritten.Add(1)
 			a.log().Warn("not written: the server is out of storage", "type", events.TypeOf(ev))
-			ctxsleep.Sleep(a.ctx, noStorageRetry)
+			sys.Sleep(a.ctx, noStorageRetry)
 		}
 		a.send(thread.AppendDone{Ack: ack, Err: err})
 	})
@@ -420,7 +420,7 @@ func (a *threadActor) sync() {
 			a.send(thread.Synced{LastSeq: last})
 			return
 		}
-		if !ctxsleep.Sleep(a.ctx, delay) {
+		if !sys.Sleep(a.ctx, delay) {
 			return
 		}
 	}

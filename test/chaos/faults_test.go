@@ -7,8 +7,8 @@ import (
 	"github.com/artifactr/artifactr/events"
 	"github.com/artifactr/artifactr/events/eventspb"
 	"github.com/artifactr/artifactr/events/natsstore"
-	"github.com/artifactr/artifactr/internal/ctxsleep"
 	"github.com/artifactr/artifactr/internal/natsembed/natsembedtest"
+	"github.com/artifactr/artifactr/internal/sys"
 )
 
 // stallHook is a runner's BeforeAppend: while faults are on, it stalls some
@@ -44,7 +44,7 @@ func (h *harness) stallHook(cs *chaosStore) func(context.Context, *eventspb.Even
 			kind += "+paused"
 		}
 		h.faults.add(kind, 1)
-		ctxsleep.Sleep(ctx, d)
+		sys.Sleep(ctx, d)
 	}
 }
 
