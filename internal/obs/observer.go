@@ -18,7 +18,6 @@ import (
 	"go.opentelemetry.io/otel/trace"
 
 	"github.com/artifactr/artifactr/actors/agent"
-	"github.com/artifactr/artifactr/actors/runner"
 	"github.com/artifactr/artifactr/events"
 	"github.com/artifactr/artifactr/events/eventspb"
 	"github.com/artifactr/artifactr/projections"
@@ -54,7 +53,9 @@ type Config struct {
 }
 
 // Observer turns a runner's hooks into metrics, turn spans and log lines.
-// It implements [runner.Observer]; set it as runner.Config.Observer.
+// It implements [runner.Observer]; set it as runner.Config.Observer. obs does
+// not import the runner (it depends on nothing above it); the assertion that
+// it implements the interface is in this package's tests.
 type Observer struct {
 	m         *Metrics
 	tracer    trace.Tracer // nil when tracing is off
@@ -65,8 +66,6 @@ type Observer struct {
 	mu    sync.Mutex        // protects turns
 	turns map[turnKey]*turn // open turn spans; empty when tracing is off
 }
-
-var _ runner.Observer = (*Observer)(nil)
 
 type turnKey struct {
 	thread   string
