@@ -358,7 +358,8 @@ func (r *Runner) follow(t events.Tail) {
 // retail opens the follow again after last, retrying until it can or the
 // runner stops.
 func (r *Runner) retail(last uint64) events.Tail {
-	for delay := 50 * time.Millisecond; ; delay = min(2*delay, 2*time.Second) {
+	b := sys.NewBackoff(50*time.Millisecond, 2*time.Second)
+	for {
 		ctx, cancel := context.WithTimeout(r.ctx, r.cfg.CallTimeout)
 		from := last + 1
 		if last == 0 {
@@ -370,7 +371,7 @@ func (r *Runner) retail(last uint64) events.Tail {
 			return t
 		}
 		r.log.Warn("cannot follow the stream; retrying", "err", err)
-		if !sys.Sleep(r.ctx, delay) {
+		if !b.Wait(r.ctx) {
 			return nil
 		}
 	}
@@ -390,8 +391,9 @@ func (r *Runner) watchLeases(w events.LeaseWatch) {
 			return
 		}
 		r.log.Warn("lease watch ended; watching again", "err", err)
-		for delay := 50 * time.Millisecond; ; delay = min(2*delay, 2*time.Second) {
-			if !sys.Sleep(r.ctx, delay) {
+		b := sys.NewBackoff(50*time.Millisecond, 2*time.Second)
+		for {
+			if !b.Wait(r.ctx) {
 				return
 			}
 			ctx, cancel := context.WithTimeout(r.ctx, r.cfg.CallTimeout)
@@ -489,7 +491,8 @@ func (r *Runner) closeSession(ctx context.Context) {
 }
 
 func (r *Runner) openSession(ctx context.Context) (events.Session, bool) {
-	for delay := 50 * time.Millisecond; ; delay = min(2*delay, 2*time.Second) {
+	b := sys.NewBackoff(50*time.Millisecond, 2*time.Second)
+	for {
 		cctx, cancel := context.WithTimeout(ctx, r.cfg.CallTimeout)
 		s, err := r.store.OpenSession(cctx, r.cfg.ID, r.cfg.ClaimTTL)
 		cancel()
@@ -501,7 +504,7 @@ func (r *Runner) openSession(ctx context.Context) (events.Session, bool) {
 			return events.Session{}, false
 		}
 		r.log.Warn("cannot open a session; retrying", "err", err)
-		if !sys.Sleep(ctx, delay) {
+		if !b.Wait(ctx) {
 			return events.Session{}, false
 		}
 	}

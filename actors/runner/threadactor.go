@@ -414,13 +414,14 @@ const noStorageRetry = time.Second
 
 // sync reads the thread's last sequence, retrying until it can.
 func (a *threadActor) sync() {
-	for delay := 10 * time.Millisecond; ; delay = min(2*delay, time.Second) {
+	b := sys.NewBackoff(10*time.Millisecond, time.Second)
+	for {
 		last, err := events.ThreadLastSeq(a.ctx, a.r.store, a.claim.Thread)
 		if err == nil {
 			a.send(thread.Synced{LastSeq: last})
 			return
 		}
-		if !sys.Sleep(a.ctx, delay) {
+		if !b.Wait(a.ctx) {
 			return
 		}
 	}
