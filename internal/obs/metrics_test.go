@@ -154,7 +154,7 @@ func TestObserver_metricsScraped(t *testing.T) {
 	ttl := time.Second // natsstore leases have whole seconds
 	a := startRunner(t, runner.Config{
 		Store: pa, ID: "A", ClaimTTL: ttl, BeforeAppend: hook, IdleTimeout: time.Second,
-		Observer: obs.New(obs.Config{Metrics: mA, TracerProvider: tp, Logger: testLogger()}),
+		Observer: obs.New(obs.Config{Metrics: mA, TracerProvider: tp, Logger: testLogger(), ErrorCode: natsstore.ErrorCode}),
 	})
 	defer a.Kill()
 
@@ -208,7 +208,7 @@ func TestObserver_metricsScraped(t *testing.T) {
 	<-stalled
 	b := startRunner(t, runner.Config{
 		Store: openStore(t, srv), ID: "B", ClaimTTL: ttl,
-		Observer: obs.New(obs.Config{Metrics: mB, Logger: testLogger()}),
+		Observer: obs.New(obs.Config{Metrics: mB, Logger: testLogger(), ErrorCode: natsstore.ErrorCode}),
 	})
 	defer b.Kill()
 	waitFor(t, "A's refused start counted", func() error {

@@ -99,7 +99,7 @@ func TestObserver_fencedRefusalHeldPastAttemptTimeout(t *testing.T) {
 	ttl := time.Second
 	a := startRunner(t, runner.Config{
 		Store: sa, ID: "A", ClaimTTL: ttl, BeforeAppend: hook,
-		Observer: obs.New(obs.Config{Metrics: m, Logger: testLogger()}),
+		Observer: obs.New(obs.Config{Metrics: m, Logger: testLogger(), ErrorCode: natsstore.ErrorCode}),
 	})
 	defer a.Kill()
 	post(t, base, "h", "contested")
