@@ -15,7 +15,7 @@ import (
 	"github.com/artifactr/artifactr/events"
 	"github.com/artifactr/artifactr/events/eventspb"
 	"github.com/artifactr/artifactr/events/natsstore"
-	"github.com/artifactr/artifactr/internal/natsembed"
+	"github.com/artifactr/artifactr/internal/natsembed/natsembedtest"
 	"github.com/artifactr/artifactr/projections"
 	"github.com/artifactr/artifactr/projections/audit"
 	"github.com/artifactr/artifactr/spec"
@@ -25,7 +25,7 @@ import (
 // the test writes the log by hand. It returns a client and the store.
 func logServer(t *testing.T) (*client.Client, *natsstore.Store) {
 	t.Helper()
-	srv := natsembed.RunForTest(t)
+	srv := natsembedtest.RunForTest(t)
 	store, err := natsstore.New(t.Context(), natsstore.Config{URL: srv.ClientURL()})
 	if err != nil {
 		t.Fatal(err)
@@ -301,7 +301,7 @@ func (history) Run(_ context.Context, t agent.Turn) (string, error) {
 // source's messages up to the fork's sequence as its history, and not the
 // source's later ones.
 func TestClient_Fork_agentHistory(t *testing.T) {
-	srv := natsembed.RunForTest(t)
+	srv := natsembedtest.RunForTest(t)
 	ctx, cancel := context.WithTimeout(t.Context(), 60*time.Second)
 	defer cancel()
 	store, err := natsstore.New(ctx, natsstore.Config{URL: srv.ClientURL()})
@@ -465,7 +465,7 @@ func TestDial_errors(t *testing.T) {
 	if _, err := client.Dial(ctx, client.Config{URL: "nats://127.0.0.1:1", Timeout: time.Second}); !errors.Is(err, events.ErrUnavailable) {
 		t.Errorf("Dial of a closed port: %v", err)
 	}
-	srv := natsembed.RunForTest(t)
+	srv := natsembedtest.RunForTest(t)
 	if _, err := client.Dial(ctx, client.Config{URL: srv.ClientURL(), ReadOnly: true}); !errors.Is(err, natsstore.ErrNoStream) {
 		t.Errorf("read-only Dial of an empty server: %v", err)
 	}
@@ -475,7 +475,7 @@ func TestDial_errors(t *testing.T) {
 // too: each fork's first run is given its history read from the sources,
 // the newest HistoryWindow messages of it.
 func TestClient_Fork_forkOfForkHistoryWindow(t *testing.T) {
-	srv := natsembed.RunForTest(t)
+	srv := natsembedtest.RunForTest(t)
 	ctx, cancel := context.WithTimeout(t.Context(), 60*time.Second)
 	defer cancel()
 	store, err := natsstore.New(ctx, natsstore.Config{URL: srv.ClientURL()})

@@ -24,7 +24,7 @@ import (
 	"github.com/artifactr/artifactr/events"
 	"github.com/artifactr/artifactr/events/eventspb"
 	"github.com/artifactr/artifactr/events/natsstore"
-	"github.com/artifactr/artifactr/internal/natsembed"
+	"github.com/artifactr/artifactr/internal/natsembed/natsembedtest"
 	"github.com/artifactr/artifactr/internal/testkit"
 	"github.com/artifactr/artifactr/projections/summaries"
 )
@@ -49,7 +49,7 @@ type env struct {
 // summaries projector and the console on an httptest server.
 func newEnv(t *testing.T) *env {
 	t.Helper()
-	srv := natsembed.RunForTest(t)
+	srv := natsembedtest.RunForTest(t)
 	ctx := context.Background()
 	quiet := slog.New(slog.DiscardHandler)
 	store, err := natsstore.New(ctx, natsstore.Config{URL: srv.ClientURL()})

@@ -21,7 +21,7 @@ import (
 	"github.com/artifactr/artifactr/client"
 	"github.com/artifactr/artifactr/events/natsstore"
 	"github.com/artifactr/artifactr/httpapi"
-	"github.com/artifactr/artifactr/internal/natsembed"
+	"github.com/artifactr/artifactr/internal/natsembed/natsembedtest"
 	"github.com/artifactr/artifactr/internal/testkit"
 	"github.com/artifactr/artifactr/projections/summaries"
 )
@@ -43,7 +43,7 @@ type env struct {
 
 func newEnv(t *testing.T, tokens map[string]httpapi.Role) *env {
 	t.Helper()
-	srv := natsembed.RunForTest(t)
+	srv := natsembedtest.RunForTest(t)
 	ctx := context.Background()
 	store, err := natsstore.New(ctx, natsstore.Config{URL: srv.ClientURL()})
 	if err != nil {

@@ -16,7 +16,7 @@ import (
 	"github.com/artifactr/artifactr/events/eventstest"
 	"github.com/artifactr/artifactr/events/memstore"
 	"github.com/artifactr/artifactr/events/natsstore"
-	"github.com/artifactr/artifactr/internal/natsembed"
+	"github.com/artifactr/artifactr/internal/natsembed/natsembedtest"
 )
 
 // property is the rapid property: a fresh thread, then random spec actions,
@@ -46,7 +46,7 @@ func memBackend() backend {
 // iteration's clocks.
 func natsBackend(t *testing.T) backend {
 	t.Helper()
-	srv := natsembed.RunForTest(t)
+	srv := natsembedtest.RunForTest(t)
 	cur := make([]*eventstest.Clock, numProcs) // the current iteration's clocks
 	open := func(now func() time.Time) events.Store {
 		ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)

@@ -21,7 +21,7 @@ import (
 	"github.com/artifactr/artifactr/events/eventspb"
 	"github.com/artifactr/artifactr/events/memstore"
 	"github.com/artifactr/artifactr/events/natsstore"
-	"github.com/artifactr/artifactr/internal/natsembed"
+	"github.com/artifactr/artifactr/internal/natsembed/natsembedtest"
 	"github.com/artifactr/artifactr/internal/testkit"
 	"github.com/artifactr/artifactr/projections"
 )
@@ -62,7 +62,7 @@ func TestRunner_floodingExecAgent(t *testing.T) {
 			if tc.maxBytes > 0 && raceDetector {
 				t.Skip("20 MB through the race detector takes 20s; run it without: go test -run TestRunner_floodingExecAgent ./actors/runner/")
 			}
-			srv := natsembed.RunForTest(t)
+			srv := natsembedtest.RunForTest(t)
 			s, err := natsstore.New(t.Context(), natsstore.Config{URL: srv.ClientURL()})
 			if err != nil {
 				t.Fatal(err)

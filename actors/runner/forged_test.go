@@ -18,7 +18,7 @@ import (
 	"github.com/artifactr/artifactr/events"
 	"github.com/artifactr/artifactr/events/eventspb"
 	"github.com/artifactr/artifactr/events/natsstore"
-	"github.com/artifactr/artifactr/internal/natsembed"
+	"github.com/artifactr/artifactr/internal/natsembed/natsembedtest"
 	"github.com/artifactr/artifactr/internal/testkit"
 	"github.com/artifactr/artifactr/projections"
 	"github.com/artifactr/artifactr/projections/audit"
@@ -30,7 +30,7 @@ import (
 // still ran. Now the runner logs it and does not act on it: the real run
 // goes on, its own end is written, and only then does the next run start.
 func TestRunner_forgedRunCompletedIgnored(t *testing.T) {
-	srv := natsembed.RunForTest(t)
+	srv := natsembedtest.RunForTest(t)
 	s, err := natsstore.New(t.Context(), natsstore.Config{URL: srv.ClientURL()})
 	if err != nil {
 		t.Fatal(err)
@@ -173,7 +173,7 @@ func (f *forger) last(th string, k events.Kind) uint64 {
 // forger stores, goes on serving the thread, and the plain audit flags
 // each forgery.
 func TestRunner_forgeriesWithRunnerCredentials(t *testing.T) {
-	srv := natsembed.RunForTest(t)
+	srv := natsembedtest.RunForTest(t)
 	s, err := natsstore.New(t.Context(), natsstore.Config{URL: srv.ClientURL()})
 	if err != nil {
 		t.Fatal(err)
@@ -295,7 +295,7 @@ func TestRunner_forgeriesWithRunnerCredentials(t *testing.T) {
 // older than the store's UnexplainedLeaseTTL, the runner claims the thread,
 // runs its post, and logs and counts the taking.
 func TestRunner_forgedLeaseReclaimed(t *testing.T) {
-	srv := natsembed.RunForTest(t)
+	srv := natsembedtest.RunForTest(t)
 	s, err := natsstore.New(t.Context(), natsstore.Config{URL: srv.ClientURL(), UnexplainedLeaseTTL: 2 * time.Second})
 	if err != nil {
 		t.Fatal(err)

@@ -8,7 +8,7 @@ import (
 	"github.com/artifactr/artifactr/actors/agent"
 	"github.com/artifactr/artifactr/actors/thread"
 	"github.com/artifactr/artifactr/events"
-	"github.com/artifactr/artifactr/internal/ctxsleep"
+	"github.com/artifactr/artifactr/internal/sys"
 	"github.com/artifactr/artifactr/projections"
 )
 
@@ -23,7 +23,8 @@ func (h *runHandle) readHistory() {
 		if from == 0 {
 			return
 		}
-		for delay := 10 * time.Millisecond; ; delay = min(2*delay, time.Second) {
+		b := sys.NewBackoff(10*time.Millisecond, time.Second)
+		for {
 			envs, err := loadRange(h.ctx, h.a.r.store, h.a.claim.Thread, from, h.start.StartSeq-1)
 			if err == nil && from == 1 {
 				// A fork by reference: its history starts with its source's.
@@ -34,7 +35,7 @@ func (h *runHandle) readHistory() {
 				return
 			}
 			h.a.log().Warn("history not read; retrying", "run", h.id, "err", err)
-			if !ctxsleep.Sleep(h.ctx, delay) {
+			if !b.Wait(h.ctx) {
 				return
 			}
 		}

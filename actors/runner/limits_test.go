@@ -14,7 +14,7 @@ import (
 	"github.com/artifactr/artifactr/events"
 	"github.com/artifactr/artifactr/events/memstore"
 	"github.com/artifactr/artifactr/events/natsstore"
-	"github.com/artifactr/artifactr/internal/natsembed"
+	"github.com/artifactr/artifactr/internal/natsembed/natsembedtest"
 	"github.com/artifactr/artifactr/internal/testkit"
 	"github.com/artifactr/artifactr/projections"
 )
@@ -50,7 +50,7 @@ func TestRunner_oversizedEvents(t *testing.T) {
 	}
 	for _, tc := range tests {
 		t.Run(strings.ReplaceAll(tc.name, " ", "_"), func(t *testing.T) {
-			srv := natsembed.RunForTest(t)
+			srv := natsembedtest.RunForTest(t)
 			s, err := natsstore.New(t.Context(), natsstore.Config{URL: srv.ClientURL(), MaxEventBytes: tc.limit})
 			if err != nil {
 				t.Fatal(err)

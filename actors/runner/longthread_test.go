@@ -15,7 +15,7 @@ import (
 	"github.com/artifactr/artifactr/events/eventspb"
 	"github.com/artifactr/artifactr/events/memstore"
 	"github.com/artifactr/artifactr/events/natsstore"
-	"github.com/artifactr/artifactr/internal/natsembed"
+	"github.com/artifactr/artifactr/internal/natsembed/natsembedtest"
 	"github.com/artifactr/artifactr/internal/testkit"
 	"github.com/artifactr/artifactr/projections"
 )
@@ -158,7 +158,7 @@ func TestRunner_historyReadFromTheLog(t *testing.T) {
 // snapshot.
 func TestRunner_chunkedReplayKeepsIDs(t *testing.T) {
 	defer runner.SetReplayChunk(64)()
-	srv := natsembed.RunForTest(t)
+	srv := natsembedtest.RunForTest(t)
 	ctx := context.Background()
 	s, err := natsstore.New(ctx, natsstore.Config{URL: srv.ClientURL()})
 	if err != nil {

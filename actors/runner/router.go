@@ -16,7 +16,7 @@ import (
 
 	"github.com/artifactr/artifactr/actors/thread"
 	"github.com/artifactr/artifactr/events"
-	"github.com/artifactr/artifactr/internal/ctxsleep"
+	"github.com/artifactr/artifactr/internal/sys"
 	"github.com/artifactr/artifactr/projections"
 )
 
@@ -654,7 +654,7 @@ func (ra *runnerActor) claimed(ctx actor.Context, m claimResult) {
 		w := workItem{thread: m.thread, want: wantOf(cl)}
 		self := ctx.Self()
 		r.goDo(func() {
-			if ctxsleep.Sleep(r.ctx, jitter(delay)) {
+			if sys.Sleep(r.ctx, jitter(delay)) {
 				r.sys.Root.Send(self, w)
 			}
 		})
@@ -745,7 +745,7 @@ func (ra *runnerActor) terminated(ctx actor.Context, who *actor.PID) {
 		// core), after a pause so that a panic that repeats does not spin.
 		self := ctx.Self()
 		r.goDo(func() {
-			if ctxsleep.Sleep(r.ctx, handoverDelay) {
+			if sys.Sleep(r.ctx, handoverDelay) {
 				r.sys.Root.Send(self, workItem{thread: th, want: wantClaim})
 			}
 		})
@@ -818,7 +818,7 @@ func (ra *runnerActor) orphaned(th, dead string) {
 	r := ra.r
 	self := ra.self
 	r.goDo(func() {
-		if ctxsleep.Sleep(r.ctx, jitter(orphanRecheck*r.cfg.ClaimTTL)) {
+		if sys.Sleep(r.ctx, jitter(orphanRecheck*r.cfg.ClaimTTL)) {
 			r.sys.Root.Send(self, orphanCheck{thread: th, dead: dead})
 		}
 	})
@@ -835,7 +835,7 @@ func (ra *runnerActor) recheck(th string) {
 	ra.r.stats.rechecksDue.Store(int64(len(ra.rechecks)))
 	r, self := ra.r, ra.self
 	r.goDo(func() {
-		if ctxsleep.Sleep(r.ctx, jitter(orphanRecheck*r.cfg.ClaimTTL)) {
+		if sys.Sleep(r.ctx, jitter(orphanRecheck*r.cfg.ClaimTTL)) {
 			r.sys.Root.Send(self, busyCheck{thread: th})
 		}
 	})

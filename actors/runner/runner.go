@@ -16,8 +16,7 @@ import (
 	"github.com/artifactr/artifactr/actors/agent"
 	"github.com/artifactr/artifactr/events"
 	"github.com/artifactr/artifactr/events/eventspb"
-	"github.com/artifactr/artifactr/internal/ctxsleep"
-	"github.com/artifactr/artifactr/internal/procid"
+	"github.com/artifactr/artifactr/internal/sys"
 )
 
 // WorkSource yields threads that may have work: new posts, each to one of
@@ -94,7 +93,7 @@ func (c *Config) setDefaults() error {
 		c.Agent = agent.Echo{}
 	}
 	if c.ID == "" {
-		c.ID = procid.New()
+		c.ID = sys.ProcessID()
 	}
 	if c.ClaimTTL == 0 {
 		c.ClaimTTL = 10 * time.Second
@@ -359,7 +358,8 @@ func (r *Runner) follow(t events.Tail) {
 // retail opens the follow again after last, retrying until it can or the
 // runner stops.
 func (r *Runner) retail(last uint64) events.Tail {
-	for delay := 50 * time.Millisecond; ; delay = min(2*delay, 2*time.Second) {
+	b := sys.NewBackoff(50*time.Millisecond, 2*time.Second)
+	for {
 		ctx, cancel := context.WithTimeout(r.ctx, r.cfg.CallTimeout)
 		from := last + 1
 		if last == 0 {
@@ -371,7 +371,7 @@ func (r *Runner) retail(last uint64) events.Tail {
 			return t
 		}
 		r.log.Warn("cannot follow the stream; retrying", "err", err)
-		if !ctxsleep.Sleep(r.ctx, delay) {
+		if !b.Wait(r.ctx) {
 			return nil
 		}
 	}
@@ -391,8 +391,9 @@ func (r *Runner) watchLeases(w events.LeaseWatch) {
 			return
 		}
 		r.log.Warn("lease watch ended; watching again", "err", err)
-		for delay := 50 * time.Millisecond; ; delay = min(2*delay, 2*time.Second) {
-			if !ctxsleep.Sleep(r.ctx, delay) {
+		b := sys.NewBackoff(50*time.Millisecond, 2*time.Second)
+		for {
+			if !b.Wait(r.ctx) {
 				return
 			}
 			ctx, cancel := context.WithTimeout(r.ctx, r.cfg.CallTimeout)
@@ -431,7 +432,7 @@ func (r *Runner) keepSession() {
 	}
 	delay := r.cfg.ClaimTTL / 3
 	for {
-		if !ctxsleep.Sleep(ctx, delay) {
+		if !sys.Sleep(ctx, delay) {
 			return
 		}
 		delay = r.cfg.ClaimTTL / 3
@@ -490,7 +491,8 @@ func (r *Runner) closeSession(ctx context.Context) {
 }
 
 func (r *Runner) openSession(ctx context.Context) (events.Session, bool) {
-	for delay := 50 * time.Millisecond; ; delay = min(2*delay, 2*time.Second) {
+	b := sys.NewBackoff(50*time.Millisecond, 2*time.Second)
+	for {
 		cctx, cancel := context.WithTimeout(ctx, r.cfg.CallTimeout)
 		s, err := r.store.OpenSession(cctx, r.cfg.ID, r.cfg.ClaimTTL)
 		cancel()
@@ -502,7 +504,7 @@ func (r *Runner) openSession(ctx context.Context) (events.Session, bool) {
 			return events.Session{}, false
 		}
 		r.log.Warn("cannot open a session; retrying", "err", err)
-		if !ctxsleep.Sleep(ctx, delay) {
+		if !b.Wait(ctx) {
 			return events.Session{}, false
 		}
 	}

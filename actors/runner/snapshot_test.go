@@ -10,7 +10,7 @@ import (
 	"github.com/artifactr/artifactr/actors/runner"
 	"github.com/artifactr/artifactr/events"
 	"github.com/artifactr/artifactr/events/natsstore"
-	"github.com/artifactr/artifactr/internal/natsembed"
+	"github.com/artifactr/artifactr/internal/natsembed/natsembedtest"
 	"github.com/artifactr/artifactr/internal/testkit"
 )
 
@@ -18,7 +18,7 @@ import (
 // from it and replays only the events after it. A snapshot that does not
 // verify is ignored, and the claim replays everything.
 func TestRunner_snapshots(t *testing.T) {
-	srv := natsembed.RunForTest(t)
+	srv := natsembedtest.RunForTest(t)
 	ctx := context.Background()
 	s, err := natsstore.New(ctx, natsstore.Config{URL: srv.ClientURL()})
 	if err != nil {
@@ -81,7 +81,7 @@ func TestRunner_snapshots_everyReleaseAndFailures(t *testing.T) {
 	ctx := context.Background()
 	for _, failing := range []bool{false, true} {
 		t.Run(fmt.Sprintf("failing=%v", failing), func(t *testing.T) {
-			srv := natsembed.RunForTest(t)
+			srv := natsembedtest.RunForTest(t)
 			s, err := natsstore.New(ctx, natsstore.Config{URL: srv.ClientURL()})
 			if err != nil {
 				t.Fatal(err)

@@ -16,7 +16,7 @@ import (
 	"github.com/artifactr/artifactr/actors/thread"
 	"github.com/artifactr/artifactr/events"
 	"github.com/artifactr/artifactr/events/eventspb"
-	"github.com/artifactr/artifactr/internal/ctxsleep"
+	"github.com/artifactr/artifactr/internal/sys"
 	"github.com/artifactr/artifactr/projections"
 )
 
@@ -402,7 +402,7 @@ func (a *threadActor) append(ap *thread.Append) {
 			// the store stays full for a while.
 			a.r.stats.notWritten.Add(1)
 			a.log().Warn("not written: the server is out of storage", "type", events.TypeOf(ev))
-			ctxsleep.Sleep(a.ctx, noStorageRetry)
+			sys.Sleep(a.ctx, noStorageRetry)
 		}
 		a.send(thread.AppendDone{Ack: ack, Err: err})
 	})
@@ -414,13 +414,14 @@ const noStorageRetry = time.Second
 
 // sync reads the thread's last sequence, retrying until it can.
 func (a *threadActor) sync() {
-	for delay := 10 * time.Millisecond; ; delay = min(2*delay, time.Second) {
+	b := sys.NewBackoff(10*time.Millisecond, time.Second)
+	for {
 		last, err := events.ThreadLastSeq(a.ctx, a.r.store, a.claim.Thread)
 		if err == nil {
 			a.send(thread.Synced{LastSeq: last})
 			return
 		}
-		if !ctxsleep.Sleep(a.ctx, delay) {
+		if !b.Wait(a.ctx) {
 			return
 		}
 	}

@@ -10,14 +10,14 @@ import (
 	"google.golang.org/protobuf/proto"
 
 	"github.com/artifactr/artifactr/events/eventspb"
-	"github.com/artifactr/artifactr/internal/natsembed"
+	"github.com/artifactr/artifactr/internal/natsembed/natsembedtest"
 )
 
 // Issue 23, item 3: audit --leases lists a lease no live session explains
 // (one written straight to the bucket, expiring in 2100) and exits 1; with
 // none it says so and exits 0.
 func TestRun_auditLeases(t *testing.T) {
-	srv := natsembed.RunForTest(t)
+	srv := natsembedtest.RunForTest(t)
 	url := srv.ClientURL()
 	if code, _, errOut := runCLI(t, t.Context(), "post", "t1", "hi", "--nats", url); code != exitOK {
 		t.Fatalf("post: exit %d: %s", code, errOut)

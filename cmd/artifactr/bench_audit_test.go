@@ -8,7 +8,7 @@ import (
 	"github.com/nats-io/nats.go"
 	"github.com/nats-io/nats.go/jetstream"
 
-	"github.com/artifactr/artifactr/internal/natsembed"
+	"github.com/artifactr/artifactr/internal/natsembed/natsembedtest"
 )
 
 // A small `bench audit` keeps the benchmark working: its generated log
@@ -32,7 +32,7 @@ func TestRun_benchAuditSmall(t *testing.T) {
 // through a window of 8 all land. Without the window the 9th publish
 // stalls and fails with "too many outstanding async published messages".
 func TestPublishWindowed_neverStalls(t *testing.T) {
-	srv := natsembed.RunForTest(t)
+	srv := natsembedtest.RunForTest(t)
 	nc, err := nats.Connect(srv.ClientURL())
 	if err != nil {
 		t.Fatal(err)

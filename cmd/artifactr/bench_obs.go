@@ -7,6 +7,7 @@ import (
 
 	"github.com/prometheus/client_golang/prometheus"
 
+	"github.com/artifactr/artifactr/events/natsstore"
 	"github.com/artifactr/artifactr/internal/obs"
 )
 
@@ -22,7 +23,7 @@ func (a *app) benchObserver(ctx context.Context, log *slog.Logger) (*obs.Observe
 	if err != nil {
 		return nil, nil, err
 	}
-	cfg := obs.Config{Metrics: m, Logger: log}
+	cfg := obs.Config{Metrics: m, Logger: log, ErrorCode: natsstore.ErrorCode}
 	if tp != nil {
 		cfg.TracerProvider = tp
 		fmt.Fprintln(a.stdout, "bench turns: tracing on (OTEL_* environment)")

@@ -20,7 +20,7 @@ import (
 	"github.com/artifactr/artifactr/actors/agent"
 	"github.com/artifactr/artifactr/actors/runner"
 	"github.com/artifactr/artifactr/events/eventspb"
-	"github.com/artifactr/artifactr/internal/ctxsleep"
+	"github.com/artifactr/artifactr/internal/sys"
 )
 
 // scaleFlags are `bench scale` options.
@@ -215,7 +215,7 @@ func (a *app) benchScale(ctx context.Context, f *scaleFlags) error {
 		return err
 	}
 	cpu0, t0 := cpuTime(), time.Now()
-	if !ctxsleep.Sleep(ctx, f.idle) {
+	if !sys.Sleep(ctx, f.idle) {
 		return ctx.Err()
 	}
 	cpu1, t1 := cpuTime(), time.Now()
@@ -274,7 +274,7 @@ func waitStat(ctx context.Context, d time.Duration, cond func() (bool, string), 
 			progress("  %s", state)
 			last = time.Now()
 		}
-		if !ctxsleep.Sleep(ctx, d) {
+		if !sys.Sleep(ctx, d) {
 			return time.Time{}, fmt.Errorf("%w (%s)", ctx.Err(), state)
 		}
 	}

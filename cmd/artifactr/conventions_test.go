@@ -5,7 +5,7 @@ import (
 	"strings"
 	"testing"
 
-	"github.com/artifactr/artifactr/internal/natsembed"
+	"github.com/artifactr/artifactr/internal/natsembed/natsembedtest"
 )
 
 // decodeJSON parses out as one JSON document into v, failing t if it is not
@@ -83,7 +83,7 @@ func TestRun_flagNames(t *testing.T) {
 			t.Errorf("%v --help: exit %d; want --summaries-bucket and no --bucket:\n%s", path, code, out)
 		}
 	}
-	srv := natsembed.RunForTest(t)
+	srv := natsembedtest.RunForTest(t)
 	url := srv.ClientURL()
 	if code, _, errOut := runCLI(t, t.Context(), "post", "t1", "hi", "--nats", url); code != exitOK {
 		t.Fatalf("post: exit %d: %s", code, errOut)

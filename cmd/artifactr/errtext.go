@@ -6,7 +6,7 @@ import (
 	"net/url"
 	"strings"
 
-	"github.com/nats-io/nats.go/jetstream"
+	"github.com/artifactr/artifactr/events/natsstore"
 )
 
 // rootCause is the innermost error of err's chain: the one that says what
@@ -96,14 +96,13 @@ func validateNATSURLs(list string) error {
 
 // errCodeSubjectOverlap is JetStream's "subjects overlap with an existing
 // stream".
-const errCodeSubjectOverlap jetstream.ErrorCode = 10065
+const errCodeSubjectOverlap = 10065
 
 // overlapError explains a stream the server refused to create because
 // another stream holds its subjects: there is no artifactr stream of that
 // name, and most likely --stream is mistyped.
 func overlapError(url, stream string, err error) error {
-	var apiErr *jetstream.APIError
-	if !errors.As(err, &apiErr) || apiErr.ErrorCode != errCodeSubjectOverlap {
+	if code, ok := natsstore.ErrorCode(err); !ok || code != errCodeSubjectOverlap {
 		return nil
 	}
 	return fmt.Errorf("no artifactr stream %s at %s, and it cannot be created: another stream holds its subjects (is --stream right? the default is ARTIFACTR)", stream, url)

@@ -9,7 +9,7 @@ import (
 	"strings"
 	"testing"
 
-	"github.com/artifactr/artifactr/internal/natsembed"
+	"github.com/artifactr/artifactr/internal/natsembed/natsembedtest"
 	"github.com/artifactr/artifactr/internal/testkit"
 )
 
@@ -189,7 +189,7 @@ func TestRun_cancelRefusals(t *testing.T) {
 // TestRun_showAtRange: show --at outside the stream, or before the
 // thread's first event, exits 1 as show of a thread with no events does.
 func TestRun_showAtRange(t *testing.T) {
-	srv := natsembed.RunForTest(t)
+	srv := natsembedtest.RunForTest(t)
 	url := srv.ClientURL()
 	for _, th := range []string{"t0", "t1"} {
 		if code, _, errOut := runCLI(t, t.Context(), "post", th, "hi", "--nats", url); code != exitOK {
@@ -225,7 +225,7 @@ func TestRun_showAtRange(t *testing.T) {
 // thread's event names the source's own events around it, not a range
 // that seems to hold it.
 func TestRun_forkNamesSequences(t *testing.T) {
-	srv := natsembed.RunForTest(t)
+	srv := natsembedtest.RunForTest(t)
 	url := srv.ClientURL()
 	for _, th := range []string{"t1", "t2", "t1"} {
 		if code, _, errOut := runCLI(t, t.Context(), "post", th, "hi", "--nats", url); code != exitOK {
@@ -250,7 +250,7 @@ func TestRun_forkNamesSequences(t *testing.T) {
 // ARTIFACTR says there is no such stream, not a JetStream API error; and
 // an unreachable server's error names the URL once.
 func TestRun_streamMistyped(t *testing.T) {
-	srv := natsembed.RunForTest(t)
+	srv := natsembedtest.RunForTest(t)
 	url := srv.ClientURL()
 	if code, _, errOut := runCLI(t, t.Context(), "post", "t1", "hi", "--nats", url); code != exitOK {
 		t.Fatalf("post: exit %d: %s", code, errOut)

@@ -11,7 +11,7 @@ import (
 	"github.com/nats-io/nats.go"
 	"github.com/nats-io/nats.go/jetstream"
 
-	"github.com/artifactr/artifactr/internal/natsembed"
+	"github.com/artifactr/artifactr/internal/natsembed/natsembedtest"
 	"github.com/artifactr/artifactr/internal/testkit"
 )
 
@@ -240,7 +240,7 @@ func TestRun_demo(t *testing.T) {
 // stream or a bucket: on a server without them they exit 1 saying so, and
 // the server has no stream afterwards (issue 12).
 func TestRun_readOnlyCreatesNothing(t *testing.T) {
-	srv := natsembed.RunForTest(t)
+	srv := natsembedtest.RunForTest(t)
 	url := srv.ClientURL()
 	wctx, cancel := context.WithTimeout(t.Context(), 20*time.Second)
 	defer cancel()
@@ -292,7 +292,7 @@ func TestRun_readOnlyCreatesNothing(t *testing.T) {
 // TestRun_threadWithNoEvents: show and audit --thread of a thread with no
 // events exit 1 saying so: the id is most likely a typo.
 func TestRun_threadWithNoEvents(t *testing.T) {
-	srv := natsembed.RunForTest(t)
+	srv := natsembedtest.RunForTest(t)
 	url := srv.ClientURL()
 	if code, _, errOut := runCLI(t, t.Context(), "post", "t1", "hi", "--nats", url); code != exitOK {
 		t.Fatalf("post: exit %d: %s", code, errOut)

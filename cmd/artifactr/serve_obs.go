@@ -34,7 +34,7 @@ func (a *app) startObs(ctx context.Context, addr string, store *natsstore.Store,
 		return nil, fail(err)
 	}
 	so := &serveObs{stopTracing: stop}
-	cfg := obs.Config{Logger: a.log}
+	cfg := obs.Config{Logger: a.log, ErrorCode: natsstore.ErrorCode}
 	if tp != nil {
 		cfg.TracerProvider = tp
 		fmt.Fprintln(a.stdout, "artifactr serve: tracing on (OTEL_* environment): one span per turn")

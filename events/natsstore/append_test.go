@@ -13,13 +13,13 @@ import (
 
 	"github.com/artifactr/artifactr/events"
 	"github.com/artifactr/artifactr/events/eventspb"
-	"github.com/artifactr/artifactr/internal/natsembed"
+	"github.com/artifactr/artifactr/internal/natsembed/natsembedtest"
 )
 
 // Spec: StartFenced. A fenced append under a claim that is no longer the
 // newest is refused by the server, and nothing is written.
 func TestStore_Append_fenceRefused(t *testing.T) {
-	srv := natsembed.RunForTest(t)
+	srv := natsembedtest.RunForTest(t)
 	s := open(t, srv)
 	m := post(t, s, "T", "m1")
 	c := claim(t, s, "T", "A")
@@ -38,7 +38,7 @@ func TestStore_Append_fenceRefused(t *testing.T) {
 }
 
 func TestStore_Append_casConflict(t *testing.T) {
-	srv := natsembed.RunForTest(t)
+	srv := natsembedtest.RunForTest(t)
 	s := open(t, srv)
 	m := post(t, s, "T", "m1")
 	c := claim(t, s, "T", "A")
@@ -61,7 +61,7 @@ func TestStore_Append_casConflict(t *testing.T) {
 
 // The expected-sequence headers are stored with the events, for the audit.
 func TestStore_Append_checkHeadersStored(t *testing.T) {
-	srv := natsembed.RunForTest(t)
+	srv := natsembedtest.RunForTest(t)
 	s := open(t, srv)
 	m := post(t, s, "T", "m1")
 	c := claim(t, s, "T", "A")
@@ -104,7 +104,7 @@ func loseAck(s *Store, send func(n int32, real func() (*jetstream.PubAck, error)
 // An append lands, its ack is lost; the retry with the same msg id is a
 // duplicate, and one message is stored.
 func TestStore_Append_lostAckRetried(t *testing.T) {
-	srv := natsembed.RunForTest(t)
+	srv := natsembedtest.RunForTest(t)
 	s := open(t, srv)
 	m := post(t, s, "T", "m1")
 	c := claim(t, s, "T", "A")
@@ -135,7 +135,7 @@ func TestStore_Append_lostAckRetried(t *testing.T) {
 // the store must read the run subject back, find its msg id, and report
 // success.
 func TestStore_Append_lostAckThenTakeover(t *testing.T) {
-	srv := natsembed.RunForTest(t)
+	srv := natsembedtest.RunForTest(t)
 	s, other := open(t, srv), open(t, srv)
 	m := post(t, s, "T", "m1")
 	c := claim(t, s, "T", "A")
@@ -175,7 +175,7 @@ func TestStore_Append_lostAckThenTakeover(t *testing.T) {
 // The same with a compare-and-set: the retry is refused because our own
 // first attempt moved the subject.
 func TestStore_Append_lostAckCompareAndSet(t *testing.T) {
-	srv := natsembed.RunForTest(t)
+	srv := natsembedtest.RunForTest(t)
 	s := open(t, srv)
 	m := post(t, s, "T", "m1")
 	c := claim(t, s, "T", "A")
@@ -201,7 +201,7 @@ func TestStore_Append_lostAckCompareAndSet(t *testing.T) {
 // The first attempt never reached the server, and a takeover happened:
 // the refusal is a real one.
 func TestStore_Append_lostRequestThenTakeover(t *testing.T) {
-	srv := natsembed.RunForTest(t)
+	srv := natsembedtest.RunForTest(t)
 	s, other := open(t, srv), open(t, srv)
 	m := post(t, s, "T", "m1")
 	c := claim(t, s, "T", "A")
@@ -223,7 +223,7 @@ func TestStore_Append_lostRequestThenTakeover(t *testing.T) {
 
 // Every attempt times out: the outcome is unknown, within the bounded wait.
 func TestStore_Append_unknownOutcome(t *testing.T) {
-	srv := natsembed.RunForTest(t)
+	srv := natsembedtest.RunForTest(t)
 	s := open(t, srv, func(c *Config) { c.Timeout = time.Second })
 	m := post(t, s, "T", "m1")
 	c := claim(t, s, "T", "A")
@@ -248,7 +248,7 @@ func TestStore_Append_unknownOutcome(t *testing.T) {
 }
 
 func TestStore_Post_badInputWritesNothing(t *testing.T) {
-	srv := natsembed.RunForTest(t)
+	srv := natsembedtest.RunForTest(t)
 	s := open(t, srv)
 	_, js := connect(t, srv)
 	post(t, s, "T", "m1")
@@ -292,7 +292,7 @@ func countType(envs []events.Envelope, typ events.Type) int {
 // duplicate; with another text or author it is a conflict, and nothing new
 // is stored (issue 12: it used to be a silent duplicate).
 func TestStore_Post_repostConflict(t *testing.T) {
-	srv := natsembed.RunForTest(t)
+	srv := natsembedtest.RunForTest(t)
 	s := open(t, srv)
 	_, js := connect(t, srv)
 	first, err := s.Post(ctxT(t), "T", &eventspb.MessagePosted{MessageId: "m1", Author: "ann", Text: "hello"})
@@ -324,7 +324,7 @@ func TestStore_Post_repostConflict(t *testing.T) {
 // TestStore_Post_lostAckNoConflict: a post whose ack was lost is retried
 // and comes back as a duplicate of itself, which is not a conflict.
 func TestStore_Post_lostAckNoConflict(t *testing.T) {
-	srv := natsembed.RunForTest(t)
+	srv := natsembedtest.RunForTest(t)
 	s := open(t, srv)
 	loseAck(s, func(n int32, real func() (*jetstream.PubAck, error)) (*jetstream.PubAck, error) {
 		pa, err := real()

@@ -13,7 +13,7 @@ import (
 
 	"github.com/artifactr/artifactr/events"
 	"github.com/artifactr/artifactr/events/eventspb"
-	"github.com/artifactr/artifactr/internal/ctxsleep"
+	"github.com/artifactr/artifactr/internal/sys"
 )
 
 // MaxBatch is the most events one [Store.AppendBatch] sends: nats-server's
@@ -100,7 +100,7 @@ func (s *Store) AppendBatch(ctx context.Context, items []BatchItem) ([]events.Ac
 
 	var lastErr error
 	for attempt := range maxPublishAttempts {
-		if attempt > 0 && !ctxsleep.Sleep(ctx, backoff(attempt)) {
+		if attempt > 0 && !sys.Sleep(ctx, backoff(attempt)) {
 			break
 		}
 		ack, err := s.sendBatch(ctx, msgs)

@@ -11,7 +11,7 @@ import (
 
 	"github.com/artifactr/artifactr/events"
 	"github.com/artifactr/artifactr/events/eventspb"
-	"github.com/artifactr/artifactr/internal/natsembed"
+	"github.com/artifactr/artifactr/internal/natsembed/natsembedtest"
 )
 
 // fencedItems builds k fenced steering_given items under c, with msg ids
@@ -31,7 +31,7 @@ func fencedItems(c events.Claim, k int, prefix string) []BatchItem {
 // A fenced batch lands whole, at consecutive sequences in order, each event
 // with its own check headers and msg id stored.
 func TestStore_AppendBatch_fencedLands(t *testing.T) {
-	srv := natsembed.RunForTest(t)
+	srv := natsembedtest.RunForTest(t)
 	s := open(t, srv)
 	m := post(t, s, "T", "m1")
 	c := claim(t, s, "T", "A")
@@ -80,7 +80,7 @@ func TestStore_AppendBatch_fencedLands(t *testing.T) {
 
 // A batch whose fence is stale writes nothing and returns ErrThreadBusy.
 func TestStore_AppendBatch_staleFenceWritesNothing(t *testing.T) {
-	srv := natsembed.RunForTest(t)
+	srv := natsembedtest.RunForTest(t)
 	s := open(t, srv)
 	_, js := connect(t, srv)
 	m := post(t, s, "T", "m1")
@@ -104,7 +104,7 @@ func TestStore_AppendBatch_staleFenceWritesNothing(t *testing.T) {
 // A batch mixing a compare-and-set and fences: a stale compare-and-set is a
 // conflict, a stale fence is busy; either way nothing is written.
 func TestStore_AppendBatch_mixedRefusals(t *testing.T) {
-	srv := natsembed.RunForTest(t)
+	srv := natsembedtest.RunForTest(t)
 	s := open(t, srv)
 	m := post(t, s, "T", "m1")
 	c := claim(t, s, "T", "A")
@@ -140,7 +140,7 @@ func TestStore_AppendBatch_mixedRefusals(t *testing.T) {
 // The valid mixed shape lands; a resend with the same msg ids is refused
 // whole (10201) rather than stored twice.
 func TestStore_AppendBatch_casThenFencedLands(t *testing.T) {
-	srv := natsembed.RunForTest(t)
+	srv := natsembedtest.RunForTest(t)
 	s := open(t, srv)
 	_, js := connect(t, srv)
 	m := post(t, s, "T", "m1")
@@ -173,7 +173,7 @@ func TestStore_AppendBatch_casThenFencedLands(t *testing.T) {
 // Batches the server would refuse, or that break the append rules, are
 // refused before anything is sent.
 func TestStore_AppendBatch_invalidRefusedBeforeSending(t *testing.T) {
-	srv := natsembed.RunForTest(t)
+	srv := natsembedtest.RunForTest(t)
 	s := open(t, srv)
 	_, js := connect(t, srv)
 	m := post(t, s, "T", "m1")

@@ -7,7 +7,7 @@ import (
 	"strconv"
 	"testing"
 
-	"github.com/artifactr/artifactr/internal/natsembed"
+	"github.com/artifactr/artifactr/internal/natsembed/natsembedtest"
 )
 
 // A key rewritten while a scan runs is still returned: each rewrite
@@ -21,7 +21,7 @@ func TestBucket_scanReturnsKeysRewrittenDuringIt(t *testing.T) {
 	if v, err := strconv.Atoi(os.Getenv("ARTIFACTR_SCAN_ROUNDS")); err == nil && v > 0 {
 		scans = v
 	}
-	srv := natsembed.RunForTest(t)
+	srv := natsembedtest.RunForTest(t)
 	s := open(t, srv)
 	b, err := s.Bucket(ctxT(t), "rm", true)
 	if err != nil {

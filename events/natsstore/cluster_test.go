@@ -8,7 +8,7 @@ import (
 	"github.com/nats-io/nats.go"
 
 	"github.com/artifactr/artifactr/events"
-	"github.com/artifactr/artifactr/internal/natsembed"
+	"github.com/artifactr/artifactr/internal/natsembed/natsembedtest"
 	"github.com/artifactr/artifactr/internal/testkit"
 )
 
@@ -22,7 +22,7 @@ func TestStore_Append_R3stepDown(t *testing.T) {
 	for i := range 60 {
 		if i == 20 || i == 40 {
 			old := c.StreamLeader(DefaultStream)
-			if err := natsembed.StepDownStream(ctxT(t), nc, DefaultStream); err != nil {
+			if err := natsembedtest.StepDownStream(ctxT(t), nc, DefaultStream); err != nil {
 				t.Fatal(err)
 			}
 			testkit.CheckFor(t, 30*time.Second, func() error {
@@ -117,9 +117,9 @@ func TestStore_Load_R3seesAcked(t *testing.T) {
 // startR3 starts a 3-node cluster and a store on it with the stream at R3,
 // posts and claims thread T and starts a run fenced by the claim. It
 // returns the run_started's ack.
-func startR3(t *testing.T) (*natsembed.Cluster, *nats.Conn, *Store, events.Claim, events.Ack) {
+func startR3(t *testing.T) (*natsembedtest.Cluster, *nats.Conn, *Store, events.Claim, events.Ack) {
 	t.Helper()
-	c := natsembed.StartCluster(t, 3)
+	c := natsembedtest.StartCluster(t, 3)
 	nc, err := nats.Connect(c.ClientURLs(), nats.MaxReconnects(-1))
 	if err != nil {
 		t.Fatal(err)

@@ -8,7 +8,7 @@ import (
 
 	"github.com/artifactr/artifactr/events"
 	"github.com/artifactr/artifactr/events/eventstest"
-	"github.com/artifactr/artifactr/internal/natsembed"
+	"github.com/artifactr/artifactr/internal/natsembed/natsembedtest"
 )
 
 // TestStore_contract runs the shared Store contract against JetStream: every
@@ -22,7 +22,7 @@ func TestStore_contract(t *testing.T) {
 }
 
 func runContract(t *testing.T, direct bool) {
-	srv := natsembed.RunForTest(t)
+	srv := natsembedtest.RunForTest(t)
 	_, js := connect(t, srv)
 	eventstest.RunStore(t, eventstest.Harness{
 		Open: func(t *testing.T, now func() time.Time) events.Store {

@@ -4,13 +4,13 @@ import (
 	"fmt"
 	"testing"
 
-	"github.com/artifactr/artifactr/internal/natsembed"
+	"github.com/artifactr/artifactr/internal/natsembed/natsembedtest"
 )
 
 // Load reads with direct gets: every event, across batches, from any
 // sequence, and no consumer is left on (or made on) the server.
 func TestStore_Load_direct(t *testing.T) {
-	srv := natsembed.RunForTest(t)
+	srv := natsembedtest.RunForTest(t)
 	s := open(t, srv)
 	if !s.direct {
 		t.Fatal("a new single-replica stream should allow direct reads")

@@ -8,7 +8,7 @@ import (
 	"github.com/nats-io/nats.go/jetstream"
 
 	"github.com/artifactr/artifactr/events"
-	"github.com/artifactr/artifactr/internal/natsembed"
+	"github.com/artifactr/artifactr/internal/natsembed/natsembedtest"
 )
 
 // TestStore_domain_leafFromHub: a store connected to a hub reaches the
@@ -19,7 +19,7 @@ import (
 // the hub's own JetStream, and the leaf refuses them across the leaf
 // connection, so a prefix hard-coded anywhere fails here.
 func TestStore_domain_leafFromHub(t *testing.T) {
-	hub, leaf := natsembed.StartLeaf(t, "hub", "leaf")
+	hub, leaf := natsembedtest.StartLeaf(t, "hub", "leaf")
 	s := open(t, hub, func(c *Config) { c.Domain = "leaf"; c.Timeout = 10 * time.Second })
 	ctx := ctxT(t)
 

@@ -7,13 +7,13 @@ import (
 	"time"
 
 	"github.com/artifactr/artifactr/events"
-	"github.com/artifactr/artifactr/internal/natsembed"
+	"github.com/artifactr/artifactr/internal/natsembed/natsembedtest"
 )
 
 // A durable delivers in order from the first event, keeps its position
 // across readers, redelivers a nak'd event, and resets to a sequence.
 func TestDurable_fetchAckNakReset(t *testing.T) {
-	srv := natsembed.RunForTest(t)
+	srv := natsembedtest.RunForTest(t)
 	s := open(t, srv)
 	for i := range 10 {
 		post(t, s, "T", fmt.Sprint(i))
@@ -93,7 +93,7 @@ func TestDurable_fetchAckNakReset(t *testing.T) {
 // A bucket's writes are compare-and-set on the key's revision; Scan sees
 // the last value of each key; Purge leaves keys as never written.
 func TestBucket_casScanPurge(t *testing.T) {
-	srv := natsembed.RunForTest(t)
+	srv := natsembedtest.RunForTest(t)
 	s := open(t, srv)
 	if _, err := s.Bucket(ctxT(t), "rm", false); !errors.Is(err, ErrNotFound) {
 		t.Fatalf("open of a missing bucket: %v", err)

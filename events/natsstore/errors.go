@@ -50,6 +50,16 @@ func unavailable(what string, err error) error {
 	return fmt.Errorf("natsstore: %s: %w: %w", what, events.ErrUnavailable, err)
 }
 
+// ErrorCode returns the JetStream API error code err carries (such as
+// 10071, wrong last sequence), and false when it carries none: the error is
+// not the server's answer, or not natsstore's. It is how code outside
+// natsstore reads the codes (obs's metric labels, the CLI's messages)
+// without importing the JetStream client.
+func ErrorCode(err error) (code int, ok bool) {
+	c := apiCode(err)
+	return int(c), c != 0
+}
+
 // apiCode returns err's JetStream error code, or 0 when it carries none.
 func apiCode(err error) jetstream.ErrorCode {
 	var apiErr *jetstream.APIError

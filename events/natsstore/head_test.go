@@ -7,13 +7,13 @@ import (
 	"github.com/artifactr/artifactr/events"
 	"github.com/artifactr/artifactr/events/eventspb"
 	"github.com/artifactr/artifactr/events/eventstest"
-	"github.com/artifactr/artifactr/internal/natsembed"
+	"github.com/artifactr/artifactr/internal/natsembed/natsembedtest"
 )
 
 // ThreadHead answers what a post needs from the run subject's last event,
 // the strategy key or the first post, and the id key.
 func TestStore_ThreadHead(t *testing.T) {
-	s := open(t, natsembed.RunForTest(t))
+	s := open(t, natsembedtest.RunForTest(t))
 	th := eventstest.NewThread(t)
 	head := func() events.Head {
 		t.Helper()

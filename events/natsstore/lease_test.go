@@ -11,12 +11,12 @@ import (
 
 	"github.com/artifactr/artifactr/events"
 	"github.com/artifactr/artifactr/events/eventstest"
-	"github.com/artifactr/artifactr/internal/natsembed"
+	"github.com/artifactr/artifactr/internal/natsembed/natsembedtest"
 	"github.com/artifactr/artifactr/internal/testkit"
 )
 
 func TestStore_Lease_lifecycle(t *testing.T) {
-	srv := natsembed.RunForTest(t)
+	srv := natsembedtest.RunForTest(t)
 	clock := eventstest.NewClock(0)
 	s := open(t, srv, func(c *Config) { c.Now = clock.Now })
 	l, err := s.AcquireLease(ctxT(t), "T", "A", 10*time.Second)
@@ -62,7 +62,7 @@ func TestStore_Lease_lifecycle(t *testing.T) {
 // Lapse is decided by the store's clock: a skewed clock takes a lease whose
 // holder still counts it live.
 func TestStore_AcquireLease_lapseBySkewedClock(t *testing.T) {
-	srv := natsembed.RunForTest(t)
+	srv := natsembedtest.RunForTest(t)
 	slow, fast := eventstest.NewClock(0), eventstest.NewClock(time.Minute)
 	a := open(t, srv, func(c *Config) { c.Now = slow.Now })
 	b := open(t, srv, func(c *Config) { c.Now = fast.Now })
@@ -89,7 +89,7 @@ func TestStore_AcquireLease_lapseBySkewedClock(t *testing.T) {
 // that no store ever sees the lease lapse, the key still goes away once its
 // holder stops renewing.
 func TestStore_RenewLease_keepsServerTTL(t *testing.T) {
-	srv := natsembed.RunForTest(t)
+	srv := natsembedtest.RunForTest(t)
 	frozen := eventstest.NewClock(0)
 	s := open(t, srv, func(c *Config) { c.Now = frozen.Now })
 	l, err := s.AcquireLease(ctxT(t), "T", "A", 1500*time.Millisecond)
@@ -129,7 +129,7 @@ func TestStore_RenewLease_keepsServerTTL(t *testing.T) {
 // than its channel holds, leaves no goroutine behind: nats.go's callback is
 // blocked sending on the full channel, and Stop must let it go (issue 21).
 func TestStore_WatchLeases_stopWhileFull(t *testing.T) {
-	srv := natsembed.RunForTest(t)
+	srv := natsembedtest.RunForTest(t)
 	s := open(t, srv)
 	before := goleak.IgnoreCurrent()
 	w, err := s.WatchLeases(ctxT(t))

@@ -16,6 +16,7 @@ import (
 	"github.com/artifactr/artifactr/events/eventspb"
 	"github.com/artifactr/artifactr/events/eventstest"
 	"github.com/artifactr/artifactr/internal/natsembed"
+	"github.com/artifactr/artifactr/internal/natsembed/natsembedtest"
 	"github.com/artifactr/artifactr/internal/testkit"
 )
 
@@ -57,7 +58,7 @@ func openShort(t *testing.T, srv *natsembed.Server) *Store {
 // A repost after the stream's deduplication window is a duplicate of the
 // original, and the same id with another text a conflict: nothing written.
 func TestStore_Post_repostAfterWindow(t *testing.T) {
-	srv := natsembed.RunForTest(t)
+	srv := natsembedtest.RunForTest(t)
 	s := openShort(t, srv)
 	_, js := connect(t, srv)
 	th := eventstest.NewThread(t)
@@ -98,7 +99,7 @@ func TestStore_Post_repostAcrossRestart(t *testing.T) {
 // Two clients post one id at once: one message. With different texts, one
 // wins and the other is a conflict.
 func TestStore_Post_concurrentSameID(t *testing.T) {
-	srv := natsembed.RunForTest(t)
+	srv := natsembedtest.RunForTest(t)
 	a, b := openShort(t, srv), openShort(t, srv)
 	for _, texts := range [][2]string{{"same", "same"}, {"one", "other"}} {
 		th := eventstest.NewThread(t)
@@ -149,7 +150,7 @@ func countPosts(t *testing.T, s *Store, th string) int {
 // posted subject, not a second message. One that died before it
 // published: the repost is the message.
 func TestStore_Post_staleIDKey(t *testing.T) {
-	srv := natsembed.RunForTest(t)
+	srv := natsembedtest.RunForTest(t)
 	s := openShort(t, srv)
 	_, js := connect(t, srv)
 	kv, err := js.KeyValue(ctxT(t), DefaultMessageIDBucket)
@@ -198,7 +199,7 @@ func TestStore_Post_staleIDKey(t *testing.T) {
 // A post refused by its check (the reject strategy) frees its id: the id
 // may then be posted with another text.
 func TestStore_Post_refusedFreesID(t *testing.T) {
-	srv := natsembed.RunForTest(t)
+	srv := natsembedtest.RunForTest(t)
 	s := open(t, srv)
 	th := eventstest.NewThread(t)
 	m := post(t, s, th, "m0")
@@ -218,7 +219,7 @@ func TestStore_Post_refusedFreesID(t *testing.T) {
 // BenchmarkStore_Post measures a post with its message-id key against the
 // same post without the bucket (the stream's window only).
 func BenchmarkStore_Post(b *testing.B) {
-	srv := natsembed.RunForTest(b)
+	srv := natsembedtest.RunForTest(b)
 	for _, keyed := range []bool{true, false} {
 		b.Run(fmt.Sprintf("id_key=%v", keyed), func(b *testing.B) {
 			s := open(b, srv)

@@ -10,14 +10,14 @@ import (
 	"github.com/nats-io/nats.go/jetstream"
 
 	"github.com/artifactr/artifactr/events/eventspb"
-	"github.com/artifactr/artifactr/internal/natsembed"
+	"github.com/artifactr/artifactr/internal/natsembed/natsembedtest"
 	"github.com/artifactr/artifactr/internal/testkit"
 )
 
 // muxFor returns s's reply mux and a plain connection to its server.
 func muxFor(t *testing.T) (*replyMux, *nats.Conn) {
 	t.Helper()
-	srv := natsembed.RunForTest(t)
+	srv := natsembedtest.RunForTest(t)
 	s := open(t, srv)
 	g, err := s.mux()
 	if err != nil {
@@ -126,7 +126,7 @@ func TestStore_deadline(t *testing.T) {
 // context has no deadline still gives up by the store's Timeout when
 // nothing answers it.
 func TestAppend_boundedWithoutContextDeadline(t *testing.T) {
-	srv := natsembed.RunForTest(t)
+	srv := natsembedtest.RunForTest(t)
 	s := open(t, srv, func(c *Config) { c.Timeout = 300 * time.Millisecond })
 	post(t, s, "T", "m1")
 	// Nothing answers any attempt.
@@ -153,7 +153,7 @@ func TestAppend_boundedWithoutContextDeadline(t *testing.T) {
 // a claim then plans on a thread without its run events, and gives
 // consumed messages out again. The request must fail instead.
 func TestReplyMux_batchAcrossReconnect(t *testing.T) {
-	srv := natsembed.RunForTest(t)
+	srv := natsembedtest.RunForTest(t)
 	s := open(t, srv, func(c *Config) {
 		c.ConnectOptions = append(c.ConnectOptions, nats.ReconnectWait(10*time.Millisecond))
 	})

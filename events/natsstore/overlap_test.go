@@ -7,13 +7,13 @@ import (
 
 	"github.com/nats-io/nats.go/jetstream"
 
-	"github.com/artifactr/artifactr/internal/natsembed"
+	"github.com/artifactr/artifactr/internal/natsembed/natsembedtest"
 )
 
 // Issue 23, item 8: another application's stream on overlapping subjects
 // makes New fail naming that stream, not with a bare 10065.
 func TestNew_overlappingStreamNamed(t *testing.T) {
-	srv := natsembed.RunForTest(t)
+	srv := natsembedtest.RunForTest(t)
 	_, js := connect(t, srv)
 	if _, err := js.CreateStream(ctxT(t), jetstream.StreamConfig{Name: "OTHER_APP", Subjects: []string{"threads.x.>"}}); err != nil {
 		t.Fatal(err)

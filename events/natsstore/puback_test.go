@@ -11,7 +11,7 @@ import (
 	"github.com/nats-io/nats.go/jetstream"
 
 	"github.com/artifactr/artifactr/events"
-	"github.com/artifactr/artifactr/internal/natsembed"
+	"github.com/artifactr/artifactr/internal/natsembed/natsembedtest"
 )
 
 // TestParsePubAck checks the fast ack reader against encoding/json on the
@@ -72,7 +72,7 @@ func TestParsePubAck_errors(t *testing.T) {
 // TestParsePubAck_serverAcksAreFast checks that the acks a real server sends
 // a store's writes, first and duplicate, take the fast read.
 func TestParsePubAck_serverAcksAreFast(t *testing.T) {
-	s := open(t, natsembed.RunForTest(t))
+	s := open(t, natsembedtest.RunForTest(t))
 	var replies [][]byte
 	s.send = func(ctx context.Context, m *nats.Msg) (*jetstream.PubAck, error) {
 		resp, err := s.nc.RequestMsgWithContext(ctx, m)

@@ -12,7 +12,7 @@ import (
 	"github.com/nats-io/nats.go/jetstream"
 
 	"github.com/artifactr/artifactr/events"
-	"github.com/artifactr/artifactr/internal/ctxsleep"
+	"github.com/artifactr/artifactr/internal/sys"
 )
 
 // Bounds of the publish retry loop.
@@ -87,7 +87,7 @@ func (s *Store) publish(ctx context.Context, w write) outcome {
 	for ; attempts < maxPublishAttempts; attempts++ {
 		if attempts > 0 {
 			d := backoff(attempts)
-			if time.Until(deadline) <= d || !ctxsleep.Sleep(ctx, d) {
+			if time.Until(deadline) <= d || !sys.Sleep(ctx, d) {
 				break
 			}
 		}
@@ -106,7 +106,7 @@ func (s *Store) publish(ctx context.Context, w write) outcome {
 				// Not sent: the connection is down and keeps no buffer.
 				// Wait for it, without spending an attempt.
 				lastErr = fmt.Errorf("%w: %w", err, nats.ErrConnectionReconnecting)
-				if !ctxsleep.Sleep(ctx, min(reconnectWait, max(time.Until(deadline), 0))) {
+				if !sys.Sleep(ctx, min(reconnectWait, max(time.Until(deadline), 0))) {
 					break
 				}
 				attempts--

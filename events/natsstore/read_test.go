@@ -12,13 +12,14 @@ import (
 	"github.com/artifactr/artifactr/events"
 	"github.com/artifactr/artifactr/events/eventspb"
 	"github.com/artifactr/artifactr/internal/natsembed"
+	"github.com/artifactr/artifactr/internal/natsembed/natsembedtest"
 	"github.com/artifactr/artifactr/internal/testkit"
 )
 
 // Raw garbage on the run subject: Load still works, marks it, and loads
 // what follows.
 func TestStore_Load_garbage(t *testing.T) {
-	srv := natsembed.RunForTest(t)
+	srv := natsembedtest.RunForTest(t)
 	s := open(t, srv)
 	_, js := connect(t, srv)
 	post(t, s, "T", "m1")
@@ -35,7 +36,7 @@ func TestStore_Load_garbage(t *testing.T) {
 
 // Load across more than one pull batch, and from the middle.
 func TestStore_Load_manyAndFrom(t *testing.T) {
-	srv := natsembed.RunForTest(t)
+	srv := natsembedtest.RunForTest(t)
 	s := open(t, srv)
 	post(t, s, "other", "x")
 	n := 2*loadBatch + 17
@@ -71,7 +72,7 @@ func TestStore_Load_manyAndFrom(t *testing.T) {
 }
 
 func TestStore_Tail_newAndStop(t *testing.T) {
-	srv := natsembed.RunForTest(t)
+	srv := natsembedtest.RunForTest(t)
 	s := open(t, srv)
 	post(t, s, "T", "old")
 	tl, err := s.Tail(ctxT(t), "threads.*.posted", 0)
@@ -91,7 +92,7 @@ func TestStore_Tail_newAndStop(t *testing.T) {
 }
 
 func TestStore_Threads_listsPosted(t *testing.T) {
-	srv := natsembed.RunForTest(t)
+	srv := natsembedtest.RunForTest(t)
 	s := open(t, srv)
 	for _, th := range []string{"a", "b", "c"} {
 		post(t, s, th, "m")

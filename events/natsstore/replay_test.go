@@ -6,13 +6,13 @@ import (
 	"testing"
 
 	"github.com/artifactr/artifactr/events"
-	"github.com/artifactr/artifactr/internal/natsembed"
+	"github.com/artifactr/artifactr/internal/natsembed/natsembedtest"
 )
 
 // Replay reads the whole stream in order up to its last sequence at the
 // call; garbage on a subject is passed on with Err set and stops nothing.
 func TestStore_Replay_wholeStreamWithGarbage(t *testing.T) {
-	srv := natsembed.RunForTest(t)
+	srv := natsembedtest.RunForTest(t)
 	s := open(t, srv)
 	_, js := connect(t, srv)
 	var want []uint64
@@ -67,7 +67,7 @@ func TestStore_Replay_wholeStreamWithGarbage(t *testing.T) {
 // An error from fn stops the replay and is returned; an empty stream or a
 // start past the end calls fn never.
 func TestStore_Replay_stopsAndEmpty(t *testing.T) {
-	srv := natsembed.RunForTest(t)
+	srv := natsembedtest.RunForTest(t)
 	s := open(t, srv)
 	calls := 0
 	last, err := s.Replay(ctxT(t), "threads.>", 1, func(events.Envelope) error { calls++; return nil })

@@ -12,10 +12,11 @@ import (
 	"github.com/artifactr/artifactr/events"
 	"github.com/artifactr/artifactr/events/eventspb"
 	"github.com/artifactr/artifactr/internal/natsembed"
+	"github.com/artifactr/artifactr/internal/natsembed/natsembedtest"
 )
 
 func TestStore_New_createsSafeStream(t *testing.T) {
-	srv := natsembed.RunForTest(t)
+	srv := natsembedtest.RunForTest(t)
 	s := open(t, srv)
 	_, js := connect(t, srv)
 	st, err := js.Stream(ctxT(t), DefaultStream)
@@ -43,7 +44,7 @@ func TestStore_New_createsSafeStream(t *testing.T) {
 }
 
 func TestStore_New_refusesUnsafeStream(t *testing.T) {
-	srv := natsembed.RunForTest(t)
+	srv := natsembedtest.RunForTest(t)
 	_, js := connect(t, srv)
 	safe := func(name string) jetstream.StreamConfig {
 		return jetstream.StreamConfig{Name: name, Subjects: []string{name + ".>"}, DenyDelete: true, DenyPurge: true}
@@ -115,7 +116,7 @@ func TestStore_New_unreachable(t *testing.T) {
 }
 
 func TestConfig_validate_badConfigs(t *testing.T) {
-	srv := natsembed.RunForTest(t)
+	srv := natsembedtest.RunForTest(t)
 	nc, _ := connect(t, srv)
 	bad := []Config{
 		{},
@@ -190,7 +191,7 @@ func TestStore_New_smallMaxPayload(t *testing.T) {
 // fails with ErrNoStream naming the stream and the server, and creates
 // nothing; on a set-up server it opens what is there.
 func TestStore_New_noCreate(t *testing.T) {
-	srv := natsembed.RunForTest(t)
+	srv := natsembedtest.RunForTest(t)
 	_, js := connect(t, srv)
 	_, err := New(ctxT(t), Config{URL: srv.ClientURL(), NoCreate: true})
 	if !errors.Is(err, ErrNoStream) || errors.Is(err, events.ErrUnavailable) {

@@ -4,13 +4,13 @@ import (
 	"bytes"
 	"testing"
 
-	"github.com/artifactr/artifactr/internal/natsembed"
+	"github.com/artifactr/artifactr/internal/natsembed/natsembedtest"
 )
 
 // A snapshot larger than one value is saved in chunks under a manifest and
 // loaded whole; a smaller one saved after it replaces it.
 func TestStore_SaveSnapshot_chunked(t *testing.T) {
-	s := open(t, natsembed.RunForTest(t), func(c *Config) { c.MaxEventBytes = 8 << 10 })
+	s := open(t, natsembedtest.RunForTest(t), func(c *Config) { c.MaxEventBytes = 8 << 10 })
 	big := bytes.Repeat([]byte("0123456789abcdef"), 7*(8<<10)/16+5) // 7 chunks and a bit
 	if err := s.SaveSnapshot(ctxT(t), "T", big); err != nil {
 		t.Fatal(err)

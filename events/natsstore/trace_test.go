@@ -6,14 +6,14 @@ import (
 
 	"github.com/artifactr/artifactr/events"
 	"github.com/artifactr/artifactr/events/eventspb"
-	"github.com/artifactr/artifactr/internal/natsembed"
+	"github.com/artifactr/artifactr/internal/natsembed/natsembedtest"
 )
 
 // A post's W3C trace context is stored as its traceparent and tracestate
 // headers, which any NATS client can read, and comes back in the envelope
 // from Load and from a tail.
 func TestStore_Post_traceContext(t *testing.T) {
-	srv := natsembed.RunForTest(t)
+	srv := natsembedtest.RunForTest(t)
 	s := open(t, srv)
 	const tp, ts = "00-4bf92f3577b34da6a3ce929d0e0e4736-00f067aa0ba902b7-01", "vendor=x"
 	ack, err := s.Post(ctxT(t), "tc", &eventspb.MessagePosted{MessageId: "m1", Text: "hi"}, events.WithTraceContext(tp, ts))

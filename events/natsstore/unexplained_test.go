@@ -11,7 +11,7 @@ import (
 
 	"github.com/artifactr/artifactr/events"
 	"github.com/artifactr/artifactr/events/eventspb"
-	"github.com/artifactr/artifactr/internal/natsembed"
+	"github.com/artifactr/artifactr/internal/natsembed/natsembedtest"
 	"github.com/artifactr/artifactr/internal/testkit"
 )
 
@@ -21,7 +21,7 @@ import (
 // Lease.Reclaimed and counted. A writer with runner credentials wrote them
 // straight to $KV.claims.<thread>.
 func TestStore_unexplainedLeases(t *testing.T) {
-	srv := natsembed.RunForTest(t)
+	srv := natsembedtest.RunForTest(t)
 	const ttl = 2 * time.Second
 	s := open(t, srv, func(c *Config) { c.UnexplainedLeaseTTL = ttl })
 	_, js := connect(t, srv)

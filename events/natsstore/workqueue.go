@@ -10,7 +10,7 @@ import (
 	"github.com/nats-io/nats.go/jetstream"
 
 	"github.com/artifactr/artifactr/events"
-	"github.com/artifactr/artifactr/internal/ctxsleep"
+	"github.com/artifactr/artifactr/internal/sys"
 )
 
 // DefaultWorkQueue is the durable name runners share by default.
@@ -187,7 +187,7 @@ func (q *WorkQueue) Next(ctx context.Context) (string, func(), error) {
 			_ = q.open(octx)
 			ocancel()
 		}
-		ctxsleep.Sleep(ctx, min(backoffBase<<min(failures, 8), workRetryMax)) // an end is reported at the top
+		sys.Sleep(ctx, min(backoffBase<<min(failures, 8), workRetryMax)) // an end is reported at the top
 	}
 }
 

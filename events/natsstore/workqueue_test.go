@@ -13,12 +13,13 @@ import (
 	"github.com/artifactr/artifactr/events"
 	"github.com/artifactr/artifactr/events/eventspb"
 	"github.com/artifactr/artifactr/internal/natsembed"
+	"github.com/artifactr/artifactr/internal/natsembed/natsembedtest"
 	"github.com/artifactr/artifactr/internal/testkit"
 )
 
 // Two runners share one work queue: every post wakes exactly one of them.
 func TestWorkQueue_Next_eachPostToOneRunner(t *testing.T) {
-	srv := natsembed.RunForTest(t)
+	srv := natsembedtest.RunForTest(t)
 	s := open(t, srv)
 	post(t, s, "before", "m0") // before the queue exists: DeliverNew skips it
 	qs := make([]*WorkQueue, 2)
@@ -83,7 +84,7 @@ func TestWorkQueue_Next_eachPostToOneRunner(t *testing.T) {
 // The queue keeps its position: posts made while no runner runs are
 // delivered when one starts again.
 func TestWorkQueue_Next_resumes(t *testing.T) {
-	srv := natsembed.RunForTest(t)
+	srv := natsembedtest.RunForTest(t)
 	s := open(t, srv)
 	q, err := s.WorkQueue(ctxT(t), "")
 	if err != nil {
@@ -109,7 +110,7 @@ func TestWorkQueue_Next_resumes(t *testing.T) {
 // A post whose ack never comes (its runner died before it claimed the
 // thread) goes to another runner after the ack wait; an acked one does not.
 func TestWorkQueue_unackedRedelivered(t *testing.T) {
-	srv := natsembed.RunForTest(t)
+	srv := natsembedtest.RunForTest(t)
 	s := open(t, srv)
 	const wait = 300 * time.Millisecond
 	q1, err := s.openWorkQueue(ctxT(t), "unacked", wait)
@@ -152,7 +153,7 @@ func TestWorkQueue_unackedRedelivered(t *testing.T) {
 // Stop and a cancelled ctx end a blocked Next; a closed store ends it with
 // ErrClosed.
 func TestWorkQueue_Next_stops(t *testing.T) {
-	srv := natsembed.RunForTest(t)
+	srv := natsembedtest.RunForTest(t)
 	s := open(t, srv)
 	q, err := s.WorkQueue(ctxT(t), "stops")
 	if err != nil {
@@ -177,7 +178,7 @@ func TestWorkQueue_Next_stops(t *testing.T) {
 
 // A consumer of the queue's name with another filter is refused, not used.
 func TestWorkQueue_refusesOtherConsumer(t *testing.T) {
-	srv := natsembed.RunForTest(t)
+	srv := natsembedtest.RunForTest(t)
 	s := open(t, srv)
 	if _, err := s.Durable(ctxT(t), DurableConfig{Name: "taken"}); err != nil {
 		t.Fatal(err)
@@ -192,7 +193,7 @@ func TestWorkQueue_refusesOtherConsumer(t *testing.T) {
 // post the server sent as the call gave up waited for the ack wait (here
 // longer than the test), and one lost twice waited two (issue 21).
 func TestWorkQueue_Next_givingUpLosesNothing(t *testing.T) {
-	srv := natsembed.RunForTest(t)
+	srv := natsembedtest.RunForTest(t)
 	s := open(t, srv)
 	q, err := s.openWorkQueue(ctxT(t), "impatient", 10*time.Minute)
 	if err != nil {

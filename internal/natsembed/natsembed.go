@@ -1,8 +1,8 @@
 // Package natsembed runs nats-server with JetStream inside this process.
 //
-// artifactr serve embeds one server on loopback (DESIGN §7); tests embed one
-// per test with [RunForTest], or a small cluster with [StartCluster] to
-// exercise replicated streams and leader changes.
+// artifactr serve embeds one server on loopback (DESIGN §7); tests start
+// theirs through package natsembedtest (one per test, a leaf node, or a
+// small cluster), which is kept apart so it never reaches the binary.
 //
 // The defaults are durable: JetStream fsyncs every write. [Config.NoSync]
 // trades that for speed and says so in the log.
@@ -263,7 +263,7 @@ func (c *Config) serverOptions() (*server.Options, error) {
 	}
 	// The pool size is set, not defaulted, so that WaitForRoutes knows how
 	// many route connections a formed cluster has.
-	opts.Cluster = server.ClusterOpts{Name: c.ClusterName, Host: chost, Port: cport, PoolSize: routePoolSize}
+	opts.Cluster = server.ClusterOpts{Name: c.ClusterName, Host: chost, Port: cport, PoolSize: RoutePoolSize}
 	for _, r := range c.Routes {
 		u, err := url.Parse("nats-route://" + r)
 		if err != nil {
@@ -310,9 +310,9 @@ func splitHostPort(hp string) (string, int, error) {
 	return host, port, nil
 }
 
-// routePoolSize is the number of route connections between two cluster
+// RoutePoolSize is the number of route connections between two cluster
 // members, not counting the one the server adds for the system account.
-const routePoolSize = server.DEFAULT_ROUTE_POOL_SIZE
+const RoutePoolSize = server.DEFAULT_ROUTE_POOL_SIZE
 
 // ClientURL is the URL clients connect to, such as nats://127.0.0.1:4222.
 func (s *Server) ClientURL() string { return s.ns.ClientURL() }

@@ -8,7 +8,7 @@
 //	m, _ := obs.NewMetrics(reg)
 //	tp, shutdown, _ := obs.TracerProviderFromEnv(ctx, "artifactr", os.Stderr) // nil: tracing off
 //	defer shutdown(ctx)
-//	o := obs.New(obs.Config{Metrics: m, TracerProvider: tp, Logger: log})
+//	o := obs.New(obs.Config{Metrics: m, TracerProvider: tp, Logger: log, ErrorCode: natsstore.ErrorCode})
 //	r, _ := runner.New(runner.Config{Store: store, Observer: o})
 //	srv, _ := obs.Listen(addr, obs.Handler(reg, ready), log)
 //

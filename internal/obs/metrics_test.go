@@ -18,6 +18,7 @@ import (
 	"github.com/artifactr/artifactr/events/eventspb"
 	"github.com/artifactr/artifactr/events/natsstore"
 	"github.com/artifactr/artifactr/internal/natsembed"
+	"github.com/artifactr/artifactr/internal/natsembed/natsembedtest"
 	"github.com/artifactr/artifactr/internal/obs"
 )
 
@@ -118,7 +119,7 @@ func claimedBy(t *testing.T, s events.Reader, th, prefix string) bool {
 // the fence (10071). Each counter and histogram moves as the README says,
 // on a real server, scraped over HTTP.
 func TestObserver_metricsScraped(t *testing.T) {
-	srv := natsembed.RunForTest(t)
+	srv := natsembedtest.RunForTest(t)
 	base := openStore(t, srv)
 	pa := &pausable{Store: base}
 	regA, regB := prometheus.NewRegistry(), prometheus.NewRegistry()
@@ -153,7 +154,7 @@ func TestObserver_metricsScraped(t *testing.T) {
 	ttl := time.Second // natsstore leases have whole seconds
 	a := startRunner(t, runner.Config{
 		Store: pa, ID: "A", ClaimTTL: ttl, BeforeAppend: hook, IdleTimeout: time.Second,
-		Observer: obs.New(obs.Config{Metrics: mA, TracerProvider: tp, Logger: testLogger()}),
+		Observer: obs.New(obs.Config{Metrics: mA, TracerProvider: tp, Logger: testLogger(), ErrorCode: natsstore.ErrorCode}),
 	})
 	defer a.Kill()
 
@@ -207,7 +208,7 @@ func TestObserver_metricsScraped(t *testing.T) {
 	<-stalled
 	b := startRunner(t, runner.Config{
 		Store: openStore(t, srv), ID: "B", ClaimTTL: ttl,
-		Observer: obs.New(obs.Config{Metrics: mB, Logger: testLogger()}),
+		Observer: obs.New(obs.Config{Metrics: mB, Logger: testLogger(), ErrorCode: natsstore.ErrorCode}),
 	})
 	defer b.Kill()
 	waitFor(t, "A's refused start counted", func() error {

@@ -25,6 +25,13 @@ import (
 	"github.com/artifactr/artifactr/projections"
 )
 
+// obs does not import the runner, so the check that its Observer fits the
+// runner's hooks is here, where the two meet.
+var (
+	_ runner.Observer         = (*obs.Observer)(nil)
+	_ runner.SnapshotObserver = (*obs.Observer)(nil)
+)
+
 func TestMain(m *testing.M) { goleak.VerifyTestMain(m) }
 
 func testLogger() *slog.Logger {

@@ -10,7 +10,6 @@ import (
 	"sync"
 	"time"
 
-	"github.com/nats-io/nats.go/jetstream"
 	"github.com/prometheus/client_golang/prometheus"
 	"go.opentelemetry.io/otel/attribute"
 	"go.opentelemetry.io/otel/codes"
@@ -18,7 +17,6 @@ import (
 	"go.opentelemetry.io/otel/trace"
 
 	"github.com/artifactr/artifactr/actors/agent"
-	"github.com/artifactr/artifactr/actors/runner"
 	"github.com/artifactr/artifactr/events"
 	"github.com/artifactr/artifactr/events/eventspb"
 	"github.com/artifactr/artifactr/projections"
@@ -51,22 +49,31 @@ type Config struct {
 	Logger *slog.Logger
 	// Now is the clock for latencies. Default time.Now.
 	Now func() time.Time
+	// ErrorCode returns the store's code for an append error, when it
+	// carries one: natsstore.ErrorCode gives JetStream's API error code
+	// (10071: wrong last sequence). The code label of
+	// artifactr_append_errors_total shows it; errors without one are
+	// labelled by class (thread_busy, timeout, ...). Default: none, every
+	// error is labelled by class. obs takes it as a function so that it
+	// names no store (and no JetStream client); cmd/artifactr wires it.
+	ErrorCode func(error) (code int, ok bool)
 }
 
 // Observer turns a runner's hooks into metrics, turn spans and log lines.
-// It implements [runner.Observer]; set it as runner.Config.Observer.
+// It implements [runner.Observer]; set it as runner.Config.Observer. obs does
+// not import the runner (it depends on nothing above it); the assertion that
+// it implements the interface is in this package's tests.
 type Observer struct {
 	m         *Metrics
 	tracer    trace.Tracer // nil when tracing is off
 	log       *slog.Logger
 	now       func() time.Time
-	byOutcome [4]prometheus.Counter // artifactr_turns_total by outcome, resolved once
+	errCode   func(error) (int, bool) // nil: label errors by class only
+	byOutcome [4]prometheus.Counter   // artifactr_turns_total by outcome, resolved once
 
 	mu    sync.Mutex        // protects turns
 	turns map[turnKey]*turn // open turn spans; empty when tracing is off
 }
-
-var _ runner.Observer = (*Observer)(nil)
 
 type turnKey struct {
 	thread   string
@@ -81,7 +88,7 @@ type turn struct {
 
 // New returns an observer.
 func New(cfg Config) *Observer {
-	o := &Observer{m: cfg.Metrics, log: cfg.Logger, now: cfg.Now, turns: map[turnKey]*turn{}}
+	o := &Observer{m: cfg.Metrics, log: cfg.Logger, now: cfg.Now, errCode: cfg.ErrorCode, turns: map[turnKey]*turn{}}
 	if cfg.TracerProvider != nil {
 		o.tracer = cfg.TracerProvider.Tracer(TracerName)
 	}
@@ -336,7 +343,7 @@ func (o *Observer) turnEnded(k turnKey, outcome string, prompt promptInfo, t *tu
 
 // appendFailed counts a failed append, and a fenced one the fence refused.
 func (o *Observer) appendFailed(typ events.Type, err error) {
-	o.m.AppendErrors.WithLabelValues(errorCode(err)).Inc()
+	o.m.AppendErrors.WithLabelValues(o.errorCode(err)).Inc()
 	if typ.Fenced() && errors.Is(err, events.ErrThreadBusy) {
 		o.m.FencedRefusals.Inc()
 	}
@@ -351,13 +358,15 @@ func (o *Observer) since(t time.Time) float64 {
 	return max(o.now().Sub(t).Seconds(), 0)
 }
 
-// errorCode is an append error's code label: the JetStream API error code
-// when the error carries one, else its class.
-func errorCode(err error) string {
-	var apiErr *jetstream.APIError
+// errorCode is an append error's code label: the store's error code (see
+// [Config.ErrorCode]) when the error carries one, else its class.
+func (o *Observer) errorCode(err error) string {
+	if o.errCode != nil {
+		if code, ok := o.errCode(err); ok {
+			return strconv.Itoa(code)
+		}
+	}
 	switch {
-	case errors.As(err, &apiErr) && apiErr.ErrorCode != 0:
-		return strconv.Itoa(int(apiErr.ErrorCode))
 	case errors.Is(err, events.ErrThreadBusy):
 		return "thread_busy"
 	case errors.Is(err, events.ErrConflict):

@@ -16,7 +16,7 @@ import (
 	"github.com/artifactr/artifactr/events"
 	"github.com/artifactr/artifactr/events/eventspb"
 	"github.com/artifactr/artifactr/events/natsstore"
-	"github.com/artifactr/artifactr/internal/natsembed"
+	"github.com/artifactr/artifactr/internal/natsembed/natsembedtest"
 	"github.com/artifactr/artifactr/internal/obs"
 )
 
@@ -73,7 +73,7 @@ func (p *partition) wrap(next natsstore.SendFunc) natsstore.SendFunc {
 // no longer lives: the store settles it on a fresh context, not the
 // cancelled one.
 func TestObserver_fencedRefusalHeldPastAttemptTimeout(t *testing.T) {
-	srv := natsembed.RunForTest(t)
+	srv := natsembedtest.RunForTest(t)
 	base := openStore(t, srv)
 	sa, err := natsstore.New(context.Background(), natsstore.Config{URL: srv.ClientURL(), Timeout: 2 * time.Second})
 	if err != nil {
@@ -99,7 +99,7 @@ func TestObserver_fencedRefusalHeldPastAttemptTimeout(t *testing.T) {
 	ttl := time.Second
 	a := startRunner(t, runner.Config{
 		Store: sa, ID: "A", ClaimTTL: ttl, BeforeAppend: hook,
-		Observer: obs.New(obs.Config{Metrics: m, Logger: testLogger()}),
+		Observer: obs.New(obs.Config{Metrics: m, Logger: testLogger(), ErrorCode: natsstore.ErrorCode}),
 	})
 	defer a.Kill()
 	post(t, base, "h", "contested")

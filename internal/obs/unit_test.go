@@ -16,6 +16,7 @@ import (
 	agentexec "github.com/artifactr/artifactr/actors/agent/exec"
 	"github.com/artifactr/artifactr/actors/runner"
 	"github.com/artifactr/artifactr/events"
+	"github.com/artifactr/artifactr/events/eventspb"
 	"github.com/artifactr/artifactr/events/memstore"
 	"github.com/artifactr/artifactr/internal/obs"
 	"github.com/artifactr/artifactr/internal/testkit"
@@ -198,5 +199,42 @@ func TestObserver_runLogs(t *testing.T) {
 		if l := find(c.msg, c.run); !strings.Contains(l, c.want) {
 			t.Errorf("%q line of %s lacks %q: %q", c.msg, c.run, c.want, l)
 		}
+	}
+}
+
+// TestObserver_Appending_errorCodeLabel: an append error is labelled by the
+// store's code when Config.ErrorCode finds one, else by its class; without
+// ErrorCode, always by class.
+func TestObserver_Appending_errorCodeLabel(t *testing.T) {
+	coded := errors.New("coded")
+	code := func(err error) (int, bool) {
+		if errors.Is(err, coded) {
+			return 10071, true
+		}
+		return 0, false
+	}
+	for _, c := range []struct {
+		name      string
+		errorCode func(error) (int, bool)
+		err       error
+		want      string
+	}{
+		{"code", code, coded, "10071"},
+		{"no code: class", code, events.ErrThreadBusy, "thread_busy"},
+		{"no ErrorCode: class", nil, coded, "unknown"},
+	} {
+		t.Run(c.name, func(t *testing.T) {
+			reg := prometheus.NewRegistry()
+			m, err := obs.NewMetrics(reg)
+			if err != nil {
+				t.Fatal(err)
+			}
+			o := obs.New(obs.Config{Metrics: m, ErrorCode: c.errorCode})
+			ev := &eventspb.Event{Thread: "t", Body: &eventspb.Event_MessagePosted{MessagePosted: &eventspb.MessagePosted{Text: "x"}}}
+			o.Appending(events.Claim{Thread: "t", Seq: 1}, ev, nil)(events.Ack{}, c.err)
+			if got := newScraper(t, reg, nil).scrape().get("artifactr_append_errors_total", "code", c.want); got != 1 {
+				t.Errorf("append_errors_total{code=%q} = %v, want 1", c.want, got)
+			}
+		})
 	}
 }

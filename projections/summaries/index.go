@@ -10,6 +10,7 @@ import (
 	"time"
 
 	"github.com/artifactr/artifactr/events"
+	"github.com/artifactr/artifactr/internal/sys"
 )
 
 // Follow yields the stream's events from sequence from on, in order, live,
@@ -55,7 +56,7 @@ func (ix *Index) Start(ctx context.Context) {
 // run reads the bucket, then folds the stream's tail into it, and starts
 // again from a fresh read after a failure.
 func (ix *Index) run(ctx context.Context) {
-	backoff := 100 * time.Millisecond
+	b := sys.NewBackoff(100*time.Millisecond, 5*time.Second)
 	first := true
 	for ctx.Err() == nil {
 		err := ix.readAndFollow(ctx, &first)
@@ -69,13 +70,9 @@ func (ix *Index) run(ctx context.Context) {
 			// Never ready yet: say why to whoever waits.
 			ix.notify()
 		}
-		t := time.NewTimer(backoff)
-		select {
-		case <-ctx.Done():
-			t.Stop()
-		case <-t.C:
+		if !b.Wait(ctx) {
+			break
 		}
-		backoff = min(2*backoff, 5*time.Second)
 	}
 	if first {
 		ix.mu.Lock()

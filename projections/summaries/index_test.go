@@ -11,7 +11,7 @@ import (
 	"github.com/artifactr/artifactr/client"
 	"github.com/artifactr/artifactr/events"
 	"github.com/artifactr/artifactr/events/natsstore"
-	"github.com/artifactr/artifactr/internal/natsembed"
+	"github.com/artifactr/artifactr/internal/natsembed/natsembedtest"
 	"github.com/artifactr/artifactr/internal/testkit"
 	"github.com/artifactr/artifactr/projections/summaries"
 )
@@ -19,7 +19,7 @@ import (
 // indexEnv is a server with n threads of one post each, and a client.
 func indexEnv(t *testing.T, n int) (*natsstore.Store, *client.Client) {
 	t.Helper()
-	srv := natsembed.RunForTest(t)
+	srv := natsembedtest.RunForTest(t)
 	ctx := context.Background()
 	store, err := natsstore.New(ctx, natsstore.Config{URL: srv.ClientURL()})
 	if err != nil {

@@ -10,7 +10,7 @@ import (
 	"time"
 
 	"github.com/artifactr/artifactr/events"
-	"github.com/artifactr/artifactr/internal/procid"
+	"github.com/artifactr/artifactr/internal/sys"
 	"github.com/artifactr/artifactr/projections"
 )
 
@@ -76,7 +76,7 @@ func (c *Config) setDefaults() error {
 		c.Durable = DefaultDurable
 	}
 	if c.Owner == "" {
-		c.Owner = procid.New()
+		c.Owner = sys.ProcessID()
 	}
 	if c.LeaseTTL == 0 {
 		c.LeaseTTL = DefaultLeaseTTL

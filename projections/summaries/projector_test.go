@@ -18,6 +18,7 @@ import (
 	"github.com/artifactr/artifactr/events/natsstore"
 	"github.com/artifactr/artifactr/internal/eventgen"
 	"github.com/artifactr/artifactr/internal/natsembed"
+	"github.com/artifactr/artifactr/internal/natsembed/natsembedtest"
 	"github.com/artifactr/artifactr/internal/testkit"
 	"github.com/artifactr/artifactr/projections"
 )
@@ -213,7 +214,7 @@ func runInBackground(t testing.TB, p *Projector) (stop func()) {
 // fresh bucket and in place: every summary is the same, and each equals the
 // reference fold.
 func TestProjector_rebuildEqualsIncremental(t *testing.T) {
-	srv := natsembed.RunForTest(t)
+	srv := natsembedtest.RunForTest(t)
 	s := openStore(t, srv)
 	pub := newPublisher(t, srv, testLog(1, 6000))
 	pub.publish(t, 1500) // some history before the projector starts
@@ -268,7 +269,7 @@ func TestProjector_rebuildEqualsIncremental(t *testing.T) {
 // cancelled context, a dropped connection), then restarted: the result is
 // the uninterrupted run's.
 func TestProjector_crashAndResume(t *testing.T) {
-	srv := natsembed.RunForTest(t)
+	srv := natsembedtest.RunForTest(t)
 	s := openStore(t, srv)
 	pub := newPublisher(t, srv, testLog(3, 5000))
 	pub.publish(t, -1)
@@ -363,7 +364,7 @@ func TestProjector_crashAndResume(t *testing.T) {
 // Lag is reported from what is stored, and goes to 0 once the projector has
 // caught up; without a projector it grows with the stream.
 func TestProjector_lag(t *testing.T) {
-	srv := natsembed.RunForTest(t)
+	srv := natsembedtest.RunForTest(t)
 	s := openStore(t, srv)
 	if _, err := ReadLag(ctxT(t), s, "lagging", "lagging"); !errors.Is(err, ErrNoReadModel) {
 		t.Fatalf("lag without a bucket: %v", err)
@@ -391,7 +392,7 @@ func TestProjector_lag(t *testing.T) {
 // Two projectors on one read model: one owns it, the other stands by and
 // takes over when the first stops; the result is the same as one's.
 func TestProjector_standbyTakesOver(t *testing.T) {
-	srv := natsembed.RunForTest(t)
+	srv := natsembedtest.RunForTest(t)
 	s := openStore(t, srv)
 	pub := newPublisher(t, srv, testLog(5, 3000))
 	pub.publish(t, 1000)
@@ -433,7 +434,7 @@ func TestProjector_standbyTakesOver(t *testing.T) {
 // is fenced out (its late writes are of an old epoch, or refused), stands
 // by, and takes the read model back; the result equals the reference.
 func TestProjector_forcedRebuildUnderWriter(t *testing.T) {
-	srv := natsembed.RunForTest(t)
+	srv := natsembedtest.RunForTest(t)
 	s := openStore(t, srv)
 	pub := newPublisher(t, srv, testLog(6, 6000))
 	pub.publish(t, -1)
@@ -470,7 +471,7 @@ func TestProjector_forcedRebuildUnderWriter(t *testing.T) {
 // refused (the keys moved on) or land as an old epoch, it finds the read
 // model reset and stands by, and the owner that follows fixes the rest.
 func TestProjector_zombieAfterRebuild(t *testing.T) {
-	srv := natsembed.RunForTest(t)
+	srv := natsembedtest.RunForTest(t)
 	s := openStore(t, srv)
 	pub := newPublisher(t, srv, testLog(7, 4000))
 	pub.publish(t, 2000)
@@ -512,7 +513,7 @@ func TestProjector_zombieAfterRebuild(t *testing.T) {
 // A summary overwritten with garbage by hand is folded again from the
 // stream: by Read at once, and by the projector when its thread moves.
 func TestProjector_unreadableSummary(t *testing.T) {
-	srv := natsembed.RunForTest(t)
+	srv := natsembedtest.RunForTest(t)
 	s := openStore(t, srv)
 	pub := newPublisher(t, srv, testLog(8, 1000))
 	pub.publish(t, -1)
@@ -557,7 +558,7 @@ func TestProjector_unreadableSummary(t *testing.T) {
 // Redelivery through JetStream: events fetched from a durable, applied,
 // nak'd and delivered again leave the summaries as they were.
 func TestApply_jetStreamRedelivery(t *testing.T) {
-	srv := natsembed.RunForTest(t)
+	srv := natsembedtest.RunForTest(t)
 	s := openStore(t, srv)
 	pub := newPublisher(t, srv, testLog(9, 300))
 	pub.publish(t, -1)

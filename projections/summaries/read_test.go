@@ -5,7 +5,7 @@ import (
 	"testing"
 
 	"github.com/artifactr/artifactr/events"
-	"github.com/artifactr/artifactr/internal/natsembed"
+	"github.com/artifactr/artifactr/internal/natsembed/natsembedtest"
 	"github.com/artifactr/artifactr/projections"
 )
 
@@ -15,7 +15,7 @@ import (
 func TestRead_exactWhileProjectorRewrites(t *testing.T) {
 	const seed, chunk = 7, 15
 	t.Logf("seed %d", seed)
-	srv := natsembed.RunForTest(t)
+	srv := natsembedtest.RunForTest(t)
 	s := openStore(t, srv)
 	pub := newPublisher(t, srv, testLog(seed, 1500))
 	p := newTestProjector(t, s, "live", func(c *Config) { c.Batch = 5 })

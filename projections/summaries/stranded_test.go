@@ -8,7 +8,7 @@ import (
 	"time"
 
 	"github.com/artifactr/artifactr/internal/eventgen"
-	"github.com/artifactr/artifactr/internal/natsembed"
+	"github.com/artifactr/artifactr/internal/natsembed/natsembedtest"
 	"github.com/artifactr/artifactr/internal/testkit"
 )
 
@@ -59,7 +59,7 @@ func (r *reports) list() []string {
 // (a restart) finds it again from the stored summaries, with no new event;
 // once it is claimed it is reported no more.
 func TestProjector_reportsStranded(t *testing.T) {
-	srv := natsembed.RunForTest(t)
+	srv := natsembedtest.RunForTest(t)
 	s := openStore(t, srv)
 	l := strandedLog()
 	pub := newPublisher(t, srv, l)

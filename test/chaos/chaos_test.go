@@ -10,7 +10,7 @@ import (
 	"go.uber.org/goleak"
 
 	"github.com/artifactr/artifactr/events/natsstore"
-	"github.com/artifactr/artifactr/internal/natsembed"
+	"github.com/artifactr/artifactr/internal/natsembed/natsembedtest"
 	"github.com/artifactr/artifactr/projections/audit"
 )
 
@@ -177,9 +177,9 @@ func setup(t *testing.T, cfg config) *harness {
 	h := newHarness(t, cfg)
 	t.Logf("%s: seed %d (replay with CHAOS_SEED=%d or -chaos.seed=%d)", cfg.name, cfg.seed, cfg.seed, cfg.seed)
 	if cfg.cluster {
-		h.cluster = natsembed.StartCluster(t, 3)
+		h.cluster = natsembedtest.StartCluster(t, 3)
 	} else {
-		h.single = natsembed.RunForTest(t)
+		h.single = natsembedtest.RunForTest(t)
 	}
 	t.Cleanup(h.shutdown)
 	var err error

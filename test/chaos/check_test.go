@@ -16,7 +16,7 @@ import (
 	"github.com/artifactr/artifactr/events"
 	"github.com/artifactr/artifactr/events/eventspb"
 	"github.com/artifactr/artifactr/events/natsstore"
-	"github.com/artifactr/artifactr/internal/ctxsleep"
+	"github.com/artifactr/artifactr/internal/sys"
 	"github.com/artifactr/artifactr/projections"
 	"github.com/artifactr/artifactr/projections/audit"
 )
@@ -75,7 +75,7 @@ func (h *harness) retry(ctx context.Context, f func(context.Context) error) erro
 		cctx, cancel := context.WithTimeout(ctx, 10*time.Second)
 		err := f(cctx)
 		cancel()
-		if err == nil || !ctxsleep.Sleep(ctx, 200*time.Millisecond) {
+		if err == nil || !sys.Sleep(ctx, 200*time.Millisecond) {
 			return err
 		}
 	}

@@ -7,8 +7,8 @@ import (
 	"github.com/artifactr/artifactr/events"
 	"github.com/artifactr/artifactr/events/eventspb"
 	"github.com/artifactr/artifactr/events/natsstore"
-	"github.com/artifactr/artifactr/internal/ctxsleep"
-	"github.com/artifactr/artifactr/internal/natsembed"
+	"github.com/artifactr/artifactr/internal/natsembed/natsembedtest"
+	"github.com/artifactr/artifactr/internal/sys"
 )
 
 // stallHook is a runner's BeforeAppend: while faults are on, it stalls some
@@ -44,7 +44,7 @@ func (h *harness) stallHook(cs *chaosStore) func(context.Context, *eventspb.Even
 			kind += "+paused"
 		}
 		h.faults.add(kind, 1)
-		ctxsleep.Sleep(ctx, d)
+		sys.Sleep(ctx, d)
 	}
 }
 
@@ -181,7 +181,7 @@ func (h *harness) stepDown() {
 	}
 	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
 	defer cancel()
-	if err := natsembed.StepDownStream(ctx, h.adminNC, stream); err != nil {
+	if err := natsembedtest.StepDownStream(ctx, h.adminNC, stream); err != nil {
 		h.stats.add(kind+"_failed", 1)
 		return
 	}

@@ -18,6 +18,7 @@ import (
 	"github.com/artifactr/artifactr/events/eventstest"
 	"github.com/artifactr/artifactr/events/natsstore"
 	"github.com/artifactr/artifactr/internal/natsembed"
+	"github.com/artifactr/artifactr/internal/natsembed/natsembedtest"
 )
 
 // harness is one chaos run: the server(s), the runner slots, the posters
@@ -29,8 +30,8 @@ type harness struct {
 	log *slog.Logger
 	lc  *logCounter
 
-	single  *natsembed.Server  // the server, or nil on a cluster
-	cluster *natsembed.Cluster // the cluster, or nil
+	single  *natsembed.Server      // the server, or nil on a cluster
+	cluster *natsembedtest.Cluster // the cluster, or nil
 
 	admin    *natsstore.Store // the test's own store: checks, step-downs
 	adminNC  *nats.Conn

@@ -16,7 +16,7 @@ import (
 
 	"github.com/artifactr/artifactr/client"
 	"github.com/artifactr/artifactr/httpapi"
-	"github.com/artifactr/artifactr/internal/ctxsleep"
+	"github.com/artifactr/artifactr/internal/sys"
 )
 
 // front is one serve's HTTP API: an httpapi.Server on its own NATS
@@ -193,7 +193,7 @@ func (h *harness) httpCreate(i int, thread, id, text, strategy string) (uint64, 
 // message sequence, and no second message.
 func (h *harness) httpPostLoop(ctx context.Context) {
 	var retries []retry
-	for ctxsleep.Sleep(ctx, h.rng.dur(h.cfg.postGap)) {
+	for sys.Sleep(ctx, h.rng.dur(h.cfg.postGap)) {
 		for len(retries) > 0 && time.Now().After(retries[0].due) {
 			r := retries[0]
 			retries = retries[1:]

@@ -9,7 +9,7 @@ import (
 
 	"github.com/artifactr/artifactr/events"
 	"github.com/artifactr/artifactr/events/eventspb"
-	"github.com/artifactr/artifactr/internal/ctxsleep"
+	"github.com/artifactr/artifactr/internal/sys"
 )
 
 // postLog records every acknowledged post: the checks require each one in
@@ -138,7 +138,7 @@ type retry struct {
 // and retries a little later.
 func (h *harness) postLoop(ctx context.Context, s events.Store) {
 	var retries []retry
-	for ctxsleep.Sleep(ctx, h.rng.dur(h.cfg.postGap)) {
+	for sys.Sleep(ctx, h.rng.dur(h.cfg.postGap)) {
 		for len(retries) > 0 && time.Now().After(retries[0].due) {
 			r := retries[0]
 			retries = retries[1:]

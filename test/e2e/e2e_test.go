@@ -8,7 +8,7 @@ import (
 	"testing"
 	"time"
 
-	"github.com/artifactr/artifactr/internal/natsembed"
+	"github.com/artifactr/artifactr/internal/natsembed/natsembedtest"
 	"github.com/artifactr/artifactr/internal/testkit"
 	"github.com/artifactr/artifactr/projections"
 )
@@ -109,7 +109,7 @@ func TestServe_execAgent(t *testing.T) {
 // Spec: Lapse, then Claim by another holder.
 func TestServe_kill9Takeover(t *testing.T) {
 	const ttl = 2 * time.Second
-	srv := natsembed.RunForTest(t) // outlives the runners
+	srv := natsembedtest.RunForTest(t) // outlives the runners
 	url := srv.ClientURL()
 	store := openStore(t, url)
 	threads := []string{"k1", "k2", "k3"}
@@ -181,7 +181,7 @@ func TestServe_kill9Takeover(t *testing.T) {
 // TestServe_sharing: two runners on one NATS share the threads: both hold
 // claims and both complete runs.
 func TestServe_sharing(t *testing.T) {
-	srv := natsembed.RunForTest(t)
+	srv := natsembedtest.RunForTest(t)
 	url := srv.ClientURL()
 	store := openStore(t, url)
 	serve(t, "runner-S1", "--nats", url, "--runner-id", "S1")
@@ -229,7 +229,7 @@ func TestServe_sharing(t *testing.T) {
 // every claim and exits 0; the log then shows no active run and no held
 // claim, and another runner picks up the messages left pending.
 func TestServe_sigtermHandsOver(t *testing.T) {
-	srv := natsembed.RunForTest(t)
+	srv := natsembedtest.RunForTest(t)
 	url := srv.ClientURL()
 	store := openStore(t, url)
 	threads := []string{"g1", "g2"}

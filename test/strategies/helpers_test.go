@@ -18,7 +18,7 @@ import (
 	"github.com/artifactr/artifactr/events/memstore"
 	"github.com/artifactr/artifactr/events/natsstore"
 	"github.com/artifactr/artifactr/internal/doubletext"
-	"github.com/artifactr/artifactr/internal/natsembed"
+	"github.com/artifactr/artifactr/internal/natsembed/natsembedtest"
 	"github.com/artifactr/artifactr/internal/testkit"
 	"github.com/artifactr/artifactr/projections"
 	"github.com/artifactr/artifactr/projections/audit"
@@ -47,7 +47,7 @@ func newStore(t *testing.T, k storeKind) events.Store {
 	if k == mem {
 		return memstore.New(memstore.Config{})
 	}
-	srv := natsembed.RunForTest(t)
+	srv := natsembedtest.RunForTest(t)
 	s, err := natsstore.New(t.Context(), natsstore.Config{URL: srv.ClientURL()})
 	if err != nil {
 		t.Fatal(err)

@@ -10,7 +10,7 @@ import (
 	"time"
 
 	"github.com/artifactr/artifactr/actors/agent"
-	"github.com/artifactr/artifactr/internal/ctxsleep"
+	"github.com/artifactr/artifactr/internal/sys"
 )
 
 // Agent is an [agent.Agent] backed by an OpenAI-compatible chat-completions
@@ -35,7 +35,7 @@ func New(cfg Config) (*Agent, error) {
 		cfg:      cfg,
 		endpoint: cfg.BaseURL + "/chat/completions",
 		now:      time.Now,
-		sleep:    ctxsleep.Sleep,
+		sleep:    sys.Sleep,
 	}, nil
 }
 

@@ -16,7 +16,7 @@ import (
 	"github.com/artifactr/artifactr/events"
 	"github.com/artifactr/artifactr/events/eventspb"
 	"github.com/artifactr/artifactr/events/natsstore"
-	"github.com/artifactr/artifactr/internal/natsembed"
+	"github.com/artifactr/artifactr/internal/natsembed/natsembedtest"
 	"github.com/artifactr/artifactr/internal/testkit"
 	"github.com/artifactr/artifactr/projections"
 	"github.com/artifactr/artifactr/projections/audit"
@@ -158,7 +158,7 @@ func TestAgent_throughRunnerSteered(t *testing.T) {
 // and returns its store; both stop when the test ends.
 func startRunner(t *testing.T, a *openai.Agent) *natsstore.Store {
 	t.Helper()
-	srv := natsembed.RunForTest(t)
+	srv := natsembedtest.RunForTest(t)
 	store, err := natsstore.New(t.Context(), natsstore.Config{URL: srv.ClientURL()})
 	if err != nil {
 		t.Fatal(err)

@@ -1,4 +1,4 @@
-package procid
+package sys
 
 import (
 	"os"
@@ -7,15 +7,15 @@ import (
 	"testing"
 )
 
-func TestNew_hostPidRandom(t *testing.T) {
+func TestProcessID_hostPidRandom(t *testing.T) {
 	host, err := os.Hostname()
 	if err != nil || host == "" {
 		host = "unknown"
 	}
 	re := regexp.MustCompile("^" + regexp.QuoteMeta(host) + "-" + strconv.Itoa(os.Getpid()) + "-[0-9a-f]{8}$")
-	a, b := New(), New()
+	a, b := ProcessID(), ProcessID()
 	if !re.MatchString(a) {
-		t.Fatalf("New() = %q, want host-pid-8hex (%s)", a, re)
+		t.Fatalf("ProcessID() = %q, want host-pid-8hex (%s)", a, re)
 	}
 	if a == b {
 		t.Fatalf("two calls gave the same id %q", a)

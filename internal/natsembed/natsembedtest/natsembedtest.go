@@ -1,4 +1,17 @@
-package natsembed
+// Package natsembedtest starts in-process nats-servers for tests: one per
+// test with [RunForTest], a hub and a leaf node with [StartLeaf], or a small
+// cluster with [StartCluster] to exercise replicated streams and leader
+// changes.
+//
+// It is apart from [natsembed] so that nothing here is linked into a
+// production binary (cmd/artifactr's deps test checks). It does not import
+// package testing: [testkit.TB] is the part of testing.TB it uses.
+//
+// # Usage
+//
+//	s := natsembedtest.RunForTest(t)
+//	nc, err := nats.Connect(s.ClientURL())
+package natsembedtest
 
 import (
 	"context"
@@ -12,6 +25,7 @@ import (
 
 	"github.com/nats-io/nats.go"
 
+	"github.com/artifactr/artifactr/internal/natsembed"
 	"github.com/artifactr/artifactr/internal/testkit"
 )
 
@@ -19,16 +33,16 @@ import (
 // in a temporary directory and fsync off (test data need not survive power
 // loss). It is shut down when t ends. Failing to start fails t: tests never
 // skip for want of a server.
-func RunForTest(t testkit.TB) *Server {
+func RunForTest(t testkit.TB) *natsembed.Server {
 	t.Helper()
-	s, err := Start(Config{
+	s, err := natsembed.Start(natsembed.Config{
 		DataDir: t.TempDir(),
 		Listen:  "127.0.0.1:-1",
 		NoSync:  true,
 		Logger:  newTestLogger(t, slog.LevelError),
 	})
 	if err != nil {
-		t.Fatalf("natsembed.RunForTest: %v", err)
+		t.Fatalf("natsembedtest.RunForTest: %v", err)
 	}
 	t.Cleanup(s.Shutdown)
 	return s
@@ -41,39 +55,39 @@ func RunForTest(t testkit.TB) *Server {
 // (or $JS.<hubDomain>.API) and the leaf's only as $JS.<leafDomain>.API:
 // code that hard-codes $JS.API or $KV talks to the wrong JetStream. Both
 // are shut down when t ends.
-func StartLeaf(t testkit.TB, hubDomain, leafDomain string) (hub, leaf *Server) {
+func StartLeaf(t testkit.TB, hubDomain, leafDomain string) (hub, leaf *natsembed.Server) {
 	t.Helper()
 	ports := freePorts(t, 1)
 	logger := newTestLogger(t, slog.LevelError)
 	leafAddr := "127.0.0.1:" + strconv.Itoa(ports[0])
-	hub, err := Start(Config{DataDir: t.TempDir(), Listen: "127.0.0.1:-1", NoSync: true, ServerName: "hub",
+	hub, err := natsembed.Start(natsembed.Config{DataDir: t.TempDir(), Listen: "127.0.0.1:-1", NoSync: true, ServerName: "hub",
 		JetStreamDomain: hubDomain, LeafListen: leafAddr, Logger: logger.With("node", "hub")})
 	if err != nil {
-		t.Fatalf("natsembed.StartLeaf: hub: %v", err)
+		t.Fatalf("natsembedtest.StartLeaf: hub: %v", err)
 	}
 	t.Cleanup(hub.Shutdown)
-	leaf, err = Start(Config{DataDir: t.TempDir(), Listen: "127.0.0.1:-1", NoSync: true, ServerName: "leaf",
+	leaf, err = natsembed.Start(natsembed.Config{DataDir: t.TempDir(), Listen: "127.0.0.1:-1", NoSync: true, ServerName: "leaf",
 		JetStreamDomain: leafDomain, LeafRemotes: []string{"nats-leaf://" + leafAddr}, Logger: logger.With("node", "leaf")})
 	if err != nil {
-		t.Fatalf("natsembed.StartLeaf: leaf: %v", err)
+		t.Fatalf("natsembedtest.StartLeaf: leaf: %v", err)
 	}
 	t.Cleanup(leaf.Shutdown)
 	// Connected is not enough: the hub learns the leaf's interest in
 	// $JS.<leafDomain>.API after; until then a request gets no responders.
 	nc, err := nats.Connect(hub.ClientURL())
 	if err != nil {
-		t.Fatalf("natsembed.StartLeaf: %v", err)
+		t.Fatalf("natsembedtest.StartLeaf: %v", err)
 	}
 	defer nc.Close()
 	err = testkit.Poll(30*time.Second, func() error {
-		if hub.ns.NumLeafNodes() != 1 || leaf.ns.NumLeafNodes() != 1 {
+		if hub.NATS().NumLeafNodes() != 1 || leaf.NATS().NumLeafNodes() != 1 {
 			return errors.New("leaf node not connected")
 		}
 		_, err := nc.Request("$JS."+leafDomain+".API.INFO", nil, time.Second)
 		return err
 	})
 	if err != nil {
-		t.Fatalf("natsembed.StartLeaf: the leaf's JetStream is not reachable from the hub: %v", err)
+		t.Fatalf("natsembedtest.StartLeaf: the leaf's JetStream is not reachable from the hub: %v", err)
 	}
 	return hub, leaf
 }
@@ -83,8 +97,8 @@ func StartLeaf(t testkit.TB, hubDomain, leafDomain string) (hub, leaf *Server) {
 // so a node can be stopped and restarted as the same member.
 type Cluster struct {
 	t     testkit.TB
-	Nodes []*Server // nil while a node is stopped
-	cfgs  []Config
+	Nodes []*natsembed.Server // nil while a node is stopped
+	cfgs  []natsembed.Config
 }
 
 // StartCluster starts an n-node cluster for t and waits until its JetStream
@@ -92,17 +106,17 @@ type Cluster struct {
 func StartCluster(t testkit.TB, n int) *Cluster {
 	t.Helper()
 	if n < 1 {
-		t.Fatalf("natsembed.StartCluster: n = %d", n)
+		t.Fatalf("natsembedtest.StartCluster: n = %d", n)
 	}
 	ports := freePorts(t, 2*n)
 	routes := make([]string, n)
 	for i := range n {
 		routes[i] = "127.0.0.1:" + strconv.Itoa(ports[n+i])
 	}
-	c := &Cluster{t: t, Nodes: make([]*Server, n), cfgs: make([]Config, n)}
+	c := &Cluster{t: t, Nodes: make([]*natsembed.Server, n), cfgs: make([]natsembed.Config, n)}
 	logger := newTestLogger(t, slog.LevelError)
 	for i := range n {
-		c.cfgs[i] = Config{
+		c.cfgs[i] = natsembed.Config{
 			DataDir:       t.TempDir(),
 			Listen:        "127.0.0.1:" + strconv.Itoa(ports[i]),
 			NoSync:        true,
@@ -118,14 +132,14 @@ func StartCluster(t testkit.TB, n int) *Cluster {
 	errs := make(chan error, n)
 	for i := range n {
 		go func() {
-			s, err := Start(c.cfgs[i])
+			s, err := natsembed.Start(c.cfgs[i])
 			c.Nodes[i] = s
 			errs <- err
 		}()
 	}
 	for range n {
 		if err := <-errs; err != nil {
-			t.Fatalf("natsembed.StartCluster: %v", err)
+			t.Fatalf("natsembedtest.StartCluster: %v", err)
 		}
 	}
 	c.WaitForRoutes(30 * time.Second)
@@ -139,24 +153,24 @@ func StartCluster(t testkit.TB, n int) *Cluster {
 // using the cluster before they settle can leave a node deaf to a stream.
 func (c *Cluster) WaitForRoutes(d time.Duration) {
 	c.t.Helper()
-	var running []*Server
+	var running []*natsembed.Server
 	for _, n := range c.Nodes {
 		if n != nil {
 			running = append(running, n)
 		}
 	}
-	// routePoolSize routes, plus the system account's own, per peer.
-	want := (len(running) - 1) * (routePoolSize + 1)
+	// natsembed.RoutePoolSize routes, plus the system account's own, per peer.
+	want := (len(running) - 1) * (natsembed.RoutePoolSize + 1)
 	err := testkit.Poll(d, func() error {
 		for _, n := range running {
-			if got := n.ns.NumRoutes(); got != want {
+			if got := n.NATS().NumRoutes(); got != want {
 				return fmt.Errorf("%s has %d routes, want %d", n.Name(), got, want)
 			}
 		}
 		return nil
 	})
 	if err != nil {
-		c.t.Fatalf("natsembed: cluster not formed after %s: %v", d, err)
+		c.t.Fatalf("natsembedtest: cluster not formed after %s: %v", d, err)
 	}
 }
 
@@ -170,7 +184,7 @@ func freePorts(t testkit.TB, k int) []int {
 	for i := range k {
 		l, err := net.Listen("tcp", "127.0.0.1:0")
 		if err != nil {
-			t.Fatalf("natsembed: reserve a port: %v", err)
+			t.Fatalf("natsembedtest: reserve a port: %v", err)
 		}
 		ls[i] = l
 		ports[i] = l.Addr().(*net.TCPAddr).Port
@@ -191,12 +205,10 @@ func (c *Cluster) ClientURLs() string {
 		if s != "" {
 			s += ","
 		}
-		s += c.cfgs[i].url()
+		s += "nats://" + c.cfgs[i].Listen
 	}
 	return s
 }
-
-func (cfg Config) url() string { return "nats://" + cfg.Listen }
 
 // Shutdown stops every running node. It is safe to call more than once.
 func (c *Cluster) Shutdown() {
@@ -218,12 +230,12 @@ func (c *Cluster) Stop(i int) {
 
 // Restart stops node i if it runs and starts it again with the same data
 // directory and ports, so it rejoins as the same member.
-func (c *Cluster) Restart(i int) *Server {
+func (c *Cluster) Restart(i int) *natsembed.Server {
 	c.t.Helper()
 	c.Stop(i)
-	s, err := Start(c.cfgs[i])
+	s, err := natsembed.Start(c.cfgs[i])
 	if err != nil {
-		c.t.Fatalf("natsembed: restart node %d: %v", i, err)
+		c.t.Fatalf("natsembedtest: restart node %d: %v", i, err)
 	}
 	c.Nodes[i] = s
 	c.WaitForRoutes(30 * time.Second)
@@ -231,9 +243,9 @@ func (c *Cluster) Restart(i int) *Server {
 }
 
 // MetaLeader returns the node that leads the JetStream meta group, or nil.
-func (c *Cluster) MetaLeader() *Server {
+func (c *Cluster) MetaLeader() *natsembed.Server {
 	for _, n := range c.Nodes {
-		if n != nil && n.ns.JetStreamIsLeader() {
+		if n != nil && n.NATS().JetStreamIsLeader() {
 			return n
 		}
 	}
@@ -242,26 +254,26 @@ func (c *Cluster) MetaLeader() *Server {
 
 // WaitForMetaLeader waits up to d for a meta leader that knows all of the
 // cluster's peers, failing the test otherwise.
-func (c *Cluster) WaitForMetaLeader(d time.Duration) *Server {
+func (c *Cluster) WaitForMetaLeader(d time.Duration) *natsembed.Server {
 	c.t.Helper()
-	var l *Server
+	var l *natsembed.Server
 	err := testkit.Poll(d, func() error {
-		if l = c.MetaLeader(); l == nil || len(l.ns.JetStreamClusterPeers()) != len(c.Nodes) {
+		if l = c.MetaLeader(); l == nil || len(l.NATS().JetStreamClusterPeers()) != len(c.Nodes) {
 			return errors.New("no meta leader with every peer")
 		}
 		return nil
 	})
 	if err != nil {
-		c.t.Fatalf("natsembed: no JetStream meta leader with %d peers after %s", len(c.Nodes), d)
+		c.t.Fatalf("natsembedtest: no JetStream meta leader with %d peers after %s", len(c.Nodes), d)
 	}
 	return l
 }
 
 // StreamLeader returns the node leading stream (in the global account), or
 // nil.
-func (c *Cluster) StreamLeader(stream string) *Server {
+func (c *Cluster) StreamLeader(stream string) *natsembed.Server {
 	for _, n := range c.Nodes {
-		if n != nil && n.ns.JetStreamIsStreamLeader("$G", stream) {
+		if n != nil && n.NATS().JetStreamIsStreamLeader("$G", stream) {
 			return n
 		}
 	}
@@ -270,9 +282,9 @@ func (c *Cluster) StreamLeader(stream string) *Server {
 
 // WaitForStreamLeader waits up to d for stream to have a leader, failing the
 // test otherwise.
-func (c *Cluster) WaitForStreamLeader(stream string, d time.Duration) *Server {
+func (c *Cluster) WaitForStreamLeader(stream string, d time.Duration) *natsembed.Server {
 	c.t.Helper()
-	var l *Server
+	var l *natsembed.Server
 	err := testkit.Poll(d, func() error {
 		if l = c.StreamLeader(stream); l == nil {
 			return errors.New("no stream leader")
@@ -280,7 +292,7 @@ func (c *Cluster) WaitForStreamLeader(stream string, d time.Duration) *Server {
 		return nil
 	})
 	if err != nil {
-		c.t.Fatalf("natsembed: stream %s has no leader after %s", stream, d)
+		c.t.Fatalf("natsembedtest: stream %s has no leader after %s", stream, d)
 	}
 	return l
 }
@@ -292,7 +304,7 @@ func (c *Cluster) WaitForStreamLeader(stream string, d time.Duration) *Server {
 func StepDownStream(ctx context.Context, nc *nats.Conn, stream string) error {
 	resp, err := nc.RequestWithContext(ctx, "$JS.API.STREAM.LEADER.STEPDOWN."+stream, nil)
 	if err != nil {
-		return fmt.Errorf("natsembed: step down stream %s: %w", stream, err)
+		return fmt.Errorf("natsembedtest: step down stream %s: %w", stream, err)
 	}
 	var r struct {
 		Success bool `json:"success"`
@@ -303,13 +315,13 @@ func StepDownStream(ctx context.Context, nc *nats.Conn, stream string) error {
 		} `json:"error"`
 	}
 	if err := json.Unmarshal(resp.Data, &r); err != nil {
-		return fmt.Errorf("natsembed: step down stream %s: bad response %q: %w", stream, resp.Data, err)
+		return fmt.Errorf("natsembedtest: step down stream %s: bad response %q: %w", stream, resp.Data, err)
 	}
 	if r.Error != nil {
-		return fmt.Errorf("natsembed: step down stream %s: %s (code %d)", stream, r.Error.Description, r.Error.ErrCode)
+		return fmt.Errorf("natsembedtest: step down stream %s: %s (code %d)", stream, r.Error.Description, r.Error.ErrCode)
 	}
 	if !r.Success {
-		return fmt.Errorf("natsembed: step down stream %s: not accepted: %s", stream, resp.Data)
+		return fmt.Errorf("natsembedtest: step down stream %s: not accepted: %s", stream, resp.Data)
 	}
 	return nil
 }

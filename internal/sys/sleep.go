@@ -1,5 +1,4 @@
-// Package ctxsleep is a sleep that a context ends early.
-package ctxsleep
+package sys
 
 import (
 	"context"

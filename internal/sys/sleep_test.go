@@ -1,4 +1,4 @@
-package ctxsleep
+package sys
 
 import (
 	"context"
