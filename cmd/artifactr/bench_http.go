@@ -11,6 +11,7 @@ import (
 	"os"
 	"os/exec"
 	"runtime/pprof"
+	"slices"
 	"strings"
 	"sync"
 	"time"
@@ -31,6 +32,7 @@ type benchHTTPFlags struct {
 	prefix            string
 	cpuProfile        string
 	json              bool
+	rounds            int
 }
 
 func (a *app) benchHTTPCommand() *cobra.Command {
@@ -38,14 +40,14 @@ func (a *app) benchHTTPCommand() *cobra.Command {
 	cmd := &cobra.Command{
 		Use:   "http",
 		Short: "The closed loop of bench turns --closed-loop through the HTTP API's runs.wait, next to NATS-direct",
-		Long: `Run the chat-shaped closed loop twice on one embedded server (fsync on unless
---no-sync), one runner, the echo agent: first posting over NATS directly
-(as bench turns --closed-loop does), then through the HTTP API
-(POST /threads/T/runs/wait) from a client process of its own. Each thread
-posts its next message once its last run ended. Prints turns/s, latency
-percentiles and CPU per turn (server and client processes) for each, and
-the ratio of HTTP's turns/s to the better NATS-direct run (one before, one
-after the HTTP phase).
+		Long: `Run the chat-shaped closed loop on one embedded server (fsync on unless
+--no-sync), one runner, the echo agent, in turns: posting over NATS
+directly (as bench turns --closed-loop does), then through the HTTP API
+(POST /threads/T/runs/wait) from a client process of its own, --rounds
+times, and over NATS once more. Each thread posts its next message once its
+last run ended. Prints turns/s, latency percentiles and CPU per turn
+(server and client processes) for each phase, and the ratio of the HTTP
+phases' median turns/s to the NATS-direct phases' median.
 
 --json prints the figures as one object at the end (the text lines go to
 stderr).`,
@@ -79,6 +81,7 @@ stderr).`,
 	fl.StringVar(&f.prefix, "prefix", "h", "thread id prefix (client process)")
 	fl.StringVar(&f.cpuProfile, "cpuprofile", "", "write a CPU profile of the server process during the HTTP phase to this file")
 	fl.BoolVar(&f.json, "json", false, "print the figures as one JSON object")
+	fl.IntVar(&f.rounds, "rounds", 3, "HTTP phases, each after a NATS-direct one (one more NATS-direct ends the run)")
 	_ = fl.MarkHidden("client-url")
 	_ = fl.MarkHidden("prefix")
 	return cmd
@@ -94,8 +97,8 @@ type httpLoopResult struct {
 }
 
 func (a *app) benchHTTP(ctx context.Context, f *benchHTTPFlags) (*benchHTTPJSON, error) {
-	if f.threads < 1 || f.messages < 1 {
-		return nil, fmt.Errorf("--threads and --messages must each be at least 1, not %d and %d", f.threads, f.messages)
+	if f.threads < 1 || f.messages < 1 || f.rounds < 1 {
+		return nil, fmt.Errorf("--threads, --messages and --rounds must each be at least 1, not %d, %d and %d", f.threads, f.messages, f.rounds)
 	}
 	ts, err := a.startTempServer(ctx, "artifactr-bench-http-", f.noSync, nil)
 	if err != nil {
@@ -137,75 +140,113 @@ func (a *app) benchHTTP(ctx context.Context, f *benchHTTPFlags) (*benchHTTPJSON,
 		return nil, err
 	}
 	defer clients.Close()
-	first, err := a.closedPhase(ctx, clients, "nats-direct", "nd", f.threads, f.messages)
-	if err != nil {
-		return nil, err
-	}
-	out.Phases = append(out.Phases, first)
-
-	exe, err := os.Executable()
-	if err != nil {
-		return nil, err
-	}
-	if f.cpuProfile != "" {
-		pf, err := os.Create(f.cpuProfile)
+	// Rounds of NATS-direct then HTTP, and NATS-direct once more, so that
+	// neither side has the warm runner or a quiet spell to itself; the ratio
+	// is of the medians.
+	var nd, web []benchPhaseJSON
+	var serverCPU, clientCPU []float64
+	for i := 0; i <= f.rounds; i++ {
+		p, err := a.closedPhase(ctx, clients, fmt.Sprintf("nats-direct #%d", i+1), fmt.Sprintf("nd%d", i), f.threads, f.messages)
 		if err != nil {
 			return nil, err
 		}
-		defer pf.Close()
-		if err := pprof.StartCPUProfile(pf); err != nil {
+		nd = append(nd, p)
+		out.Phases = append(out.Phases, p)
+		if i == f.rounds {
+			break
+		}
+		h, scpu, ccpu, err := a.httpPhase(ctx, f, l.URL, i)
+		if err != nil {
 			return nil, err
 		}
+		web = append(web, h)
+		serverCPU, clientCPU = append(serverCPU, scpu), append(clientCPU, ccpu)
+		out.Phases = append(out.Phases, h)
+	}
+	rate := func(ps []benchPhaseJSON) []float64 {
+		var v []float64
+		for _, p := range ps {
+			v = append(v, p.TurnsPerSecond)
+		}
+		return v
+	}
+	cpu := func(ps []benchPhaseJSON) []float64 {
+		var v []float64
+		for _, p := range ps {
+			v = append(v, p.CPUMsPerTurn)
+		}
+		return v
+	}
+	out.HTTPServerCPUMsPerTurn, out.HTTPClientCPUMsPerTurn = median(serverCPU), median(clientCPU)
+	out.HTTPTurnsPerSecond, out.NATSDirectTurnsPerSecond = median(rate(web)), median(rate(nd))
+	out.Ratio = out.HTTPTurnsPerSecond / out.NATSDirectTurnsPerSecond
+	fmt.Fprintf(a.stdout, "http / nats-direct: %.2f x turns/s (medians of %d and %d phases: %.0f and %.0f turns/s; CPU %.2f and %.2f ms per turn)\n",
+		out.Ratio, len(web), len(nd), out.HTTPTurnsPerSecond, out.NATSDirectTurnsPerSecond, median(cpu(web)), median(cpu(nd)))
+	return out, nil
+}
+
+// httpPhase runs the closed loop over HTTP from a client process of its
+// own, and returns it as a phase with the server's and the client's CPU
+// per turn.
+func (a *app) httpPhase(ctx context.Context, f *benchHTTPFlags, url string, round int) (benchPhaseJSON, float64, float64, error) {
+	exe, err := os.Executable()
+	if err != nil {
+		return benchPhaseJSON{}, 0, 0, err
+	}
+	if f.cpuProfile != "" && round == 0 {
+		pf, err := os.Create(f.cpuProfile)
+		if err != nil {
+			return benchPhaseJSON{}, 0, 0, err
+		}
+		defer pf.Close()
+		if err := pprof.StartCPUProfile(pf); err != nil {
+			return benchPhaseJSON{}, 0, 0, err
+		}
+		defer pprof.StopCPUProfile()
 	}
 	cpu1 := cpuTime()
-	cmd := exec.CommandContext(ctx, exe, "bench", "http", "--client-url", l.URL, "--prefix", "h",
+	cmd := exec.CommandContext(ctx, exe, "bench", "http", "--client-url", url, "--prefix", fmt.Sprintf("h%d", round),
 		"--threads", fmt.Sprint(f.threads), "--messages", fmt.Sprint(f.messages), "--max-time", f.maxTime.String())
 	cmd.Stderr = a.stderr
 	cmd.Env = append(os.Environ(), benchClientEnv+"=1")
 	got, err := cmd.Output()
 	if err != nil {
-		return nil, fmt.Errorf("the HTTP client process: %w", err)
+		return benchPhaseJSON{}, 0, 0, fmt.Errorf("the HTTP client process: %w", err)
 	}
 	serverCPU := cpuTime() - cpu1
-	if f.cpuProfile != "" {
-		pprof.StopCPUProfile()
-	}
 	var res httpLoopResult
 	if err := json.Unmarshal(bytes.TrimSpace(got), &res); err != nil {
-		return nil, fmt.Errorf("the HTTP client process said %q: %w", got, err)
+		return benchPhaseJSON{}, 0, 0, fmt.Errorf("the HTTP client process said %q: %w", got, err)
 	}
 	if res.Turns < 1 || res.Elapsed <= 0 {
-		return nil, fmt.Errorf("the HTTP client process reported no turns: %q", got)
+		return benchPhaseJSON{}, 0, 0, fmt.Errorf("the HTTP client process reported no turns: %q", got)
 	}
 	turns := float64(res.Turns)
 	rate := turns / res.Elapsed.Seconds()
 	ms := func(d time.Duration) float64 { return float64(d.Microseconds()) / 1000 }
-	out.HTTPServerCPUMsPerTurn = ms(serverCPU) / turns
-	out.HTTPClientCPUMsPerTurn = ms(res.CPU) / turns
-	out.Phases = append(out.Phases, benchPhaseJSON{
-		Name: "http", Threads: f.threads, Turns: res.Turns, TurnsPerSecond: rate,
-		CPUMsPerTurn: out.HTTPServerCPUMsPerTurn + out.HTTPClientCPUMsPerTurn,
-		EndP50Ms:     ms(res.P50), EndP99Ms: ms(res.P99),
-	})
-	fmt.Fprintf(a.stdout, "http (runs.wait, client process of its own): %d threads x %d turns: %.0f turns/s (%s wall), CPU %.2f ms per turn (server %.2f + client %.2f)\n",
-		f.threads, f.messages, rate, res.Elapsed.Round(time.Millisecond),
-		out.HTTPServerCPUMsPerTurn+out.HTTPClientCPUMsPerTurn, out.HTTPServerCPUMsPerTurn, out.HTTPClientCPUMsPerTurn)
+	scpu, ccpu := ms(serverCPU)/turns, ms(res.CPU)/turns
+	fmt.Fprintf(a.stdout, "http #%d (runs.wait, client process of its own): %d threads x %d turns: %.0f turns/s (%s wall), CPU %.2f ms per turn (server %.2f + client %.2f)\n",
+		round+1, f.threads, f.messages, rate, res.Elapsed.Round(time.Millisecond), scpu+ccpu, scpu, ccpu)
 	fmt.Fprintf(a.stdout, "  latency: request -> response p50 %s p99 %s\n", res.P50.Round(10*time.Microsecond), res.P99.Round(10*time.Microsecond))
-	// NATS-direct again, after HTTP, so that neither phase has the warm
-	// runner to itself: the ratio is against the better of the two.
-	again, err := a.closedPhase(ctx, clients, "nats-direct (again)", "nd2", f.threads, f.messages)
-	if err != nil {
-		return nil, err
+	return benchPhaseJSON{
+		Name: fmt.Sprintf("http #%d", round+1), Threads: f.threads, Turns: res.Turns, TurnsPerSecond: rate,
+		CPUMsPerTurn: scpu + ccpu, EndP50Ms: ms(res.P50), EndP99Ms: ms(res.P99),
+	}, scpu, ccpu, nil
+}
+
+// median is the middle of v (the mean of the two middle values when
+// there are as many on each side), or 0 for none.
+func median(v []float64) float64 {
+	if len(v) == 0 {
+		return 0
 	}
-	out.Phases = append(out.Phases, again)
-	best := first
-	if again.TurnsPerSecond > best.TurnsPerSecond {
-		best = again
+	s := slices.Clone(v)
+	slices.Sort(s)
+	n := len(s)
+	if n%2 == 1 {
+		return s[n/2]
 	}
-	out.Ratio = rate / best.TurnsPerSecond
-	fmt.Fprintf(a.stdout, "http / nats-direct: %.2f x turns/s (nats-direct, the better run: %.0f turns/s, CPU %.2f ms per turn)\n",
-		out.Ratio, best.TurnsPerSecond, best.CPUMsPerTurn)
-	return out, nil
+	return (s[n/2-1] + s[n/2]) / 2
 }
 
 // benchClientEnv marks the process bench http starts as its HTTP client, so

@@ -93,14 +93,16 @@ type (
 		EndP99Ms        float64 `json:"end_p99_ms"`
 	}
 	// benchHTTPJSON is bench http --json: the phases in the order run
-	// (nats-direct, http, nats-direct again) and HTTP's ratio to the
-	// better NATS-direct run.
+	// (nats-direct and http in turns, nats-direct last), the medians, and
+	// their ratio.
 	benchHTTPJSON struct {
-		Fsync                  bool             `json:"fsync"`
-		Phases                 []benchPhaseJSON `json:"phases"`
-		HTTPServerCPUMsPerTurn float64          `json:"http_server_cpu_ms_per_turn"`
-		HTTPClientCPUMsPerTurn float64          `json:"http_client_cpu_ms_per_turn"`
-		Ratio                  float64          `json:"http_over_nats_direct"`
+		Fsync                    bool             `json:"fsync"`
+		Phases                   []benchPhaseJSON `json:"phases"`
+		HTTPTurnsPerSecond       float64          `json:"http_turns_per_second"`
+		NATSDirectTurnsPerSecond float64          `json:"nats_direct_turns_per_second"`
+		HTTPServerCPUMsPerTurn   float64          `json:"http_server_cpu_ms_per_turn"`
+		HTTPClientCPUMsPerTurn   float64          `json:"http_client_cpu_ms_per_turn"`
+		Ratio                    float64          `json:"http_over_nats_direct"`
 	}
 	benchAuditJSON struct {
 		Events               int     `json:"events"`
