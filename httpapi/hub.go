@@ -46,8 +46,8 @@ const maxFolds = 4096
 // sub is one subscription to a thread's events.
 type sub struct {
 	thread string
-	ch     chan events.Envelope
-	lost   bool // set before ch is closed when it fell behind
+	ch     chan *events.Envelope // shared, never changed: 8 bytes a slot, not a copy
+	lost   bool                  // set before ch is closed when it fell behind
 }
 
 // subBuffer is how far a subscriber may fall behind before it is dropped.
@@ -91,7 +91,7 @@ func (h *hub) run(ctx context.Context, watch func(ctx context.Context) func(func
 		h.apply(env)
 		for s := range h.subs[env.Thread] {
 			select {
-			case s.ch <- env:
+			case s.ch <- &env:
 			default:
 				s.lost = true
 				close(s.ch)
@@ -217,7 +217,7 @@ func (h *hub) subscribe(thread string) (*sub, *projections.Thread, *fold) {
 	if h.down {
 		return nil, nil, nil
 	}
-	s := &sub{thread: thread, ch: make(chan events.Envelope, subBuffer)}
+	s := &sub{thread: thread, ch: make(chan *events.Envelope, subBuffer)}
 	m := h.subs[thread]
 	if m == nil {
 		m = map[*sub]struct{}{}

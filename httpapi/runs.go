@@ -653,10 +653,11 @@ func (s *Server) follow(ctx context.Context, thread, run string, f *follower, st
 	if f.sub != nil {
 		for {
 			select {
-			case env, ok := <-f.sub.ch:
+			case e, ok := <-f.sub.ch:
 				if !ok {
 					goto own // fell behind: follow on alone
 				}
+				env := *e
 				if env.Seq <= t.LastSeq {
 					continue
 				}
