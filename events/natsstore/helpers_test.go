@@ -2,6 +2,7 @@ package natsstore
 
 import (
 	"context"
+	"net"
 	"testing"
 	"time"
 
@@ -107,4 +108,24 @@ func streamMsgs(t testing.TB, js jetstream.JetStream, stream string) uint64 {
 		t.Fatal(err)
 	}
 	return info.State.Msgs
+}
+
+// restartable starts a server on a fixed loopback port and a data dir of
+// its own, so that natsembed.Start(cfg) brings it back where clients
+// reconnect. It is shut down at the test's end.
+func restartable(t *testing.T) (natsembed.Config, *natsembed.Server) {
+	t.Helper()
+	l, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	addr := l.Addr().String()
+	l.Close()
+	cfg := natsembed.Config{DataDir: t.TempDir(), Listen: addr, NoSync: true}
+	srv, err := natsembed.Start(cfg)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { srv.Shutdown() })
+	return cfg, srv
 }

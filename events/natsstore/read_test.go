@@ -3,7 +3,6 @@ package natsstore
 import (
 	"errors"
 	"fmt"
-	"net"
 	"slices"
 	"strings"
 	"testing"
@@ -110,18 +109,8 @@ func TestStore_Threads_listsPosted(t *testing.T) {
 // A tail survives a server restart: the connection reconnects and the
 // ordered consumer recreates itself after the last event it returned.
 func TestStore_Tail_survivesRestart(t *testing.T) {
-	l, err := net.Listen("tcp", "127.0.0.1:0")
-	if err != nil {
-		t.Fatal(err)
-	}
-	addr := l.Addr().String()
-	l.Close()
-	cfg := natsembed.Config{DataDir: t.TempDir(), Listen: addr, NoSync: true}
-	srv, err := natsembed.Start(cfg)
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { srv.Shutdown() })
+	cfg, srv := restartable(t)
+	var err error
 	s := open(t, srv)
 	first := post(t, s, "T", "m1")
 	tl, err := s.Tail(ctxT(t), "threads.T.>", first)

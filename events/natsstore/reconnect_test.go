@@ -2,7 +2,6 @@ package natsstore
 
 import (
 	"errors"
-	"net"
 	"strings"
 	"testing"
 	"time"
@@ -21,18 +20,8 @@ import (
 // later. Either way, posting it again with the same id settles it: one
 // message.
 func TestStore_Post_whileDownIsUnknownAndSettles(t *testing.T) {
-	l, err := net.Listen("tcp", "127.0.0.1:0")
-	if err != nil {
-		t.Fatal(err)
-	}
-	addr := l.Addr().String()
-	l.Close()
-	cfg := natsembed.Config{DataDir: t.TempDir(), Listen: addr, NoSync: true}
-	srv, err := natsembed.Start(cfg)
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { srv.Shutdown() })
+	cfg, srv := restartable(t)
+	var err error
 	s := open(t, srv, func(c *Config) { c.Timeout = 500 * time.Millisecond })
 	post(t, s, "T", "before")
 	srv.Shutdown()

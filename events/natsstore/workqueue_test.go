@@ -5,7 +5,6 @@ import (
 	"errors"
 	"fmt"
 	"math/rand/v2"
-	"net"
 	"sync"
 	"testing"
 	"time"
@@ -234,18 +233,8 @@ func TestWorkQueue_Next_givingUpLosesNothing(t *testing.T) {
 // The queue's pull subscription outlives a dropped connection and a
 // restarted server: a post made after either still reaches a blocked Next.
 func TestWorkQueue_Next_acrossKickAndRestart(t *testing.T) {
-	l, err := net.Listen("tcp", "127.0.0.1:0")
-	if err != nil {
-		t.Fatal(err)
-	}
-	addr := l.Addr().String()
-	l.Close()
-	cfg := natsembed.Config{DataDir: t.TempDir(), Listen: addr, NoSync: true}
-	srv, err := natsembed.Start(cfg)
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { srv.Shutdown() })
+	cfg, srv := restartable(t)
+	var err error
 	s := open(t, srv)
 	poster := open(t, srv)
 	q, err := s.WorkQueue(ctxT(t), "")
