@@ -1,6 +1,7 @@
 package eventstest
 
 import (
+	"context"
 	"errors"
 	"fmt"
 	"slices"
@@ -99,13 +100,20 @@ func fetch(t *testing.T, d events.DurableConsumer, max int, wait time.Duration) 
 	return ds
 }
 
-// fetchN fetches until it has n deliveries, failing when the test's
+// fetchN fetches until it has n deliveries, failing when a fresh test
 // context ends first.
 func fetchN(t *testing.T, d events.DurableConsumer, n int) []events.Delivery {
 	t.Helper()
+	return fetchWithin(t, ctxT(t), d, n)
+}
+
+// fetchWithin fetches until it has n deliveries, failing when ctx ends
+// first.
+func fetchWithin(t *testing.T, ctx context.Context, d events.DurableConsumer, n int) []events.Delivery {
+	t.Helper()
 	var out []events.Delivery
 	for len(out) < n {
-		ds, err := d.Fetch(ctxT(t), n-len(out), time.Second)
+		ds, err := d.Fetch(ctx, n-len(out), time.Second)
 		if err != nil {
 			t.Fatalf("fetch %d of %d: %v", len(out)+1, n, err)
 		}
@@ -294,8 +302,9 @@ func testDurableRedelivery(t *testing.T, env ReadModelEnv) {
 	}
 	var again *events.Delivery
 	sawNewer := false
+	ctx := ctxT(t) // bounds the whole wait for the redelivery
 	for again == nil || !sawNewer {
-		for _, dl := range fetchN(t, d, 1) {
+		for _, dl := range fetchWithin(t, ctx, d, 1) {
 			switch dl.Env.Seq {
 			case want[1]:
 				again = &dl
