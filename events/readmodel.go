@@ -8,7 +8,8 @@ import (
 
 // This file holds the ports of read models (projections/summaries): what a
 // read model needs of a store, so that it depends on these interfaces and
-// not on an adapter. natsstore's Store implements [ReadModelStore].
+// not on an adapter. natsstore's Store and memstore's implement
+// [ReadModelStore]; the contract suite is eventstest.RunReadModel.
 
 // ErrNotFound is returned (wrapped) by [ReadModelStore] and [KVBucket] when
 // a durable consumer or a bucket asked for does not exist.
@@ -44,9 +45,9 @@ type LogReader interface {
 type ReadModelStore interface {
 	LogReader
 	// OpenDurable opens the durable consumer cfg.Name, creating it if need
-	// be; an existing one keeps its position. It returns an error wrapping
-	// ErrUnsafeConfig when one of that name exists with another filter or
-	// acknowledgement policy.
+	// be; an existing one keeps its position, and its AckWait and
+	// MaxAckPending. It returns an error wrapping ErrUnsafeConfig when one
+	// of that name exists with another filter or acknowledgement policy.
 	OpenDurable(ctx context.Context, cfg DurableConfig) (DurableConsumer, error)
 	// DurableState returns the state of the durable consumer name, or an
 	// error wrapping ErrNotFound.

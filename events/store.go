@@ -123,8 +123,14 @@ type BoundedLoader interface {
 // sequence, so a claim need not replay the whole log. A snapshot is a cache:
 // a missing one costs only more replay, and the reader verifies and ignores
 // a bad one.
+//
+// Both methods return an error wrapping [ErrInvalidThreadID] for a bad
+// thread id. The contract suite is eventstest.RunSnapshot.
 type SnapshotStore interface {
-	// SaveSnapshot replaces thread's snapshot.
+	// SaveSnapshot replaces thread's snapshot. It may keep one larger than
+	// an event in pieces, and refuses one over the store's bound (256
+	// events' worth in natsstore and memstore) with an error wrapping
+	// [ErrTooLarge], keeping the one before.
 	SaveSnapshot(ctx context.Context, thread string, data []byte) error
 	// LoadSnapshot returns thread's snapshot, or nil when it has none.
 	LoadSnapshot(ctx context.Context, thread string) ([]byte, error)

@@ -1,5 +1,7 @@
-// Package eventstest is the contract suite every [events.Store] passes, and
-// test helpers for stores: a settable [Clock] and the [Unfenced] wrapper.
+// Package eventstest is the contract suite every [events.Store] passes
+// ([RunStore]), the suites of the read models' port ([RunReadModel]) and of
+// the snapshot store ([RunSnapshot]), and test helpers for stores: a
+// settable [Clock] and the [Unfenced] wrapper.
 package eventstest
 
 import (

@@ -8,6 +8,12 @@
 // ([Replicated], the default) or after them as an R1 stream does
 // ([Single]); see [LogConfig].
 //
+// A Store also implements [events.ReadModelStore] and
+// [events.SnapshotStore]: durable consumers, key-value buckets and
+// snapshots live on the Log, shared by its handles as a server's are, and a
+// durable's ack wait counts on the log's clock (LogConfig.Now), the
+// server's, not the handle's.
+//
 // # Usage
 //
 //	log := memstore.NewLog()

@@ -97,8 +97,8 @@ type LogConfig struct {
 	// when its write was stored, by Now; a repeat does not extend it.
 	// Default DefaultDuplicateWindow; negative remembers ids for ever.
 	DuplicateWindow time.Duration
-	// Now is the log's clock, the server's: it stamps stored times and ages
-	// message ids. Default time.Now.
+	// Now is the log's clock, the server's: it stamps stored times, ages
+	// message ids and times durable consumers' ack waits. Default time.Now.
 	Now func() time.Time
 }
 
@@ -118,6 +118,7 @@ type Log struct {
 	leaseRev uint64
 	feed     leaseFeed     // lease changes, for watches
 	notify   chan struct{} // closed and replaced on every write
+	rm       readModels    // durable consumers, buckets and snapshots
 	now      func() time.Time
 }
 

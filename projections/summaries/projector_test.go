@@ -97,7 +97,7 @@ func testLog(seed uint64, events int) *eventgen.Log {
 	return randomLog(seed, eventgen.Config{Threads: 12, Events: events, Faults: 0.03})
 }
 
-func newTestProjector(t testing.TB, s *natsstore.Store, bucket string, mod ...func(*Config)) *Projector {
+func newTestProjector(t testing.TB, s events.ReadModelStore, bucket string, mod ...func(*Config)) *Projector {
 	t.Helper()
 	cfg := Config{Store: s, Bucket: bucket, Durable: bucket, Owner: "test-" + bucket, LeaseTTL: 3 * time.Second, Batch: 100}
 	for _, m := range mod {
@@ -111,7 +111,7 @@ func newTestProjector(t testing.TB, s *natsstore.Store, bucket string, mod ...fu
 }
 
 // storedSummaries reads every summary in bucket as stored.
-func storedSummaries(t testing.TB, s *natsstore.Store, bucket string) map[string]Summary {
+func storedSummaries(t testing.TB, s events.ReadModelStore, bucket string) map[string]Summary {
 	t.Helper()
 	b, err := s.OpenBucket(ctxT(t), bucket, false)
 	if err != nil {
@@ -140,7 +140,7 @@ func storedSummaries(t testing.TB, s *natsstore.Store, bucket string) map[string
 }
 
 // reference folds every thread of the stream with projections.Thread.
-func reference(t testing.TB, s *natsstore.Store) map[string]Summary {
+func reference(t testing.TB, s events.ReadModelStore) map[string]Summary {
 	t.Helper()
 	threads := map[string]*projections.Thread{}
 	_, err := s.Replay(ctxT(t), "threads.>", 1, func(env events.Envelope) error {
