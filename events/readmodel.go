@@ -145,3 +145,20 @@ type KVBucket interface {
 	// Purge removes every key matching filter.
 	Purge(ctx context.Context, filter string) error
 }
+
+// ValidKVKey reports whether k may be a key of a [KVBucket]:
+// [-/_=.A-Za-z0-9]+, not starting or ending with a dot.
+func ValidKVKey(k string) bool {
+	if k == "" || k[0] == '.' || k[len(k)-1] == '.' {
+		return false
+	}
+	for i := 0; i < len(k); i++ {
+		c := k[i]
+		ok := c >= 'a' && c <= 'z' || c >= 'A' && c <= 'Z' || c >= '0' && c <= '9' ||
+			c == '-' || c == '/' || c == '_' || c == '=' || c == '.'
+		if !ok {
+			return false
+		}
+	}
+	return true
+}

@@ -53,23 +53,6 @@ func (s *Store) OpenBucket(ctx context.Context, name string, create bool) (event
 	return &bucketHandle{s: s, b: b}, nil
 }
 
-// validKey reports whether k is a KV key: [-/_=.A-Za-z0-9]+, not starting
-// or ending with a dot, as natsstore requires.
-func validKey(k string) bool {
-	if k == "" || k[0] == '.' || k[len(k)-1] == '.' {
-		return false
-	}
-	for i := 0; i < len(k); i++ {
-		c := k[i]
-		ok := c >= 'a' && c <= 'z' || c >= 'A' && c <= 'Z' || c >= '0' && c <= '9' ||
-			c == '-' || c == '/' || c == '_' || c == '=' || c == '.'
-		if !ok {
-			return false
-		}
-	}
-	return true
-}
-
 func (h *bucketHandle) invalidKey(k string) error {
 	return fmt.Errorf("memstore: bucket %s: invalid key %q", h.b.name, k)
 }
@@ -77,7 +60,7 @@ func (h *bucketHandle) invalidKey(k string) error {
 // Get implements [events.KVBucket]. A key without a value reads with
 // Revision 0: a purge leaves no marker.
 func (h *bucketHandle) Get(ctx context.Context, key string) (events.KVEntry, bool, error) {
-	if !validKey(key) {
+	if !events.ValidKVKey(key) {
 		return events.KVEntry{}, false, h.invalidKey(key)
 	}
 	if err := ctx.Err(); err != nil {
@@ -128,7 +111,7 @@ func (h *bucketHandle) PutMany(ctx context.Context, puts []events.KVPut) ([]uint
 }
 
 func (h *bucketHandle) putLocked(ctx context.Context, p events.KVPut) (uint64, error) {
-	if !validKey(p.Key) {
+	if !events.ValidKVKey(p.Key) {
 		return 0, h.invalidKey(p.Key)
 	}
 	if err := ctx.Err(); err != nil {

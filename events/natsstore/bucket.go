@@ -113,29 +113,12 @@ func (s *Store) DeleteBucket(ctx context.Context, name string) error {
 // Name returns the bucket's name.
 func (b *Bucket) Name() string { return b.name }
 
-// validKey reports whether k is a KV key: [-/_=.A-Za-z0-9]+, not starting
-// or ending with a dot.
-func validKey(k string) bool {
-	if k == "" || k[0] == '.' || k[len(k)-1] == '.' {
-		return false
-	}
-	for i := 0; i < len(k); i++ {
-		c := k[i]
-		ok := c >= 'a' && c <= 'z' || c >= 'A' && c <= 'Z' || c >= '0' && c <= '9' ||
-			c == '-' || c == '/' || c == '_' || c == '=' || c == '.'
-		if !ok {
-			return false
-		}
-	}
-	return true
-}
-
 // Get returns key's last value. found is false when the key has none
 // (never written, deleted or purged); Entry.Revision is then still the
 // token a Put must expect. It reads from the stream leader, so it sees every
 // acknowledged write.
 func (b *Bucket) Get(ctx context.Context, key string) (e Entry, found bool, err error) {
-	if !validKey(key) {
+	if !events.ValidKVKey(key) {
 		return Entry{}, false, fmt.Errorf("natsstore: bucket %s: invalid key %q", b.name, key)
 	}
 	if err := b.s.checkOpen(); err != nil {
@@ -207,7 +190,7 @@ func (b *Bucket) PutMany(ctx context.Context, puts []Put) ([]uint64, []error) {
 		futures := make([]jetstream.PubAckFuture, end-start)
 		for i := start; i < end; i++ {
 			p := puts[i]
-			if !validKey(p.Key) {
+			if !events.ValidKVKey(p.Key) {
 				errs[i] = fmt.Errorf("natsstore: bucket %s: invalid key %q", b.name, p.Key)
 				continue
 			}
