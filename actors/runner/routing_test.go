@@ -286,3 +286,38 @@ func TestRunner_workParkedWhileHeldElsewhere(t *testing.T) {
 		t.Fatalf("B: %+v; want no claim, and a read", st)
 	}
 }
+
+// releasingWork is a chanWork that can hand back what it gave out.
+type releasingWork struct {
+	chanWork
+	released atomic.Int64
+}
+
+func (w *releasingWork) Release() { w.released.Add(1) }
+
+// A graceful Stop hands the work source's unacknowledged wake-ups back
+// (WorkReleaser), so the other runners get them at once; Kill, as a
+// crash, does not.
+func TestRunner_stopReleasesWakeUps(t *testing.T) {
+	log := memstore.NewLog()
+	for _, stop := range []string{"Stop", "Kill"} {
+		w := &releasingWork{chanWork: chanWork{wake: make(chan string, 1)}}
+		r := startRunner(t, runner.Config{Store: log.Open(memstore.Config{}), ID: stop, Work: w})
+		if stop == "Stop" {
+			ctx, cancel := context.WithTimeout(context.Background(), 20*time.Second)
+			if err := r.Stop(ctx); err != nil {
+				t.Fatal(err)
+			}
+			cancel()
+		} else {
+			r.Kill()
+		}
+		want := int64(0)
+		if stop == "Stop" {
+			want = 1
+		}
+		if got := w.released.Load(); got != want {
+			t.Errorf("after %s: Release called %d times, want %d", stop, got, want)
+		}
+	}
+}

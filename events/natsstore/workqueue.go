@@ -30,6 +30,9 @@ const (
 	workBatch = 64
 	// workRetryMax bounds the pause between pulls that fail.
 	workRetryMax = 2 * time.Second
+	// releaseDelay is when a post Release hands back is delivered again:
+	// past the life of the queue's last pull request.
+	releaseDelay = workWait + time.Second
 )
 
 // WorkQueue is a durable pull consumer on <prefix>.*.posted shared by every
@@ -53,9 +56,12 @@ type WorkQueue struct {
 	name    string
 	ackWait time.Duration
 
-	mu   sync.Mutex // protects cons and it
+	mu   sync.Mutex // protects cons, it, held and nextID
 	cons jetstream.Consumer
 	it   jetstream.MessagesContext // the pull subscription; nil until a Next
+	// held are the posts handed out and not acknowledged, for Release.
+	held   map[uint64]jetstream.Msg
+	nextID uint64
 
 	stop     chan struct{}
 	stopOnce sync.Once
@@ -220,7 +226,22 @@ func (q *WorkQueue) pull(ctx context.Context) (string, func(), error) {
 		}
 		return "", nil, err
 	}
+	q.mu.Lock()
+	q.nextID++
+	id := q.nextID
+	if q.held == nil {
+		q.held = map[uint64]jetstream.Msg{}
+	}
+	q.held[id] = m
+	q.mu.Unlock()
 	ack := func() {
+		q.mu.Lock()
+		_, ok := q.held[id]
+		delete(q.held, id)
+		q.mu.Unlock()
+		if !ok {
+			return // acknowledged before, or handed back by Release
+		}
 		if err := m.Ack(); err != nil {
 			q.s.cfg.Logger.Debug("natsstore: work queue ack failed; the post will be redelivered", "queue", q.name, "err", err)
 		}
@@ -277,6 +298,28 @@ func (q *WorkQueue) Stop() {
 			it.Stop() // what it holds unacked comes back after the ack wait
 		}
 	})
+}
+
+// Release stops the queue, as Stop does, and hands every post it gave out
+// and that was not acknowledged back to the server (a negative
+// acknowledgement), so that the other runners get them in releaseDelay
+// (6 s) rather than after the ack wait (30 s). A runner calls it on a graceful stop, once it has
+// given its claims up; a crash cannot, and its posts wait out the ack wait.
+// Posts buffered and not yet handed out still wait it out.
+func (q *WorkQueue) Release() {
+	q.Stop()
+	q.mu.Lock()
+	held := q.held
+	q.held = nil
+	q.mu.Unlock()
+	for _, m := range held {
+		// After this queue's last pull request has expired on the server:
+		// handed back sooner, a post could go to that request, whose inbox
+		// is gone, and wait out the ack wait after all.
+		if err := m.NakWithDelay(releaseDelay); err != nil {
+			q.s.cfg.Logger.Debug("natsstore: work queue could not hand a post back; it will be redelivered after the ack wait", "queue", q.name, "err", err)
+		}
+	}
 }
 
 // Name returns the durable consumer's name.

@@ -275,3 +275,53 @@ func TestWorkQueue_Next_acrossKickAndRestart(t *testing.T) {
 	})
 	next("after-restart")
 }
+
+// Release hands back at once what was handed out and not acknowledged: a
+// second runner gets it now, long before the ack wait, and gets nothing
+// that was acknowledged.
+func TestWorkQueue_Release_handsBackWhatWasNotAcked(t *testing.T) {
+	srv := natsembedtest.RunForTest(t)
+	s := open(t, srv)
+	q1, err := s.openWorkQueue(ctxT(t), "release", 10*time.Minute)
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, th := range []string{"a", "b", "c"} {
+		post(t, s, th, "m")
+	}
+	acks := map[string]func(){}
+	for range 3 {
+		th, ack, err := q1.Next(ctxT(t))
+		if err != nil {
+			t.Fatal(err)
+		}
+		acks[th] = ack
+	}
+	acks["b"]()
+	q1.Release()
+	q1.Release() // a second is harmless
+	q2, err := s.openWorkQueue(ctxT(t), "release", 10*time.Minute)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer q2.Stop()
+	got := map[string]bool{}
+	for range 2 {
+		ctx, cancel := context.WithTimeout(ctxT(t), 30*time.Second)
+		th, ack, err := q2.Next(ctx)
+		cancel()
+		if err != nil {
+			t.Fatalf("after Release, got %v and then %v; want a and c after the release delay, long before the 10 min ack wait", got, err)
+		}
+		got[th] = true
+		ack()
+	}
+	if !got["a"] || !got["c"] {
+		t.Fatalf("handed back %v, want a and c", got)
+	}
+	ctx, cancel := context.WithTimeout(ctxT(t), 200*time.Millisecond)
+	defer cancel()
+	if th, _, err := q2.Next(ctx); err == nil {
+		t.Fatalf("also handed back %s, which was acknowledged or not held", th)
+	}
+}
