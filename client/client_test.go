@@ -301,32 +301,9 @@ func (history) Run(_ context.Context, t agent.Turn) (string, error) {
 // source's messages up to the fork's sequence as its history, and not the
 // source's later ones.
 func TestClient_Fork_agentHistory(t *testing.T) {
-	srv := natsembedtest.RunForTest(t)
 	ctx, cancel := context.WithTimeout(t.Context(), 60*time.Second)
 	defer cancel()
-	store, err := natsstore.New(ctx, natsstore.Config{URL: srv.ClientURL()})
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer store.Close()
-	r, err := runner.New(runner.Config{Store: store, Agent: history{}, ID: "hist", IdleTimeout: time.Hour,
-		Logger: slog.New(slog.DiscardHandler)})
-	if err != nil {
-		t.Fatal(err)
-	}
-	if err := r.Start(ctx); err != nil {
-		t.Fatal(err)
-	}
-	defer func() {
-		if err := r.Stop(context.WithoutCancel(ctx)); err != nil {
-			t.Error(err)
-		}
-	}()
-	c, err := client.Dial(ctx, client.Config{URL: srv.ClientURL()})
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer c.Close()
+	c, store := startHistoryRunner(t, ctx, 0)
 	say := func(thread, text string) client.Result {
 		t.Helper()
 		p, err := c.Post(ctx, thread, text)
@@ -475,32 +452,9 @@ func TestDial_errors(t *testing.T) {
 // too: each fork's first run is given its history read from the sources,
 // the newest HistoryWindow messages of it.
 func TestClient_Fork_forkOfForkHistoryWindow(t *testing.T) {
-	srv := natsembedtest.RunForTest(t)
 	ctx, cancel := context.WithTimeout(t.Context(), 60*time.Second)
 	defer cancel()
-	store, err := natsstore.New(ctx, natsstore.Config{URL: srv.ClientURL()})
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer store.Close()
-	r, err := runner.New(runner.Config{Store: store, Agent: history{}, ID: "hist", IdleTimeout: time.Hour, HistoryWindow: 3,
-		Logger: slog.New(slog.DiscardHandler)})
-	if err != nil {
-		t.Fatal(err)
-	}
-	if err := r.Start(ctx); err != nil {
-		t.Fatal(err)
-	}
-	defer func() {
-		if err := r.Stop(context.WithoutCancel(ctx)); err != nil {
-			t.Error(err)
-		}
-	}()
-	c, err := client.Dial(ctx, client.Config{URL: srv.ClientURL()})
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer c.Close()
+	c, store := startHistoryRunner(t, ctx, 3)
 	output := func(thread, text string) string {
 		t.Helper()
 		p, err := c.Post(ctx, thread, text)
@@ -544,4 +498,36 @@ func TestClient_Fork_forkOfForkHistoryWindow(t *testing.T) {
 	if rep.ViolationCount != 0 || rep.AnomalyCount != 0 || !tr.OK() {
 		t.Errorf("audit: %+v\nspec: %+v", rep, tr.Nonconforming)
 	}
+}
+
+// startHistoryRunner starts a server, a runner of the history agent (with
+// HistoryWindow window, 0 for the default) and a client of it, and returns
+// the client and the runner's store; they stop when the test ends.
+func startHistoryRunner(t *testing.T, ctx context.Context, window int) (*client.Client, *natsstore.Store) {
+	t.Helper()
+	srv := natsembedtest.RunForTest(t)
+	store, err := natsstore.New(ctx, natsstore.Config{URL: srv.ClientURL()})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { store.Close() })
+	r, err := runner.New(runner.Config{Store: store, Agent: history{}, ID: "hist", IdleTimeout: time.Hour, HistoryWindow: window,
+		Logger: slog.New(slog.DiscardHandler)})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := r.Start(ctx); err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() {
+		if err := r.Stop(context.WithoutCancel(ctx)); err != nil {
+			t.Error(err)
+		}
+	})
+	c, err := client.Dial(ctx, client.Config{URL: srv.ClientURL()})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { c.Close() })
+	return c, store
 }

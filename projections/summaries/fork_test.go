@@ -19,11 +19,7 @@ import (
 func TestApply_forkedMatchesThread(t *testing.T) {
 	var envs []events.Envelope
 	add := func(thread string, ev *eventspb.Event) uint64 {
-		seq := uint64(len(envs) + 1)
-		ev.Thread = thread
-		typ := events.TypeOf(ev)
-		envs = append(envs, events.Envelope{Seq: seq, Thread: thread, Kind: typ.Kind(), Type: typ, Event: ev, Stored: time.Unix(int64(seq), 0)})
-		return seq
+		return appendEnv((*[]events.Envelope)(&envs), thread, ev)
 	}
 	post := func(thread string) uint64 {
 		return add(thread, &eventspb.Event{Body: &eventspb.Event_MessagePosted{MessagePosted: &eventspb.MessagePosted{MessageId: fmt.Sprintf("m%d", len(envs)+1)}}})
@@ -81,11 +77,7 @@ func (l envLoader) Load(_ context.Context, thread string, from uint64) ([]events
 func TestApply_referenceForkMatchesCopied(t *testing.T) {
 	var envs envLoader
 	add := func(thread string, ev *eventspb.Event) uint64 {
-		seq := uint64(len(envs) + 1)
-		ev.Thread = thread
-		typ := events.TypeOf(ev)
-		envs = append(envs, events.Envelope{Seq: seq, Thread: thread, Kind: typ.Kind(), Type: typ, Event: ev, Stored: time.Unix(int64(seq), 0)})
-		return seq
+		return appendEnv((*[]events.Envelope)(&envs), thread, ev)
 	}
 	post := func(thread string) uint64 {
 		return add(thread, &eventspb.Event{Body: &eventspb.Event_MessagePosted{MessagePosted: &eventspb.MessagePosted{MessageId: fmt.Sprintf("m%d", len(envs)+1)}}})
@@ -116,4 +108,14 @@ func TestApply_referenceForkMatchesCopied(t *testing.T) {
 	if !reflect.DeepEqual(copied, ref) || ref.Messages != 2 || ref.Runs != 1 || ref.LastRunStatus != string(projections.RunAbandoned) {
 		t.Errorf("reference fork's summary %+v, copied form's %+v", ref, copied)
 	}
+}
+
+// appendEnv stores ev in thread as the next envelope of *envs and returns
+// its sequence.
+func appendEnv(envs *[]events.Envelope, thread string, ev *eventspb.Event) uint64 {
+	seq := uint64(len(*envs) + 1)
+	ev.Thread = thread
+	typ := events.TypeOf(ev)
+	*envs = append(*envs, events.Envelope{Seq: seq, Thread: thread, Kind: typ.Kind(), Type: typ, Event: ev, Stored: time.Unix(int64(seq), 0)})
+	return seq
 }
