@@ -3,8 +3,9 @@
 
 Run by `artifactr serve --agent exec -- python3 examples/echo-agent.py`.
 It answers "py-echo: <prompt>". A prompt "ask: <question>" asks the question
-and answers "py-echo: <question> -> <answer>". Steering received while it
-waits for an answer is appended as " (steered: <text>)".
+and answers "py-echo: <question> -> <answer>". Before it is done it asks for
+steering (`serve --steer`): each message posted during the turn is appended
+as " (steered: <text>)".
 """
 import json
 import sys
@@ -23,6 +24,14 @@ def receive():
     return json.loads(line)
 
 
+def receive_type(typ):
+    # Lines of other types are skipped: types may be added.
+    while True:
+        msg = receive()
+        if msg is None or msg.get("type") == typ:
+            return msg
+
+
 def main():
     turn = receive()
     if turn is None or turn.get("type") != "turn":
@@ -39,19 +48,22 @@ def main():
     if text.startswith("ask:"):
         question = text[len("ask:"):].strip()
         send({"type": "ask", "question": question})
-        while True:
-            msg = receive()
-            if msg is None:
-                return 1
-            if msg["type"] == "steering":
-                steered += " (steered: %s)" % msg["message"]["text"]
-            elif msg["type"] == "answer":
-                break
+        msg = receive_type("answer")
+        if msg is None:
+            return 1
         out = "py-echo: %s -> %s" % (question, msg["message"]["text"])
     else:
         out = "py-echo: " + text
 
     send({"type": "output", "text": out})
+    # The checkpoint before the end: steering is given only when asked, so
+    # every message given to this turn is one it reads.
+    send({"type": "steer"})
+    msg = receive_type("steering")
+    if msg is None:
+        return 1
+    for m in msg["messages"]:
+        steered += " (steered: %s)" % m["text"]
     send({"type": "done", "output": out + steered})
     return 0
 

@@ -63,17 +63,24 @@ type Turn interface {
 	Emit(ctx context.Context, text string) error
 	// Ask opens a request and blocks until a later message answers it.
 	Ask(ctx context.Context, question string) (Message, error)
-	// Steering delivers messages posted while the run is active, if the
-	// agent is Steerable. The channel is never closed.
-	Steering() <-chan Message
+	// Steer takes the messages posted since the run started that no run
+	// has taken, oldest first, for a Steerable agent: each is consumed by
+	// this run (steering_given) before Steer returns it. It returns none
+	// when there are none, and always none for an agent that is not
+	// Steerable. Steering is pulled, never pushed: an agent calls Steer at
+	// its checkpoints, such as before it returns its output, so every
+	// message given to a run is one its agent read. A call whose ctx ends
+	// early may leave messages consumed and unread; a later call returns
+	// them.
+	Steer(ctx context.Context) ([]Message, error)
 }
 
 // Agent executes turns.
 type Agent interface {
 	// Name names the agent in run_started events.
 	Name() string
-	// Steerable reports whether the agent takes steering. If not, messages
-	// posted during a run wait for the next run.
+	// Steerable reports whether the agent takes steering ([Turn.Steer]).
+	// If not, messages posted during a run wait for the next run.
 	Steerable() bool
 	// Run executes one turn and returns its final output. An error makes
 	// the run fail with the error as its reason.

@@ -19,8 +19,9 @@ import (
 //	fail: disk full  -> fails with reason "disk full"
 //
 // It emits its output before waiting Delay, so a run kept active by Delay has
-// already shown output. If Steer is set, each steering message received
-// before the wait ends adds " (steered: <text>)" to the returned output.
+// already shown output. If Steer is set, it takes the steering posted by the
+// end of the wait ([Turn.Steer]), and each message adds " (steered: <text>)"
+// to the returned output.
 type Echo struct {
 	// Delay keeps the run active before it ends, so tests can act on an
 	// active run (steer it, cancel it, lose its claim).
@@ -73,38 +74,26 @@ func failure(reason string) error {
 	return errors.New(reason)
 }
 
-// wait waits Delay, or until ctx is done, and returns the steering suffix.
-// Steering that is already queued is taken even when Delay is zero.
+// wait waits Delay, or until ctx is done, then takes the steering posted
+// meanwhile and returns its suffix.
 func (e Echo) wait(ctx context.Context, t Turn) (string, error) {
-	var steer <-chan Message
-	if e.Steer {
-		steer = t.Steering()
-	}
-	var suffix strings.Builder
 	timer := time.NewTimer(e.Delay)
 	defer timer.Stop()
-	for {
-		select {
-		case <-ctx.Done():
-			return "", fmt.Errorf("echo: %w", context.Cause(ctx))
-		case m := <-steer:
-			suffix.WriteString(" (steered: " + m.Text + ")")
-		case <-timer.C:
-			return suffix.String() + drain(steer), nil
-		}
+	select {
+	case <-ctx.Done():
+		return "", fmt.Errorf("echo: %w", context.Cause(ctx))
+	case <-timer.C:
 	}
-}
-
-// drain takes the steering already queued without blocking, so steering that
-// raced the end of the delay is still acknowledged.
-func drain(steer <-chan Message) string {
+	if !e.Steer {
+		return "", nil
+	}
+	msgs, err := t.Steer(ctx)
+	if err != nil {
+		return "", fmt.Errorf("echo: steer: %w", err)
+	}
 	var suffix strings.Builder
-	for {
-		select {
-		case m := <-steer:
-			suffix.WriteString(" (steered: " + m.Text + ")")
-		default:
-			return suffix.String()
-		}
+	for _, m := range msgs {
+		suffix.WriteString(" (steered: " + m.Text + ")")
 	}
+	return suffix.String(), nil
 }

@@ -75,8 +75,8 @@ func TestEcho_Run_fail(t *testing.T) {
 
 func TestEcho_Run_steer(t *testing.T) {
 	turn := agenttest.NewTurn("hi")
-	turn.Steer("left")
-	turn.Steer("right")
+	turn.AddSteering("left")
+	turn.AddSteering("right")
 	e := agent.Echo{Steer: true, Delay: time.Millisecond}
 	if !e.Steerable() {
 		t.Fatal("Steer: true is not Steerable")
@@ -91,9 +91,9 @@ func TestEcho_Run_steer(t *testing.T) {
 	}
 }
 
-// Steering sent while the run waits is taken, not only steering queued
-// before it. Delay only has to outlast the Steer call right after the emit;
-// 3s leaves a wide margin on a loaded machine.
+// Steering posted while the run waits is taken at the wait's end, not only
+// steering queued before it. Delay only has to outlast the AddSteering
+// call right after the emit; 3s leaves a wide margin on a loaded machine.
 func TestEcho_Run_steerWhileActive(t *testing.T) {
 	turn := agenttest.NewTurn("hi")
 	e := agent.Echo{Steer: true, Delay: 3 * time.Second}
@@ -109,7 +109,7 @@ func TestEcho_Run_steerWhileActive(t *testing.T) {
 	if _, err := turn.WaitOutputs(t.Context(), 1); err != nil {
 		t.Fatal(err)
 	}
-	turn.Steer("faster")
+	turn.AddSteering("faster")
 	r := <-done
 	if r.err != nil || r.out != "echo: hi (steered: faster)" {
 		t.Fatalf("output %q err %v", r.out, r.err)
@@ -118,10 +118,13 @@ func TestEcho_Run_steerWhileActive(t *testing.T) {
 
 func TestEcho_Run_notSteerableIgnoresSteering(t *testing.T) {
 	turn := agenttest.NewTurn("hi")
-	turn.Steer("ignored")
+	turn.AddSteering("ignored")
 	out, err := agent.Echo{}.Run(t.Context(), turn)
 	if err != nil || out != "echo: hi" {
 		t.Fatalf("output %q err %v", out, err)
+	}
+	if n := turn.SteerCalls(); n != 0 {
+		t.Errorf("an agent that is not steerable called Steer %d times", n)
 	}
 }
 

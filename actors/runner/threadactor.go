@@ -148,6 +148,12 @@ func (a *threadActor) Receive(ctx actor.Context) {
 	case thread.RunFinished:
 		delete(a.runs, m.RunID)
 		a.decide(ctx, m)
+	case thread.RunSteer:
+		if !a.decide(ctx, m) {
+			if h := a.runs[m.RunID]; h != nil {
+				h.steerAnswered() // refused: nothing more is given
+			}
+		}
 	case thread.RunOutput:
 		if !a.decide(ctx, m) {
 			if h := a.runs[m.RunID]; h != nil {
@@ -243,6 +249,11 @@ func (a *threadActor) exec(ctx actor.Context, rd thread.Ready) {
 	for _, d := range rd.Deliver {
 		if h := a.runs[d.RunID]; h != nil {
 			h.deliver(d)
+		}
+	}
+	for _, id := range rd.Steered {
+		if h := a.runs[id]; h != nil {
+			h.steerAnswered()
 		}
 	}
 	if ap := rd.Append; ap != nil {
@@ -481,6 +492,7 @@ func (a *threadActor) startRun(s thread.StartRun) {
 	h := &runHandle{
 		a: a, id: s.RunID, start: s, cancel: cancel, ctx: rctx,
 		answers: make(map[string]chan agent.Message), wrote: make(chan struct{}, 1),
+		steered: make(chan struct{}),
 	}
 	a.runs[s.RunID] = h
 	a.r.goDo(func() {
@@ -519,10 +531,15 @@ type runHandle struct {
 	histOnce   sync.Once
 	hist, conv []agent.Message // read from the log on the agent's first ask
 
-	mu       sync.Mutex // protects answers, asked, steering and unwritten
+	mu       sync.Mutex // protects answers, asked, steering, steered and unwritten
 	answers  map[string]chan agent.Message
 	asked    int
-	steering chan agent.Message // made on first use: most runs are never steered
+	steering []agent.Message // given to the run, not yet returned by Steer
+	// steerAsks and steerAnswers count the run's steering asks and their
+	// answers, which come one per ask, in order; steered is closed and
+	// replaced at every answer.
+	steerAsks, steerAnswers int
+	steered                 chan struct{}
 	// unwritten counts the bytes of output emitted and not yet appended;
 	// wrote is signalled when it drops.
 	unwritten int
@@ -554,20 +571,58 @@ func (h *runHandle) Prompt() agent.Message { return h.start.Prompt }
 func (h *runHandle) History() []agent.Message { h.readHistory(); return h.hist }
 
 // Conversation implements [agent.Conversational].
-func (h *runHandle) Conversation() []agent.Message  { h.readHistory(); return h.conv }
-func (h *runHandle) Steering() <-chan agent.Message { return h.steer() }
+func (h *runHandle) Conversation() []agent.Message { h.readHistory(); return h.conv }
 
-// steeringBuffer is how many steering messages a run may leave unread
-// before further ones are dropped with a warning.
+// steeringBuffer is how many steering messages a run may hold unread
+// before further ones are dropped with a warning. An ask takes at most
+// 64 (the core's bound); only steering the run did not ask for, stored by
+// another writer, can come near it.
 const steeringBuffer = 256
 
-func (h *runHandle) steer() chan agent.Message {
+// Steer implements [agent.Turn]: it asks the thread actor for steering and
+// waits until the ask is answered, each message given to the run (stored
+// as steering_given) by then.
+func (h *runHandle) Steer(ctx context.Context) ([]agent.Message, error) {
+	if err := ctx.Err(); err != nil {
+		return nil, fmt.Errorf("%w: %w", agent.ErrRunEnded, err)
+	}
+	if h.a.r.cfg.Agent.Steerable() {
+		h.mu.Lock()
+		h.steerAsks++
+		ask := h.steerAsks
+		h.mu.Unlock()
+		h.a.send(thread.RunSteer{RunID: h.id})
+		for {
+			h.mu.Lock()
+			done, ch := h.steerAnswers >= ask, h.steered
+			h.mu.Unlock()
+			if done {
+				break
+			}
+			select {
+			case <-ch:
+			case <-ctx.Done():
+				return nil, fmt.Errorf("%w: %w", agent.ErrRunEnded, ctx.Err())
+			case <-h.ctx.Done():
+				return nil, fmt.Errorf("%w: %w", agent.ErrRunEnded, h.ctx.Err())
+			}
+		}
+	}
 	h.mu.Lock()
 	defer h.mu.Unlock()
-	if h.steering == nil {
-		h.steering = make(chan agent.Message, steeringBuffer)
-	}
-	return h.steering
+	got := h.steering
+	h.steering = nil
+	return got, nil
+}
+
+// steerAnswered runs on the actor's goroutine when one of the run's
+// steering asks was answered or refused.
+func (h *runHandle) steerAnswered() {
+	h.mu.Lock()
+	h.steerAnswers++
+	close(h.steered)
+	h.steered = make(chan struct{})
+	h.mu.Unlock()
 }
 
 func (h *runHandle) Emit(ctx context.Context, text string) error {
@@ -612,9 +667,13 @@ func (h *runHandle) Ask(ctx context.Context, question string) (agent.Message, er
 // deliver runs on the actor's goroutine.
 func (h *runHandle) deliver(d thread.Deliver) {
 	if d.RequestID == "" {
-		select {
-		case h.steer() <- d.Message:
-		default:
+		h.mu.Lock()
+		full := len(h.steering) >= steeringBuffer
+		if !full {
+			h.steering = append(h.steering, d.Message)
+		}
+		h.mu.Unlock()
+		if full {
 			h.a.log().Warn("steering buffer full; message consumed but not delivered", "run", h.id, "seq", d.Message.Seq)
 		}
 		return

@@ -80,6 +80,10 @@ type Ready struct {
 	Cancel  []string // run ids to cancel
 	Start   []StartRun
 	Deliver []Deliver
+	// Steered lists runs whose steering ask ([RunSteer]) is answered, once
+	// per ask, in the order asked: all the steering it got is in Deliver,
+	// of this Ready or earlier ones.
+	Steered []string
 	Append  *Append
 	// Sync asks for the thread's last sequence, reported as Synced.
 	Sync bool
@@ -99,7 +103,7 @@ type Ready struct {
 
 // Empty reports whether r asks for nothing.
 func (r Ready) Empty() bool {
-	return len(r.Cancel) == 0 && len(r.Start) == 0 && len(r.Deliver) == 0 &&
+	return len(r.Cancel) == 0 && len(r.Start) == 0 && len(r.Deliver) == 0 && len(r.Steered) == 0 &&
 		r.Append == nil && !r.Sync && !r.Release && !r.Stop && len(r.Anomalies) == 0
 }
 
@@ -153,12 +157,16 @@ type Core struct {
 		msgID string
 		seq   uint64
 	}
-	anomalies []Anomaly
-	early     Ready // what the history after the marker asked for, for Start
-	idle      int
-	draining  bool
-	drainWhy  string
-	done      bool
+	// steerAsk is the run whose steering ask is open, "" for none, and
+	// steerGiven the steering given to it so far.
+	steerAsk   string
+	steerGiven int
+	anomalies  []Anomaly
+	early      Ready // what the history after the marker asked for, for Start
+	idle       int
+	draining   bool
+	drainWhy   string
+	done       bool
 }
 
 // New returns the core of a fresh claim. history is the thread's log up to at
@@ -261,6 +269,14 @@ func (c *Core) Decide(in Input) (Ready, error) {
 			return Ready{}, err
 		}
 		c.enqueue(events.NewRequestOpened(c.claim, time.Time{}, in.RunID, in.RequestID, in.Question))
+	case RunSteer:
+		if err := c.liveRun(in.RunID); err != nil {
+			return Ready{}, err
+		}
+		if c.steerAsk != "" {
+			rd.Steered = append(rd.Steered, c.steerAsk) // one answer per ask
+		}
+		c.steerAsk, c.steerGiven = in.RunID, 0
 	case RunFinished:
 		c.finished[in.RunID] = true
 		delete(c.alive, in.RunID)
@@ -840,6 +856,23 @@ func (c *Core) plan(rd Ready) Ready {
 		rd.Append = c.inflight
 		return rd
 	}
+	rd = c.next(rd)
+	if c.steerAsk != "" && rd.Append == nil {
+		// Nothing more to give: answer the ask with what it got.
+		rd.Steered = append(rd.Steered, c.steerAsk)
+		c.steerAsk = ""
+	}
+	return rd
+}
+
+// maxSteerPerAsk bounds the steering one ask takes, so that a flood of
+// posts cannot keep an agent's Steer from returning.
+const maxSteerPerAsk = 64
+
+// next adds the append that consumes the next pending message, or the
+// release, to rd: the view holds everything this claim wrote.
+func (c *Core) next(rd Ready) Ready {
+	v := c.view
 	active := c.ownActive()
 	if active != "" && c.finished[active] {
 		// The run's end is queued or landing; nothing to plan until it is.
@@ -869,7 +902,8 @@ func (c *Core) plan(rd Ready) Ready {
 			return c.issue(rd, events.NewRunInterrupted(c.claim, time.Time{}, active, by.Seq, v.StrategyOf(by) == events.StrategyRollback),
 				events.ExpectLast(v.LastRunSubjectSeq))
 		}
-		if c.cfg.Steerable {
+		if c.cfg.Steerable && c.steerAsk == active && c.steerGiven < maxSteerPerAsk {
+			c.steerGiven++
 			return c.issue(rd, events.NewSteeringGiven(c.claim, time.Time{}, active, m.Seq), events.Fenced(c.claim))
 		}
 		return rd

@@ -3,6 +3,8 @@ package thread_test
 import (
 	"context"
 	"errors"
+	"fmt"
+	"slices"
 	"strings"
 	"testing"
 	"time"
@@ -26,6 +28,7 @@ type driver struct {
 	thread  string
 	starts  []thread.StartRun
 	deliver []thread.Deliver
+	steered []string
 	cancels []string
 	stopped bool
 	stopErr error
@@ -60,6 +63,7 @@ func (d *driver) exec(rd thread.Ready) {
 		d.cancels = append(d.cancels, rd.Cancel...)
 		d.starts = append(d.starts, rd.Start...)
 		d.deliver = append(d.deliver, rd.Deliver...)
+		d.steered = append(d.steered, rd.Steered...)
 		if rd.Append != nil {
 			ev := rd.Append.Event
 			ack, err := d.s.Append(context.Background(), ev, rd.Append.Check, events.WithMsgID(rd.Append.MsgID))
@@ -263,10 +267,18 @@ func TestCore_Decide_steering(t *testing.T) {
 		d := newDriver(t, s, th, thread.Config{Agent: "echo", Steerable: steer})
 		run := d.starts[0].RunID
 		m := d.post("left")
+		if len(d.deliver) != 0 {
+			t.Fatalf("steerable %v: deliveries %+v before the run asked", steer, d.deliver)
+		}
+		d.input(thread.RunSteer{RunID: run})
+		if !slices.Equal(d.steered, []string{run}) {
+			t.Fatalf("steerable %v: asks answered %q, want %s once", steer, d.steered, run)
+		}
 		if steer {
 			if len(d.deliver) != 1 || d.deliver[0].RequestID != "" || d.deliver[0].Message.Seq != m {
 				t.Fatalf("steerable: deliveries %+v, want steering %d", d.deliver, m)
 			}
+			wantTypes(t, s, th, "message_posted", "thread_claimed", "run_started", "message_posted", "steering_given")
 			continue
 		}
 		if len(d.deliver) != 0 {
@@ -276,6 +288,85 @@ func TestCore_Decide_steering(t *testing.T) {
 		if len(d.starts) != 2 || d.starts[1].Prompt.Seq != m {
 			t.Fatalf("not steerable: the message should prompt the next run, starts %+v", d.starts)
 		}
+	}
+}
+
+// Steering is pulled: a message posted during a run is consumed as steering
+// only while the run asks. A run that ends without asking leaves it for the
+// next run, so no message is consumed by a run whose agent never read it.
+func TestCore_Decide_steeringOnlyWhenAsked(t *testing.T) {
+	s := memstore.New(memstore.Config{})
+	th := "unasked"
+	mustPost(t, s, th, "go")
+	d := newDriver(t, s, th, thread.Config{Agent: "echo", Steerable: true})
+	run := d.starts[0].RunID
+	m := d.post("left")
+	d.input(thread.RunFinished{RunID: run, Output: "done"})
+	if len(d.deliver) != 0 {
+		t.Fatalf("deliveries %+v to a run that never asked", d.deliver)
+	}
+	if len(d.starts) != 2 || d.starts[1].Prompt.Seq != m {
+		t.Fatalf("the message should prompt the next run, starts %+v", d.starts)
+	}
+	wantTypes(t, s, th, "message_posted", "thread_claimed", "run_started", "message_posted", "run_completed", "run_started")
+}
+
+// An ask with nothing pending is answered at once, writing nothing; each
+// ask is answered once, in order, even when a second comes while the first
+// is still being given its steering.
+func TestCore_Decide_steerAsks(t *testing.T) {
+	s := memstore.New(memstore.Config{})
+	th := "asks"
+	mustPost(t, s, th, "go")
+	d := newDriver(t, s, th, thread.Config{Agent: "echo", Steerable: true})
+	run := d.starts[0].RunID
+	d.input(thread.RunSteer{RunID: run})
+	if !slices.Equal(d.steered, []string{run}) || len(d.deliver) != 0 {
+		t.Fatalf("ask with nothing pending: answered %q, deliveries %+v", d.steered, d.deliver)
+	}
+	wantTypes(t, s, th, "message_posted", "thread_claimed", "run_started")
+
+	m := d.post("left")
+	rd1, err := d.core.Decide(thread.RunSteer{RunID: run})
+	if err != nil || rd1.Append == nil || len(rd1.Steered) != 0 {
+		t.Fatalf("first ask: ready %+v err %v, want a steering_given and no answer yet", rd1, err)
+	}
+	rd2, err := d.core.Decide(thread.RunSteer{RunID: run})
+	if err != nil || !slices.Equal(rd2.Steered, []string{run}) || rd2.Append != nil {
+		t.Fatalf("second ask: ready %+v err %v, want the first ask answered", rd2, err)
+	}
+	d.exec(rd1)
+	if !slices.Equal(d.steered, []string{run, run}) {
+		t.Fatalf("answers %q besides the second ask's, want the first and the third ask's", d.steered)
+	}
+	if len(d.deliver) != 1 || d.deliver[0].Message.Seq != m {
+		t.Fatalf("deliveries %+v, want %d once", d.deliver, m)
+	}
+	if _, err := d.core.Decide(thread.RunSteer{RunID: "run-other"}); err == nil {
+		t.Fatal("an ask of a run this claim does not hold was taken")
+	}
+}
+
+// One ask takes at most 64 messages, so a flood of posts cannot hold an
+// agent in Steer; the next ask takes the rest.
+func TestCore_Decide_steerAskBounded(t *testing.T) {
+	s := memstore.New(memstore.Config{})
+	th := "flood"
+	mustPost(t, s, th, "go")
+	d := newDriver(t, s, th, thread.Config{Agent: "echo", Steerable: true})
+	run := d.starts[0].RunID
+	for i := range 70 {
+		mustPost(t, s, th, fmt.Sprintf("m%d", i))
+	}
+	d.observeNew()
+	d.input(thread.Tick{})
+	d.input(thread.RunSteer{RunID: run})
+	if len(d.deliver) != 64 || len(d.steered) != 1 {
+		t.Fatalf("first ask: %d delivered, %d answers; want 64 and 1", len(d.deliver), len(d.steered))
+	}
+	d.input(thread.RunSteer{RunID: run})
+	if len(d.deliver) != 70 || len(d.steered) != 2 {
+		t.Fatalf("second ask: %d delivered in all, %d answers; want 70 and 2", len(d.deliver), len(d.steered))
 	}
 }
 

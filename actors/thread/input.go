@@ -30,6 +30,13 @@ type RunOutput struct{ RunID, Text string }
 // RunAsked is a request a run opened; the shell names it.
 type RunAsked struct{ RunID, RequestID, Question string }
 
+// RunSteer is a run asking for steering ([agent.Turn.Steer]): the
+// messages posted since it started that no run has taken. The core gives
+// them to it, one steering_given each, and then answers the ask with
+// [Ready.Steered]. Only an ask makes steering: a message is consumed as
+// steering only while its run's agent is asking for it.
+type RunSteer struct{ RunID string }
+
 // RunFinished is the end of a run's goroutine: Err nil means completed.
 type RunFinished struct {
 	RunID  string
@@ -57,6 +64,7 @@ func (Synced) isInput()      {}
 func (RunOutput) isInput()   {}
 func (RunAsked) isInput()    {}
 func (RunFinished) isInput() {}
+func (RunSteer) isInput()    {}
 func (LeaseLost) isInput()   {}
 func (Tick) isInput()        {}
 func (Shutdown) isInput()    {}

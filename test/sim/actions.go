@@ -257,6 +257,8 @@ func (w *world) progress(p *proc) {
 	case x >= 35:
 		r.asked++
 		in = thread.RunAsked{RunID: r.id, RequestID: fmt.Sprintf("%s/q%d", r.id, r.asked), Question: "?"}
+	case x >= 25:
+		in = thread.RunSteer{RunID: r.id}
 	default:
 		in = thread.RunOutput{RunID: r.id, Text: "out"}
 	}

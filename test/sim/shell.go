@@ -30,7 +30,7 @@ func (w *world) decide(p *proc, in thread.Input) bool {
 
 func isRunReport(in thread.Input) bool {
 	switch in.(type) {
-	case thread.RunOutput, thread.RunAsked, thread.RunFinished:
+	case thread.RunOutput, thread.RunAsked, thread.RunSteer, thread.RunFinished:
 		return true
 	}
 	return false
@@ -55,6 +55,8 @@ func (w *world) carry(p *proc, rd thread.Ready) {
 		kind := projections.ConsumedSteering
 		if d.RequestID != "" {
 			kind = projections.ConsumedAnswer
+		} else {
+			w.res.Stats.Steered++
 		}
 		w.handOut(p, d.RunID, d.Message.Seq, kind)
 	}

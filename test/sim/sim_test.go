@@ -94,6 +94,9 @@ func TestSim(t *testing.T) {
 	}, func(t *testing.T, seed uint64, r sim.Result) { report(t, "TestSim", seed, cfg, r) })
 	t.Logf("%d seeds in %s (%.0f seeds/s on %d shards): %d steps, %d events", ran, d.Round(time.Millisecond), float64(ran)/d.Seconds(), shards, steps, evs)
 	t.Logf("exercised: %+v", total)
+	if ran >= 100 && total.Steered == 0 {
+		t.Errorf("%d seeds gave no steering: the runs never asked for it", ran)
+	}
 	t.Logf("log modes: %d seeds %s, %d seeds %s", modes[memstore.Single], memstore.Single, modes[memstore.Replicated], memstore.Replicated)
 	if ran > 1 && (modes[memstore.Single] == 0 || modes[memstore.Replicated] == 0) {
 		t.Errorf("the seeds ran in one log mode only: %v", modes)
@@ -143,6 +146,7 @@ func add(t *sim.Stats, s sim.Stats) {
 	t.LostAcks += s.LostAcks
 	t.FailWrites += s.FailWrites
 	t.Crashes += s.Crashes
+	t.Steered += s.Steered
 	t.Runs += s.Runs
 	t.DupObserve += s.DupObserve
 	t.Drained += s.Drained

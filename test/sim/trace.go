@@ -75,6 +75,8 @@ func describeInput(in thread.Input) string {
 		return "hears output of " + in.RunID
 	case thread.RunAsked:
 		return "hears request " + in.RequestID
+	case thread.RunSteer:
+		return "hears " + in.RunID + " ask for steering"
 	case thread.RunFinished:
 		if in.Err != nil {
 			return fmt.Sprintf("hears %s failed (%v)", in.RunID, in.Err)
@@ -99,6 +101,9 @@ func describeReady(rd thread.Ready) string {
 	}
 	for _, d := range rd.Deliver {
 		parts = append(parts, fmt.Sprintf("deliver %d to %s%s", d.Message.Seq, d.RunID, orSteer(d.RequestID)))
+	}
+	for _, id := range rd.Steered {
+		parts = append(parts, "answer "+id+"'s steering ask")
 	}
 	if rd.Append != nil {
 		parts = append(parts, "append "+describe(rd.Append.Event))

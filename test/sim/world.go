@@ -107,6 +107,7 @@ type Stats struct {
 	FailWrites int // writes failed before landing
 	Crashes    int
 	Runs       int // runs started
+	Steered    int // messages handed to runs as steering
 	DupObserve int // duplicate Observed deliveries
 	Drained    int // actions the drain took
 }

@@ -5,7 +5,7 @@
 //
 //	turn := agenttest.NewTurn("ask: name?")
 //	turn.Answer("bob")     // answers the first Ask
-//	turn.Steer("go left")  // queued on Steering()
+//	turn.AddSteering("go left") // taken by the agent's next Steer
 //	out, err := agent.Echo{}.Run(ctx, turn)
 //	turn.Outputs()         // what the agent emitted
 //	turn.Questions()       // what it asked
@@ -19,10 +19,6 @@ import (
 
 	"github.com/artifactr/artifactr/actors/agent"
 )
-
-// steeringCap is how many steering messages Steer may queue before it
-// blocks; tests queue a few.
-const steeringCap = 64
 
 // Turn is a scripted [agent.Turn]. Set the exported fields before the run
 // starts; the methods are safe for concurrent use, so a test may script and
@@ -38,10 +34,9 @@ type Turn struct {
 	// Answer fills.
 	AnswerFunc func(ctx context.Context, question string) (agent.Message, error)
 
-	once     sync.Once
-	steering chan agent.Message
-
 	mu        sync.Mutex // protects following fields
+	steering  []agent.Message
+	steers    int // calls of Steer
 	answers   []agent.Message
 	outputs   []string
 	questions []string
@@ -117,8 +112,21 @@ func (t *Turn) Ask(ctx context.Context, question string) (agent.Message, error) 
 	}
 }
 
-// Steering returns the channel that Steer fills.
-func (t *Turn) Steering() <-chan agent.Message { return t.steeringChan() }
+// Steer returns the steering messages AddSteering queued since the last
+// call, oldest first, and counts the call. It fails once ctx is done or End
+// was called, as the real Turn does.
+func (t *Turn) Steer(ctx context.Context) ([]agent.Message, error) {
+	if err := t.check(ctx); err != nil {
+		return nil, err
+	}
+	t.mu.Lock()
+	defer t.mu.Unlock()
+	got := t.steering
+	t.steering = nil
+	t.steers++
+	t.notifyLocked()
+	return got, nil
+}
 
 // Answer queues an answer with text for the next unanswered Ask.
 func (t *Turn) Answer(text string) {
@@ -128,13 +136,20 @@ func (t *Turn) Answer(text string) {
 	t.notifyLocked()
 }
 
-// Steer queues a steering message with text. It blocks once 64 are queued
-// and unread.
-func (t *Turn) Steer(text string) {
+// AddSteering queues a steering message with text, as if posted while the
+// run is active: the agent's next Steer takes it.
+func (t *Turn) AddSteering(text string) {
 	t.mu.Lock()
-	m := t.messageLocked("steer", text)
-	t.mu.Unlock()
-	t.steeringChan() <- m
+	defer t.mu.Unlock()
+	t.steering = append(t.steering, t.messageLocked("steer", text))
+	t.notifyLocked()
+}
+
+// SteerCalls returns how many times the agent called Steer.
+func (t *Turn) SteerCalls() int {
+	t.mu.Lock()
+	defer t.mu.Unlock()
+	return t.steers
 }
 
 // End makes every later Emit and Ask, and any blocked Ask, fail as the
@@ -219,11 +234,6 @@ func CheckRunEnded(err error) error {
 		return fmt.Errorf("agenttest: %v is not both agent.ErrRunEnded and context.Canceled", err)
 	}
 	return nil
-}
-
-func (t *Turn) steeringChan() chan agent.Message {
-	t.once.Do(func() { t.steering = make(chan agent.Message, steeringCap) })
-	return t.steering
 }
 
 func (t *Turn) changedLocked() chan struct{} {

@@ -5,7 +5,10 @@ package exec_test
 import (
 	"context"
 	"errors"
+	"os"
+	"path/filepath"
 	"strings"
+	"syscall"
 	"testing"
 	"time"
 
@@ -48,8 +51,13 @@ func TestExec_Run_coalescesOutputs(t *testing.T) {
 // interval passes, with no further line to push it.
 func TestExec_Run_flushesIdleOutput(t *testing.T) {
 	turn := agenttest.NewTurn("hi")
-	e := sh(`read -r turn; echo '{"type":"output","text":"thinking"}'; read -r steer; echo '{"type":"done"}'`)
-	e.Steer = true
+	// The program waits on a FIFO of the test's, not on stdin: nothing
+	// artifactr writes may wake it.
+	fifo := filepath.Join(t.TempDir(), "go")
+	if err := syscall.Mkfifo(fifo, 0o600); err != nil {
+		t.Fatal(err)
+	}
+	e := sh(`read -r turn; echo '{"type":"output","text":"thinking"}'; read -r go < ` + fifo + `; echo '{"type":"done"}'`)
 	res := make(chan result, 1)
 	go func() { res <- run(t.Context(), e, turn) }()
 	ctx, cancel := context.WithTimeout(t.Context(), 30*time.Second)
@@ -61,7 +69,9 @@ func TestExec_Run_flushesIdleOutput(t *testing.T) {
 	if got[0] != "thinking" {
 		t.Errorf("output %q", got[0])
 	}
-	turn.Steer("go on")
+	if err := os.WriteFile(fifo, []byte("go\n"), 0o600); err != nil {
+		t.Fatal(err)
+	}
 	if r := <-res; r.err != nil {
 		t.Fatalf("run: %v", r.err)
 	}

@@ -72,8 +72,8 @@ type Agent struct {
 	// waiting in [agent.Turn.Ask] is not counted, because answers may come from
 	// people.
 	Timeout time.Duration
-	// Steer makes the agent Steerable: steering messages are written to the
-	// program's stdin as they arrive.
+	// Steer makes the agent Steerable: a program's "steer" line is answered
+	// with the messages posted since the turn started (a "steering" line).
 	Steer bool
 	// Env holds KEY=value pairs for the program. The program does not
 	// inherit artifactr's environment: it gets PATH, HOME and LANG, the
@@ -140,9 +140,10 @@ func (e Agent) Run(ctx context.Context, t agent.Turn) (string, error) {
 // Protocol is the version of the exec protocol that artifactr speaks,
 // sent in the turn line as "protocol". Version 1 had no such field and
 // gave messages only in history; version 2 adds earlier runs' replies to
-// history, and a "role" to every message. Each version only adds fields
-// and entries, so a program written for an older one keeps working.
-const Protocol = 2
+// history, and a "role" to every message; version 3 makes steering pulled:
+// the program asks with a "steer" line. A program written for an older
+// version keeps working, unsteered: its messages wait for the next turn.
+const Protocol = 3
 
 // message is a MESSAGE of the protocol: a thread message (role "user"), or
 // an earlier run's reply (role "assistant", Run set).
@@ -196,8 +197,8 @@ type (
 		Message   message `json:"message"`
 	}
 	steeringLine struct {
-		Type    string  `json:"type"` // "steering"
-		Message message `json:"message"`
+		Type     string    `json:"type"` // "steering"
+		Messages []message `json:"messages"`
 	}
 )
 
@@ -232,7 +233,7 @@ type process struct {
 	waitc  chan error     // receives cmd.Wait's result once
 	exited bool           // cmd.Wait has returned
 	status error          // cmd.Wait's result
-	steer  bool           // forward steering (Agent.Steer)
+	steer  bool           // answer steer lines with steering (Agent.Steer)
 	asks   int            // asks so far, for default request ids
 
 	// The output budget, and what was spent of it.
@@ -325,10 +326,6 @@ func (p *process) loop(ctx context.Context, t agent.Turn, b *budget, em *agent.C
 	if err := p.send(ctx, b, first); err != nil {
 		return "", err
 	}
-	var steer <-chan agent.Message
-	if p.steer {
-		steer = t.Steering()
-	}
 	lines, waitc := p.lines, p.waitc
 	var drain <-chan time.Time
 	for {
@@ -341,10 +338,6 @@ func (p *process) loop(ctx context.Context, t agent.Turn, b *budget, em *agent.C
 			return "", p.exitedBeforeDone()
 		case <-em.Due():
 			if err := em.Flush(ctx); err != nil {
-				return "", err
-			}
-		case m := <-steer:
-			if err := p.send(ctx, b, steeringLine{Type: "steering", Message: wire(m)}); err != nil {
 				return "", err
 			}
 		case status := <-waitc:
@@ -405,6 +398,13 @@ func (p *process) handle(ctx context.Context, t agent.Turn, b *budget, em *agent
 			return "", true, err
 		}
 		return "", false, p.ask(ctx, t, b, l)
+	case "steer":
+		// The outputs before the checkpoint are recorded before the
+		// steering that follows it.
+		if err := em.Flush(ctx); err != nil {
+			return "", true, err
+		}
+		return "", false, p.steering(ctx, t, b)
 	case "done":
 		if err := p.spend(len(l.Output), 0); err != nil {
 			return "", true, err
@@ -467,6 +467,23 @@ func (p *process) ask(ctx context.Context, t agent.Turn, b *budget, l programLin
 		return fmt.Errorf("exec: ask: %w", err)
 	}
 	return p.send(ctx, b, answerLine{Type: "answer", RequestID: id, Message: wire(answer)})
+}
+
+// steering answers a steer line: the messages posted since the turn started
+// that no run has taken, each consumed by this run, or none when the agent
+// is not steerable.
+func (p *process) steering(ctx context.Context, t agent.Turn, b *budget) error {
+	line := steeringLine{Type: "steering", Messages: []message{}}
+	if p.steer {
+		msgs, err := t.Steer(ctx)
+		if err != nil {
+			return fmt.Errorf("exec: steer: %w", err)
+		}
+		for _, m := range msgs {
+			line.Messages = append(line.Messages, wire(m))
+		}
+	}
+	return p.send(ctx, b, line)
 }
 
 // send writes one line to stdin. A program that stopped reading stdin is not

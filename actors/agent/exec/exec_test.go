@@ -66,7 +66,7 @@ const emitPID = `echo "{\"type\":\"output\",\"text\":\"$$\"}"; `
 func TestExec_Run_turnLine(t *testing.T) {
 	turn := agenttest.NewTurn("hi")
 	turn.Hist = []agent.Message{{Seq: 0, ID: "m0", Text: "before"}}
-	want := `{"type":"turn","protocol":2,"token":{"thread":"t1","claim_seq":1,"run_id":"run-1"},` +
+	want := `{"type":"turn","protocol":3,"token":{"thread":"t1","claim_seq":1,"run_id":"run-1"},` +
 		`"prompt":{"seq":1,"id":"m1","author":"user","text":"hi","role":"user"},` +
 		`"history":[{"seq":0,"id":"m0","text":"before","role":"user"}]}`
 	e := sh(`read -r turn; if [ "$turn" = '` + want + `' ]; then
@@ -274,9 +274,9 @@ func TestExec_Run_askRunEnded(t *testing.T) {
 
 func TestExec_Run_steering(t *testing.T) {
 	turn := agenttest.NewTurn("hi")
-	turn.Steer("go left")
-	e := sh(`read -r turn; read -r s
-		if [ "$s" = '{"type":"steering","message":{"seq":2,"id":"steer-2","author":"tester","text":"go left","role":"user"}}' ]; then
+	turn.AddSteering("go left")
+	e := sh(`read -r turn; echo '{"type":"steer"}'; read -r s
+		if [ "$s" = '{"type":"steering","messages":[{"seq":2,"id":"steer-2","author":"tester","text":"go left","role":"user"}]}' ]; then
 			echo '{"type":"done","output":"steered"}'
 		else
 			echo "got $s" >&2; exit 1
@@ -291,16 +291,38 @@ func TestExec_Run_steering(t *testing.T) {
 	}
 }
 
-// Without Steer, steering waits for the next run instead of being consumed.
+// Without Steer, a steer line is answered with no messages, and steering
+// waits for the next run instead of being consumed.
 func TestExec_Run_notSteerable(t *testing.T) {
 	turn := agenttest.NewTurn("hi")
-	turn.Steer("later")
-	r := run(t.Context(), sh(`read -r turn; echo '{"type":"done","output":"ok"}'`), turn)
+	turn.AddSteering("later")
+	r := run(t.Context(), sh(`read -r turn; echo '{"type":"steer"}'; read -r s
+		if [ "$s" = '{"type":"steering","messages":[]}' ]; then
+			echo '{"type":"done","output":"ok"}'
+		else
+			echo "got $s" >&2; exit 1
+		fi`), turn)
 	if r.err != nil || r.out != "ok" {
 		t.Fatalf("output %q err %v", r.out, r.err)
 	}
-	if n := len(turn.Steering()); n != 1 {
-		t.Errorf("%d steering messages left, want 1", n)
+	if n := turn.SteerCalls(); n != 0 {
+		t.Errorf("Steer called %d times for an agent that is not steerable", n)
+	}
+}
+
+// Steering is pulled: a program that never sends a steer line is never
+// given any, so nothing is consumed that it did not read.
+func TestExec_Run_steeringOnlyWhenAsked(t *testing.T) {
+	turn := agenttest.NewTurn("hi")
+	turn.AddSteering("unread")
+	e := sh(`read -r turn; echo '{"type":"done","output":"ok"}'`)
+	e.Steer = true
+	r := run(t.Context(), e, turn)
+	if r.err != nil || r.out != "ok" {
+		t.Fatalf("output %q err %v", r.out, r.err)
+	}
+	if n := turn.SteerCalls(); n != 0 {
+		t.Errorf("Steer called %d times for a program that never asked", n)
 	}
 }
 
@@ -370,7 +392,7 @@ func TestExec_Run_pythonExample(t *testing.T) {
 func TestExec_Run_pythonExampleAsk(t *testing.T) {
 	turn := agenttest.NewTurn("ask: what is your name?")
 	turn.Answer("bob")
-	turn.Steer("be brief")
+	turn.AddSteering("be brief")
 	e := python3(t)
 	e.Steer = true
 	r := run(t.Context(), e, turn)

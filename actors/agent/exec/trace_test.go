@@ -21,7 +21,7 @@ func TestExec_Run_turnLineTraceParent(t *testing.T) {
 	ctx := trace.ContextWithSpanContext(t.Context(), trace.NewSpanContext(trace.SpanContextConfig{
 		TraceID: tid, SpanID: sid, TraceFlags: trace.FlagsSampled,
 	}))
-	want := `{"type":"turn","protocol":2,"token":{"thread":"t1","claim_seq":1,"run_id":"run-1"},` +
+	want := `{"type":"turn","protocol":3,"token":{"thread":"t1","claim_seq":1,"run_id":"run-1"},` +
 		`"prompt":{"seq":1,"id":"m1","author":"user","text":"hi","role":"user"},"history":[],` +
 		`"traceparent":"00-4bf92f3577b34da6a3ce929d0e0e4736-00f067aa0ba902b7-01"}`
 	e := sh(`read -r turn; if [ "$turn" = '` + want + `' ]; then

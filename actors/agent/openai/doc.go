@@ -50,8 +50,10 @@
 // With [Config.Steer] (serve --steer) the agent is steerable: a message
 // posted during a run is added to the conversation as the user's, after the
 // tool results if the model was asking, and once the model's current reply
-// ends it is asked again with that reply before the message. Without it,
-// such messages wait for the next run.
+// ends it is asked again with that reply before the message. The agent
+// takes steering ([agent.Turn.Steer]) when a reply ends and after its tool
+// calls, so a message is consumed only when the model will read it.
+// Without Steer, such messages wait for the next run.
 //
 // When tracing is on, each request carries the turn's W3C traceparent
 // header, so a server that traces (vLLM) joins the poster's trace.

@@ -65,17 +65,16 @@ func (a *Agent) Run(ctx context.Context, t agent.Turn) (string, error) {
 		return nil
 	}, a.cfg.FlushInterval, a.cfg.FlushBytes)
 	defer em.Stop()
-	st := &steering{}
-	if a.cfg.Steer {
-		st.ch = t.Steering()
+	st := &steering{t: t, on: a.cfg.Steer}
+	if err := st.pull(ctx); err != nil {
+		return "", err
 	}
-	st.drain()
 	msgs = a.appendThread(msgs, st.take())
 	for round := 1; ; round++ {
 		if round > a.cfg.MaxToolRounds {
 			return "", fmt.Errorf("openai: still going after %d requests in one turn (serve --openai-max-tool-rounds): the model kept calling tools, or was kept steered", a.cfg.MaxToolRounds)
 		}
-		r, err := a.complete(ctx, msgs, em, st)
+		r, err := a.complete(ctx, msgs, em)
 		if err != nil {
 			if ctx.Err() == nil {
 				// Keep what was streamed before the failure; the run
@@ -88,7 +87,13 @@ func (a *Agent) Run(ctx context.Context, t agent.Turn) (string, error) {
 		if err := em.Flush(ctx); err != nil {
 			return "", err
 		}
-		st.drain()
+		if len(r.calls) == 0 {
+			// The checkpoint before the run ends: steering taken here is
+			// read by the model on the next round.
+			if err := st.pull(ctx); err != nil {
+				return "", err
+			}
+		}
 		if len(r.calls) == 0 && len(st.got) == 0 {
 			return "", nil
 		}
@@ -102,7 +107,11 @@ func (a *Agent) Run(ctx context.Context, t agent.Turn) (string, error) {
 			}
 			msgs = append(msgs, chatMessage{Role: "tool", Content: ptr(result), ToolCallID: c.ID})
 		}
-		st.drain() // posted while asking
+		if len(r.calls) > 0 {
+			if err := st.pull(ctx); err != nil { // posted while asking
+				return "", err
+			}
+		}
 		msgs = a.appendThread(msgs, st.take())
 	}
 }
@@ -110,23 +119,22 @@ func (a *Agent) Run(ctx context.Context, t agent.Turn) (string, error) {
 // steering collects the messages posted during a run of a steerable agent.
 // It is used from the run's goroutine only.
 type steering struct {
-	ch  <-chan agent.Message // nil when not steerable: never ready
+	t   agent.Turn
+	on  bool // the agent is steerable
 	got []agent.Message
 }
 
-// drain takes the messages already queued, without blocking.
-func (s *steering) drain() {
-	if s.ch == nil {
-		return
+// pull takes the steering posted so far ([agent.Turn.Steer]).
+func (s *steering) pull(ctx context.Context) error {
+	if !s.on {
+		return nil
 	}
-	for {
-		select {
-		case m := <-s.ch:
-			s.got = append(s.got, m)
-		default:
-			return
-		}
+	msgs, err := s.t.Steer(ctx)
+	if err != nil {
+		return fmt.Errorf("openai: steer: %w", err)
 	}
+	s.got = append(s.got, msgs...)
+	return nil
 }
 
 func (s *steering) take() []agent.Message {
@@ -214,7 +222,7 @@ func (a *Agent) appendThread(msgs []chatMessage, ms []agent.Message) []chatMessa
 
 // complete makes one streamed request and returns the reply, its text
 // already handed to em.
-func (a *Agent) complete(ctx context.Context, msgs []chatMessage, em *agent.Coalescer, st *steering) (*reply, error) {
+func (a *Agent) complete(ctx context.Context, msgs []chatMessage, em *agent.Coalescer) (*reply, error) {
 	body, err := json.Marshal(a.request(msgs))
 	if err != nil {
 		return nil, fmt.Errorf("openai: encode request: %w", err)
@@ -256,8 +264,6 @@ func (a *Agent) complete(ctx context.Context, msgs []chatMessage, em *agent.Coal
 			if err := em.Flush(ctx); err != nil {
 				return nil, err
 			}
-		case m := <-st.ch:
-			st.got = append(st.got, m)
 		case <-ctx.Done():
 			return nil, fmt.Errorf("openai: %w", context.Cause(ctx))
 		}

@@ -55,7 +55,7 @@ func TestAgent_Run_steeredMidStream(t *testing.T) {
 	if _, err := turn.WaitOutputs(runCtx(t), 1); err != nil {
 		t.Fatal(err)
 	}
-	turn.Steer("make it short")
+	turn.AddSteering("make it short")
 	close(release)
 	if err := waitRun(t, done); err != nil {
 		t.Fatal(err)
@@ -86,9 +86,9 @@ func TestAgent_Run_steeredBeforeAndDuringAsk(t *testing.T) {
 	)
 	a := newAgent(t, f, openai.Config{Steer: true})
 	turn := agenttest.NewTurn("pick")
-	turn.Steer("early")
+	turn.AddSteering("early")
 	turn.AnswerFunc = func(ctx context.Context, q string) (agent.Message, error) {
-		turn.Steer("late")
+		turn.AddSteering("late")
 		return agent.Message{Text: "the red one"}, nil
 	}
 	if _, err := a.Run(runCtx(t), turn); err != nil {
@@ -115,16 +115,14 @@ func TestAgent_Run_notSteerable(t *testing.T) {
 		t.Fatal("Steerable without Steer")
 	}
 	turn := agenttest.NewTurn("q")
-	turn.Steer("ignored")
+	turn.AddSteering("ignored")
 	if _, err := a.Run(runCtx(t), turn); err != nil {
 		t.Fatal(err)
 	}
 	if n := len(f.requests()); n != 1 {
 		t.Fatalf("%d requests, want 1", n)
 	}
-	select {
-	case <-turn.Steering():
-	default:
-		t.Fatal("the steering message was taken by an agent that is not steerable")
+	if n := turn.SteerCalls(); n != 0 {
+		t.Fatalf("an agent that is not steerable called Steer %d times", n)
 	}
 }
