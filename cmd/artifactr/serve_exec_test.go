@@ -98,7 +98,7 @@ echo "{\"type\":\"done\",\"output\":\"uid=$(id -u) environ=$env seeds=$seeds\"}"
 // texts of its turn's history, as JSON.
 const replyAgent = `import json, sys
 turn = json.loads(sys.stdin.readline())
-assert turn["protocol"] == 2, turn
+assert turn["protocol"] == 3, turn
 p = turn["prompt"]["text"]
 def say(o): print(json.dumps(o), flush=True)
 if p == "progress":
