@@ -200,6 +200,10 @@ type (
 		Type     string    `json:"type"` // "steering"
 		Messages []message `json:"messages"`
 	}
+	pageLine struct {
+		Type     string    `json:"type"` // "page"
+		Messages []message `json:"messages"`
+	}
 )
 
 // programLine is any line the program writes; Type says which fields count.
@@ -210,6 +214,8 @@ type programLine struct {
 	RequestID string `json:"request_id"` // ask, optional
 	Output    string `json:"output"`     // done
 	Reason    string `json:"reason"`     // error
+	Before    uint64 `json:"before"`     // page: messages before this seq
+	Limit     int    `json:"limit"`      // page: at most this many
 }
 
 // lineEvent is one stdout line, or the error that ended reading.
@@ -405,6 +411,8 @@ func (p *process) handle(ctx context.Context, t agent.Turn, b *budget, em *agent
 			return "", true, err
 		}
 		return "", false, p.steering(ctx, t, b)
+	case "page":
+		return "", false, p.page(ctx, t, b, l)
 	case "done":
 		if err := p.spend(len(l.Output), 0); err != nil {
 			return "", true, err
@@ -479,7 +487,52 @@ func (p *process) steering(ctx context.Context, t agent.Turn, b *budget) error {
 		if err != nil {
 			return fmt.Errorf("exec: steer: %w", err)
 		}
-		for _, m := range msgs {
+		size, i := 0, len(msgs)
+		for i > 0 && (i == len(msgs) || size+len(msgs[i-1].Text) <= maxPageBytes) {
+			i--
+			size += len(msgs[i].Text)
+		}
+		for _, m := range msgs[i:] {
+			line.Messages = append(line.Messages, wire(m))
+		}
+	}
+	return p.send(ctx, b, line)
+}
+
+// Bounds of a page line: limit 0 asks for defaultPage messages; more than
+// maxPage, or more than maxPageBytes of text, are never sent at once (the
+// newest are kept; the program pages on from the oldest it got).
+const (
+	defaultPage  = 256
+	maxPage      = 1024
+	maxPageBytes = 4 << 20
+)
+
+// page answers a page line with the newest messages before l.Before (the
+// prompt when 0), read from the log ([agent.Pager]), oldest first.
+func (p *process) page(ctx context.Context, t agent.Turn, b *budget, l programLine) error {
+	if l.Limit < 0 {
+		return fmt.Errorf("exec: page line with limit %d: want 0 (for %d) to %d", l.Limit, defaultPage, maxPage)
+	}
+	before, n := l.Before, l.Limit
+	if before == 0 {
+		before = t.Prompt().Seq
+	}
+	if n == 0 {
+		n = defaultPage
+	}
+	line := pageLine{Type: "page", Messages: []message{}}
+	if pg, ok := t.(agent.Pager); ok {
+		msgs, err := pg.MessagesBefore(ctx, before, min(n, maxPage))
+		if err != nil {
+			return fmt.Errorf("exec: page before %d: %w", before, err)
+		}
+		size, i := 0, len(msgs)
+		for i > 0 && (i == len(msgs) || size+len(msgs[i-1].Text) <= maxPageBytes) {
+			i--
+			size += len(msgs[i].Text)
+		}
+		for _, m := range msgs[i:] {
 			line.Messages = append(line.Messages, wire(m))
 		}
 	}

@@ -5,6 +5,7 @@ package exec_test
 import (
 	"context"
 	"errors"
+	"fmt"
 	"os/exec"
 	"path/filepath"
 	"slices"
@@ -423,6 +424,91 @@ func TestExec_Run_historyWithReplies(t *testing.T) {
 		`{"seq":3,"id":"","author":"assistant","text":"hello ann","role":"assistant","run":"r2"}]}`
 	e := sh(`read -r turn; case "$turn" in *'` + want + `') echo '{"type":"done","output":"ok"}';; *) echo "got $turn" >&2; exit 1;; esac`)
 	if r := run(t.Context(), e, turn); r.err != nil || r.out != "ok" {
+		t.Fatalf("output %q err %v", r.out, r.err)
+	}
+}
+
+// pagerTurn is a turn that pages back, as the runner's does: the thread's
+// messages are msgs, oldest first.
+type pagerTurn struct {
+	*agenttest.Turn
+	msgs []agent.Message
+	asks [][2]uint64 // the (before, n) of each call
+}
+
+func (p *pagerTurn) MessagesBefore(_ context.Context, seq uint64, n int) ([]agent.Message, error) {
+	p.asks = append(p.asks, [2]uint64{seq, uint64(n)})
+	var out []agent.Message
+	for _, m := range p.msgs {
+		if m.Seq < seq {
+			out = append(out, m)
+		}
+	}
+	return out[max(0, len(out)-n):], nil
+}
+
+// A page line is answered with the newest messages before its seq (the
+// prompt's when 0), at most its limit, oldest first.
+func TestExec_Run_page(t *testing.T) {
+	turn := &pagerTurn{Turn: agenttest.NewTurn("hi")}
+	turn.Msg.Seq = 10
+	for i := uint64(1); i < 10; i++ {
+		turn.msgs = append(turn.msgs, agent.Message{Seq: i, ID: fmt.Sprintf("m%d", i), Text: fmt.Sprintf("t%d", i)})
+	}
+	e := sh(`read -r turn
+		echo '{"type":"page","limit":2}'; read -r a
+		echo '{"type":"page","before":3}'; read -r b
+		echo "{\"type\":\"done\",\"output\":$(printf '%s' "[$a,$b]" | sed 's/"/\\"/g; s/^/"/; s/$/"/')}"`)
+	r := run(t.Context(), e, turn)
+	if r.err != nil {
+		t.Fatal(r.err)
+	}
+	want := `[{"type":"page","messages":[{"seq":8,"id":"m8","text":"t8","role":"user"},{"seq":9,"id":"m9","text":"t9","role":"user"}]},` +
+		`{"type":"page","messages":[{"seq":1,"id":"m1","text":"t1","role":"user"},{"seq":2,"id":"m2","text":"t2","role":"user"}]}]`
+	if r.out != want {
+		t.Errorf("pages\n%s\nwant\n%s", r.out, want)
+	}
+	if want := [][2]uint64{{10, 2}, {3, 256}}; !slices.Equal(turn.asks, want) {
+		t.Errorf("MessagesBefore calls %v, want %v", turn.asks, want)
+	}
+}
+
+// A page's text is bounded: past 4 MiB the oldest messages are left out,
+// and the program pages on from the oldest it got.
+func TestExec_Run_pageBytesBounded(t *testing.T) {
+	turn := &pagerTurn{Turn: agenttest.NewTurn("hi")}
+	turn.Msg.Seq = 100
+	big := strings.Repeat("x", 1<<20)
+	for i := uint64(1); i <= 6; i++ {
+		turn.msgs = append(turn.msgs, agent.Message{Seq: i, Text: big})
+	}
+	e := sh(`read -r turn; echo '{"type":"page"}'; read -r a
+		n=$(printf '%s' "$a" | grep -o '"seq":[0-9]*' | tr -d '"' | tr '\n' ' ')
+		echo "{\"type\":\"done\",\"output\":\"$n\"}"`)
+	r := run(t.Context(), e, turn)
+	if r.err != nil {
+		t.Fatal(r.err)
+	}
+	if want := `seq:3 seq:4 seq:5 seq:6 `; r.out != want {
+		t.Errorf("page held %q, want the newest four messages (4 MiB)", r.out)
+	}
+}
+
+// A page line with a negative limit fails the turn with a clear reason.
+func TestExec_Run_pageBadLimit(t *testing.T) {
+	turn := &pagerTurn{Turn: agenttest.NewTurn("hi")}
+	r := run(t.Context(), sh(`read -r turn; echo '{"type":"page","limit":-1}'; read -r a`), turn)
+	if r.err == nil || !strings.Contains(r.err.Error(), "page line with limit -1") {
+		t.Fatalf("err %v, want the bad limit named", r.err)
+	}
+}
+
+// A turn that cannot page answers a page line with no messages.
+func TestExec_Run_pageUnsupported(t *testing.T) {
+	turn := agenttest.NewTurn("hi")
+	e := sh(`read -r turn; echo '{"type":"page"}'; read -r a; echo "{\"type\":\"done\",\"output\":\"$(printf '%s' "$a" | sed 's/"/\\\\"/g')\"}"`)
+	r := run(t.Context(), e, turn)
+	if r.err != nil || r.out != `{"type":"page","messages":[]}` {
 		t.Fatalf("output %q err %v", r.out, r.err)
 	}
 }
