@@ -32,8 +32,9 @@ var (
 type forgeConfig struct {
 	gap [2]time.Duration // between two timed forgeries
 	// minAge: a timed consuming forgery takes a pending post only once it
-	// has waited this long, so that its holder is not about to consume it
-	// (it is frozen or dead). Younger posts are aim's.
+	// has waited this long, past the longest stall, so that its holder is
+	// not about to consume it (it is dead, or lost its session). Younger
+	// posts are aim's.
 	minAge time.Duration
 	// aim is the chance, per honest post on a held thread, of a forged
 	// run_started consuming it at once: it lands between the holder's read
@@ -106,7 +107,7 @@ func forgerConfig(t *testing.T) config {
 			t.Fatalf("-chaos.forger.aim / CHAOS_FORGER_AIM %q: want a chance in 0..1", *flagAim)
 		}
 	}
-	c.forge = &forgeConfig{gap: [2]time.Duration{150 * time.Millisecond, 500 * time.Millisecond}, minAge: 3 * c.ttl / 2, aim: aim}
+	c.forge = &forgeConfig{gap: [2]time.Duration{150 * time.Millisecond, 500 * time.Millisecond}, minAge: 4 * c.ttl, aim: aim}
 	return c
 }
 
@@ -335,12 +336,19 @@ func (f *forger) forge(ctx context.Context, k forgeKind) bool {
 		c := events.Claim{Thread: th, Seq: s.claim.Seq, Holder: s.claim.Holder}
 		f.appendFenced(ctx, id, k, events.NewRunStarted(c, now, fmt.Sprintf("forged-%d", id), prompt, "forger"), c, false)
 	case kindStartIdle:
+		// The table's case, the oldest pending post, needs one its holder
+		// left waiting; or else the last consumed message (I1 too).
+		prompt := func(s snap) uint64 { return s.oldest.Seq }
 		th, s, ok := f.pick(func(s snap) bool { return s.active == nil && s.held() && f.old(s) })
+		if !ok {
+			prompt = func(s snap) uint64 { return s.taken }
+			th, s, ok = f.pick(func(s snap) bool { return s.active == nil && s.held() && s.oldest == nil && s.taken != 0 })
+		}
 		if !ok {
 			return false
 		}
 		c := events.Claim{Thread: th, Seq: s.claim.Seq, Holder: s.claim.Holder}
-		f.appendFenced(ctx, id, k, events.NewRunStarted(c, now, fmt.Sprintf("forged-%d", id), s.oldest.Seq, "forger"), c, false)
+		f.appendFenced(ctx, id, k, events.NewRunStarted(c, now, fmt.Sprintf("forged-%d", id), prompt(s), "forger"), c, false)
 	case kindAnswer:
 		th, s, ok := f.pick(func(s snap) bool { return s.held() && (f.old(s) || s.taken != 0) })
 		if !ok {
