@@ -158,6 +158,9 @@ func (h *harness) checkForgeries(envs []events.Envelope, rep audit.Report, sr sp
 			// runner that died could have written (audit doc, "What an
 			// audit cannot catch").
 			k.unseen++
+			if k.unseen == 1 && testing.Verbose() {
+				t.Logf("unseen: %s %s on %s at %d:\n%s", r.kind, r.typ, r.thread, r.seq, strings.Join(around(envs, r.thread, r.seq+30, 40), "\n"))
+			}
 			continue
 		default:
 			missed = append(missed, fmt.Sprintf("%s %s on %s at %d (aimed %v)", r.kind, r.typ, r.thread, r.seq, r.aimed))

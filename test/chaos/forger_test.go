@@ -31,10 +31,11 @@ var (
 // forgeConfig is the runner-credential forger's (issue 23, item 2).
 type forgeConfig struct {
 	gap [2]time.Duration // between two timed forgeries
-	// minAge: a timed consuming forgery takes a pending post only once it
-	// has waited this long, past the longest stall, so that its holder is
-	// not about to consume it (it is dead, or lost its session). Younger
-	// posts are aim's.
+	// minAge: a timed consuming forgery takes a pending post only when it
+	// and its thread's claim are this old: past two of the longest stalls
+	// in a row (a claim's abandon, then its start), so that no holder's
+	// write from an earlier read is still in flight (the known gap).
+	// With aim on, it is 1.5 TTL, inside that window.
 	minAge time.Duration
 	// aim is the chance, per honest post on a held thread, of a forged
 	// run_started consuming it at once: it lands between the holder's read
@@ -85,6 +86,8 @@ type forger struct {
 
 	mu       sync.Mutex // protects the fields below
 	views    map[string]*projections.Thread
+	started  map[string]time.Time // when each thread's newest run_started was stored
+	claimed  map[string]time.Time // when each thread's newest thread_claimed was stored
 	recs     []forgedEvent
 	forgedOn map[string]bool // threads forged on
 
@@ -107,7 +110,11 @@ func forgerConfig(t *testing.T) config {
 			t.Fatalf("-chaos.forger.aim / CHAOS_FORGER_AIM %q: want a chance in 0..1", *flagAim)
 		}
 	}
-	c.forge = &forgeConfig{gap: [2]time.Duration{150 * time.Millisecond, 500 * time.Millisecond}, minAge: 4 * c.ttl, aim: aim}
+	minAge := time.Duration(2*c.stall[1]*float64(c.ttl)) + c.ttl
+	if aim > 0 {
+		minAge = 3 * c.ttl / 2
+	}
+	c.forge = &forgeConfig{gap: [2]time.Duration{150 * time.Millisecond, 500 * time.Millisecond}, minAge: minAge, aim: aim}
 	return c
 }
 
@@ -123,7 +130,7 @@ func (h *harness) startForger() (f *forger, stop func()) {
 	if err != nil {
 		h.t.Fatal(err)
 	}
-	f = &forger{h: h, cfg: *h.cfg.forge, nc: nc, s: s, js: js, views: map[string]*projections.Thread{},
+	f = &forger{h: h, cfg: *h.cfg.forge, nc: nc, s: s, js: js, views: map[string]*projections.Thread{}, started: map[string]time.Time{}, claimed: map[string]time.Time{},
 		forgedOn: map[string]bool{}, aimCh: make(chan [2]uint64, 16)}
 	ctx, cancel := context.WithCancel(context.Background())
 	var wg sync.WaitGroup
@@ -169,6 +176,12 @@ func (f *forger) follow(ctx context.Context) {
 			f.views[env.Thread] = v
 		}
 		v.Apply(env)
+		switch env.Type {
+		case events.TypeRunStarted:
+			f.started[env.Thread] = env.Stored
+		case events.TypeThreadClaimed:
+			f.claimed[env.Thread] = env.Stored
+		}
 		f.mu.Unlock()
 		if f.cfg.aim > 0 && env.Type == events.TypeMessagePosted && f.h.faultsOn.Load() {
 			select {
@@ -239,6 +252,8 @@ type snap struct {
 	active *projections.Run
 	oldest *projections.Message // the oldest pending post, if any
 	taken  uint64
+	since  time.Time // when the newest run_started was stored
+	claim0 time.Time // when the newest thread_claimed was stored
 }
 
 func (s snap) held() bool {
@@ -273,7 +288,7 @@ func (f *forger) snapLocked(th string) (snap, bool) {
 	if v == nil {
 		return snap{}, false
 	}
-	s := snap{claim: v.Claim, taken: v.Taken}
+	s := snap{claim: v.Claim, taken: v.Taken, since: f.started[th], claim0: f.claimed[th]}
 	if v.ActiveRun != nil {
 		r := *v.ActiveRun
 		s.active = &r
@@ -284,9 +299,11 @@ func (f *forger) snapLocked(th string) (snap, bool) {
 	return s, true
 }
 
-// old reports whether s's oldest pending post waited minAge.
+// old reports whether s's oldest pending post and its claim are both
+// older than minAge: the holder read the post at the latest when it
+// claimed, and a write it made from that read has landed by now.
 func (f *forger) old(s snap) bool {
-	return s.oldest != nil && time.Since(s.oldest.Posted) >= f.cfg.minAge
+	return s.oldest != nil && time.Since(s.oldest.Posted) >= f.cfg.minAge && time.Since(s.claim0) >= f.cfg.minAge
 }
 
 // forge stores one forgery of kind k, if some thread allows it now.
@@ -295,7 +312,13 @@ func (f *forger) forge(ctx context.Context, k forgeKind) bool {
 	now := time.Now()
 	switch k {
 	case kindSecondEnd:
-		th, s, ok := f.pick(func(s snap) bool { return s.active != nil && s.held() })
+		// A run that started just now, whose holder is likely alive and
+		// will write for it after the forged end; a long one is mostly a
+		// stalled holder's.
+		th, s, ok := f.pick(func(s snap) bool { return s.active != nil && s.held() && time.Since(s.since) < f.h.cfg.delay/2 })
+		if !ok {
+			th, s, ok = f.pick(func(s snap) bool { return s.active != nil && s.held() })
+		}
 		if !ok {
 			return false
 		}
