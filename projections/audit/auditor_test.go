@@ -533,3 +533,21 @@ func TestAuditor_Add_abandonAfterOwnEnd(t *testing.T) {
 		t.Fatalf("abandon of an unknown run: %+v %+v, want one AbandonOnlyOlder violation", r.Violations, r.Anomalies)
 	}
 }
+
+// Issue 23: a forged end of the active run, valid in every header, is
+// told only by the holder's writes for the run after it. A steering it
+// gives its run then names the end that left no run active, so that the
+// finding leads to the forged event.
+func TestAuditor_Add_givenAfterEndNamesTheEnd(t *testing.T) {
+	l := eventgen.NewLog()
+	m1 := l.Post(poster.Post("a", "x")).Seq // 1
+	a := claim(l, "A")                      // 2
+	l.Fenced(a.Started("r1", m1))           // 3
+	l.CAS(a.Completed("r1"))                // 4: the forged end
+	m2 := l.Post(poster.Post("b", "y")).Seq // 5
+	l.Fenced(a.Steer("r1", m2))             // 6: the holder steers its run
+	r := run(l.Envs)
+	if len(r.Violations) != 1 || r.Violations[0].Check != CheckGivenToActive || !reflect.DeepEqual(r.Violations[0].Seqs, []uint64{4, 6}) {
+		t.Errorf("violations = %+v; want GivenToActive at 4,6", r.Violations)
+	}
+}

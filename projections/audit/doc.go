@@ -145,6 +145,7 @@
 // message,) event] when it names no pending message; RunByHolder [the run's
 // start or end, event], or [event] when no run ever started or ended;
 // ReleaseByHolder [newest claim, event]; GivenToActive [active run's
-// start, event], or [event] when no run is active; AbandonOnlyOlder
+// start, event], or [the newest run's end, event] when no run is active
+// ([event] before any run); AbandonOnlyOlder
 // [active run's start, event], or [event] when no run is active.
 package audit

@@ -236,7 +236,13 @@ func (f *auditFold) Anomaly(env *events.Envelope, fd projections.Finding) {
 		switch env.Event.GetBody().(type) {
 		case *eventspb.Event_AnswerGiven, *eventspb.Event_SteeringGiven:
 			if fd.Code != projections.CodeAnsweredAgain {
-				a.violation(checkGivenToActive, th, seqs(th.activeStart, env.Seq), fmt.Sprintf("%s at %d: %s", env.Type, env.Seq, fd.Reason))
+				// With no run active, name the end that left none: it may
+				// be a forged end of the run the event names.
+				at := th.activeStart
+				if !th.hasActive {
+					at = th.lastEnd
+				}
+				a.violation(checkGivenToActive, th, seqs(at, env.Seq), fmt.Sprintf("%s at %d: %s", env.Type, env.Seq, fd.Reason))
 				return
 			}
 		}

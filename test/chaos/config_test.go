@@ -91,6 +91,12 @@ type config struct {
 	// HTTP API fronts (httpapi.Server, as serve --http) and the posters
 	// that create runs through them.
 	fronts, httpPosters int
+
+	// The runner-credential forger (forger_test.go), and how long the
+	// stores let a lease no session explains hold its thread (0: the
+	// store's default).
+	forge            *forgeConfig
+	unexplainedLease time.Duration
 }
 
 func soakConfig(t *testing.T) config {

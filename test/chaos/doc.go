@@ -21,11 +21,24 @@
 // (eventstest.Unfenced) and checks that the audit does catch the stale
 // writes.
 //
+// TestChaos_forger adds a writer with runner credentials (forger_test.go,
+// issue 23): during the faults it follows the stream and stores each
+// forgery of the issue's table with a runner's checks (a second end of
+// the active run; an end under claim_seq 0; a forged claim, then the end
+// of a run never started; fenced run_starteds under the honest claim,
+// with a run active and idle; an answer to a request never opened; a
+// lease expiring in 2100 written to the bucket). Both audits must name
+// them, honest writers must make no violation of their own, and every
+// post a forgery did not take is consumed once within the bound.
+// CHAOS_FORGER_AIM (0..1) aims consuming forgeries at the window of
+// issue 23 item 1, right after honest posts.
+//
 // # Usage
 //
 //	go test -race -count=1 -v ./test/chaos/
 //	CHAOS_SEED=12345 go test -race -count=1 -v -run TestChaos_soak ./test/chaos/
 //	SOAK=10m go test -race -count=1 -v -timeout 30m -run TestChaos_soak ./test/chaos/
+//	CHAOS_FORGER_AIM=0.3 go test -race -count=1 -v -run TestChaos_forger ./test/chaos/
 //
 // test/README.md describes the suites, their knobs and the latest figures.
 package chaos

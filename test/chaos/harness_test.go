@@ -56,6 +56,9 @@ type harness struct {
 	start       time.Time
 	calm        time.Time // when the faults stopped: the drain's start
 	wakes       wakeLog   // the work queue's wake-ups, by thread
+	// forged are the forger's events by sequence (TestChaos_forger): the
+	// consumption checks exempt the posts they took.
+	forged map[uint64]forgedEvent
 }
 
 func newHarness(t *testing.T, cfg config) *harness {
@@ -123,7 +126,8 @@ func (h *harness) openStore(name string, now func() time.Time) (*nats.Conn, *nat
 		if nc, err = h.connect(name); err == nil {
 			ctx, cancel := context.WithTimeout(context.Background(), 20*time.Second)
 			var s *natsstore.Store
-			s, err = natsstore.New(ctx, natsstore.Config{Conn: nc, Replicas: h.replicas(), Now: now, Timeout: 5 * time.Second, Logger: h.log})
+			s, err = natsstore.New(ctx, natsstore.Config{Conn: nc, Replicas: h.replicas(), Now: now, Timeout: 5 * time.Second, Logger: h.log,
+				UnexplainedLeaseTTL: h.cfg.unexplainedLease})
 			cancel()
 			if err == nil {
 				return nc, s, nil
@@ -162,6 +166,7 @@ func (h *harness) addRunStats(s runner.Stats) {
 	h.runStats.Completed += s.Completed
 	h.runStats.Failed += s.Failed
 	h.runStats.KeptParked += s.KeptParked
+	h.runStats.LeasesReclaimed += s.LeasesReclaimed
 }
 
 // slot is one runner position: a runner with its own connection, store and

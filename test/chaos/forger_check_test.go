@@ -1,0 +1,271 @@
+package chaos
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/nats-io/nats.go/jetstream"
+
+	"github.com/artifactr/artifactr/events"
+	"github.com/artifactr/artifactr/events/natsstore"
+	"github.com/artifactr/artifactr/projections/audit"
+	"github.com/artifactr/artifactr/spec"
+)
+
+// TestChaos_forger: the soak's faults on 3 runners and 14 threads, plus a
+// writer with runner credentials that stores each forgery of issue 23's
+// table with the checks a runner would use. After the drain: each
+// forgery is named by the plain audit and each kind by the spec's trace
+// validation; no violation is an honest writer's own (the honest event
+// it names follows no forged one), and none is an honest I1 or I3 at
+// all; every acked post is consumed exactly once within the bound, but
+// for the posts a forged consuming event took; forged leases are
+// reclaimed. Spec: I1_ConsumedAtMostOnce, I3_OneActiveRun.
+func TestChaos_forger(t *testing.T) {
+	cfg := forgerConfig(t)
+	h := setup(t, cfg)
+	f, stopForger := h.startForger()
+	t.Cleanup(stopForger) // before the servers stop: cleanups run last first
+	stopPosters := h.startPosters()
+	h.runFaults()
+	h.faultsOn.Store(false)
+	stopForger()
+	stopPosters()
+	drained := h.drain()
+	for _, err := range h.stopAll(30 * time.Second) {
+		if err != nil {
+			t.Errorf("stop after the drain: %v", err)
+		}
+	}
+	envs := h.readLog()
+	recs, forged := f.forgeries(envs)
+	h.forged = forged
+	rep := audit.NewWithOptions(audit.Options{MaxFindings: -1})
+	for _, e := range envs {
+		rep.Add(e)
+	}
+	r := rep.Report()
+	h.summary(envs, r, drained)
+	t.Logf("forger: %s; aim=%.2f", f.stats.list(""), f.cfg.aim)
+
+	h.checkForgeries(envs, r, specTrace(envs), recs)
+	h.checkLeases(recs)
+	checkOneVerdict(t, envs, cfg.seed)
+	for _, v := range h.checkViews(envs, 20) {
+		t.Errorf("a holder's view differs from the log (seed %d): %s", cfg.seed, v)
+	}
+	for _, p := range h.checkConsumed(envs, 30) {
+		t.Errorf("consumed exactly once: %s", p)
+	}
+	slowest, _, late := h.consumedLate(envs, h.calm)
+	t.Logf("forger: slowest honest consumption after its thread was free to take it: %s; bound %s", slowest.Round(time.Millisecond), h.bound())
+	if len(late) > 0 {
+		state := strings.Join(late[:min(len(late), 20)], " ")
+		t.Errorf("%d messages consumed past the bound %s (seed %d): %s\ntrails:\n%s", len(late), h.bound(), cfg.seed, state, h.trails(state, 3))
+	}
+	if h.faults.sum("stall:") == 0 || h.faults.get("kill") == 0 {
+		t.Errorf("the faults did too little: stalls=%d kills=%d", h.faults.sum("stall:"), h.faults.get("kill"))
+	}
+}
+
+// checkForgeries holds the audits to the forgeries. A violation names a
+// forgery when one of its seqs is a forged event: the forged event itself
+// is the offender, or an honest event that the forgery made wrong (the
+// honest end of a run a forged end ended, the honest abandon of a forged
+// start under its own claim). An honest I1 or I3, or an honest offender
+// naming no forgery, fails the test.
+func (h *harness) checkForgeries(envs []events.Envelope, rep audit.Report, sr spec.TraceReport, recs []forgedEvent) {
+	t := h.t
+	seed := h.cfg.seed
+	forged := h.forged
+	named := map[int]uint64{} // forgery -> the first violation's offending event naming it
+	var consequences, gaps int
+	for _, v := range rep.Violations {
+		last := v.Seqs[len(v.Seqs)-1]
+		var ids []int
+		for _, s := range v.Seqs {
+			if fe, ok := forged[s]; ok {
+				ids = append(ids, fe.id)
+			}
+		}
+		for _, id := range ids {
+			if _, ok := named[id]; !ok {
+				named[id] = last
+			}
+		}
+		if _, ok := forged[last]; ok {
+			continue
+		}
+		switch {
+		case v.Check == audit.CheckI1 && len(v.Seqs) == 3 && isForged(forged, v.Seqs[1]):
+			// Issue 23 item 1, the known gap: the forged consumption landed
+			// between the holder's read and its own fenced write.
+			gaps++
+			t.Errorf("KNOWN GAP (issue 23 item 1), seed %d: honest %s on %s: message %d consumed by forged %s at %d (aimed %v), then by the honest write at %d:\n%s",
+				seed, v.Check, v.Thread, v.Seqs[0], forged[v.Seqs[1]].typ, v.Seqs[1], forged[v.Seqs[1]].aimed, last, strings.Join(around(envs, v.Thread, last, 12), "\n"))
+		case v.Check == audit.CheckI1 || v.Check == audit.CheckI3:
+			t.Errorf("seed %d: an honest writer's %s on %s at %v: %s\n%s", seed, v.Check, v.Thread, v.Seqs, v.Message, strings.Join(around(envs, v.Thread, last, 12), "\n"))
+		case len(ids) == 0:
+			t.Errorf("seed %d: an honest writer's %s on %s at %v names no forgery: %s\n%s", seed, v.Check, v.Thread, v.Seqs, v.Message, strings.Join(around(envs, v.Thread, last, 12), "\n"))
+		default:
+			consequences++
+			if consequences <= 3 {
+				t.Logf("a forgery's consequence: %s on %s at %v: %s", v.Check, v.Thread, v.Seqs, v.Message)
+			}
+		}
+	}
+	for _, a := range rep.Anomalies {
+		if fe, ok := forged[a.Seq]; ok {
+			if _, ok := named[fe.id]; !ok {
+				named[fe.id] = a.Seq
+			}
+		}
+	}
+	// The spec judges each thread up to its first nonconforming event,
+	// with the plain audit's verdicts: a forgery the plain audit names
+	// there must be its first.
+	first := map[string]uint64{}
+	for _, n := range sr.Nonconforming {
+		first[n.Thread] = n.Seq
+	}
+	byThread := byThread(envs)
+	type tally struct{ forgeries, named, unseen, specJudged, specNamed int }
+	kinds := map[forgeKind]*tally{}
+	seen := map[int]bool{}
+	var missed []string
+	for _, r := range recs {
+		if r.kind == kindLease || seen[r.id] {
+			continue
+		}
+		seen[r.id] = true
+		k := kinds[r.kind]
+		if k == nil {
+			k = &tally{}
+			kinds[r.kind] = k
+		}
+		k.forgeries++
+		at, ok := named[r.id]
+		switch {
+		case ok:
+			k.named++
+		case unseen(byThread[r.thread], r, forged):
+			// It follows the protocol under the holder's claim, and that
+			// holder wrote nothing after it: the log is one an honest
+			// runner that died could have written (audit doc, "What an
+			// audit cannot catch").
+			k.unseen++
+			if k.unseen == 1 && testing.Verbose() {
+				t.Logf("unseen: %s %s on %s at %d:\n%s", r.kind, r.typ, r.thread, r.seq, strings.Join(around(envs, r.thread, r.seq+30, 40), "\n"))
+			}
+			continue
+		default:
+			missed = append(missed, fmt.Sprintf("%s %s on %s at %d (aimed %v)", r.kind, r.typ, r.thread, r.seq, r.aimed))
+			if len(missed) <= 3 {
+				t.Logf("named by no violation or anomaly: %s %s on %s at %d:\n%s", r.kind, r.typ, r.thread, r.seq, strings.Join(around(envs, r.thread, r.seq+30, 40), "\n"))
+			}
+			continue
+		}
+		f, flagged := first[r.thread]
+		switch {
+		case !flagged:
+			t.Errorf("seed %d: the spec passes %s, where the plain audit names forged %s %s at %d (at %d)", seed, r.thread, r.kind, r.typ, r.seq, at)
+		case f == at:
+			k.specJudged++
+			k.specNamed++
+		case f > at:
+			k.specJudged++
+			t.Errorf("seed %d: the spec's first nonconforming event on %s is %d, after %d where the plain audit names forged %s %s at %d", seed, r.thread, f, at, r.kind, r.typ, r.seq)
+		}
+	}
+	for _, kind := range forgeKinds {
+		k := kinds[kind]
+		if kind == kindLease {
+			continue
+		}
+		if k == nil {
+			t.Errorf("seed %d: the forger stored no %s", seed, kind)
+			continue
+		}
+		t.Logf("forged %-26s forgeries=%d named by the audit=%d unseen=%d judged by the spec=%d named by the spec=%d", kind, k.forgeries, k.named, k.unseen, k.specJudged, k.specNamed)
+		if k.named == 0 {
+			t.Errorf("seed %d: no %s forgery is named by the plain audit", seed, kind)
+		}
+		if k.specJudged > 0 && k.specNamed == 0 {
+			t.Errorf("seed %d: no %s forgery is named by the spec's trace validation", seed, kind)
+		}
+	}
+	if len(missed) > 0 {
+		t.Errorf("seed %d: %d forgeries named by no violation or anomaly: %s", seed, len(missed), strings.Join(missed[:min(len(missed), 20)], "; "))
+	}
+	t.Logf("forger: %d forged events; %d honest violations were a forgery's consequence; %d honest I1 after a forged consumption (the known gap)", len(forged), consequences, gaps)
+}
+
+// unseen reports whether r, a forged event of thread envs, is one no audit
+// can tell from an honest write: the end of the active run under its
+// holder's claim, or a fenced run_started taking the oldest pending post,
+// after which that holder wrote nothing under that claim.
+func unseen(envs []events.Envelope, r forgedEvent, forged map[uint64]forgedEvent) bool {
+	if r.kind != kindSecondEnd && r.kind != kindStartIdle {
+		return false
+	}
+	var claim uint64
+	var holder string
+	for _, e := range envs {
+		switch {
+		case e.Seq == r.seq:
+			claim, holder = e.Event.GetClaimSeq(), e.Event.GetHolder()
+		case e.Seq > r.seq && !isForged(forged, e.Seq) && e.Event.GetClaimSeq() == claim && e.Event.GetHolder() == holder && holder != "":
+			return false
+		}
+	}
+	return claim != 0
+}
+
+func isForged(forged map[uint64]forgedEvent, seq uint64) bool {
+	_, ok := forged[seq]
+	return ok
+}
+
+// checkLeases checks that each forged lease was taken by a runner: a
+// later write on its key of the lease bucket.
+func (h *harness) checkLeases(recs []forgedEvent) {
+	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+	defer cancel()
+	js, err := jetstream.New(h.adminNC)
+	if err != nil {
+		h.t.Fatal(err)
+	}
+	st, err := js.Stream(ctx, "KV_"+natsstore.DefaultBucket)
+	if err != nil {
+		h.t.Fatal(err)
+	}
+	n := 0
+	for _, r := range recs {
+		if r.kind != kindLease {
+			continue
+		}
+		n++
+		m, err := st.GetLastMsgForSubject(ctx, "$KV."+natsstore.DefaultBucket+"."+r.thread)
+		switch {
+		case errors.Is(err, jetstream.ErrMsgNotFound):
+			h.t.Errorf("forged lease on %s at %d: its key is gone", r.thread, r.seq)
+		case err != nil:
+			h.t.Errorf("forged lease on %s: %v", r.thread, err)
+		case m.Sequence <= r.seq:
+			h.t.Errorf("seed %d: the forged lease on %s (bucket seq %d) is still the key's last value: no runner reclaimed it", h.cfg.seed, r.thread, r.seq)
+		}
+	}
+	h.statsMu.Lock()
+	reclaimed := h.runStats.LeasesReclaimed
+	h.statsMu.Unlock()
+	h.t.Logf("forger: %d forged leases; runners reclaimed %d leases no session explained", n, reclaimed)
+	if n == 0 {
+		h.t.Errorf("seed %d: the forger stored no lease", h.cfg.seed)
+	} else if reclaimed == 0 {
+		h.t.Errorf("seed %d: %d forged leases, and no runner reclaimed one", h.cfg.seed, n)
+	}
+}
