@@ -5,6 +5,7 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"sync"
 
 	"github.com/nats-io/nats.go/jetstream"
 
@@ -23,9 +24,10 @@ type configRecord struct {
 	Seq      uint64          `json:"seq"`
 }
 
-// ThreadHead implements [events.HeadReader] in at most four reads: the run
-// subject's last message, the thread's strategy key (or its first posted
-// event), and messageID's key.
+// ThreadHead implements [events.HeadReader] in at most four reads, made at
+// once, so that it costs one round trip: the run subject's last message,
+// the thread's strategy key, its first posted event (used only when the
+// key is missing), and messageID's key.
 func (s *Store) ThreadHead(ctx context.Context, thread, messageID string) (events.Head, error) {
 	if err := events.ValidateThreadID(thread); err != nil {
 		return events.Head{}, err
@@ -35,45 +37,63 @@ func (s *Store) ThreadHead(ctx context.Context, thread, messageID string) (event
 	}
 	ctx, cancel := s.bound(ctx)
 	defer cancel()
-	var h events.Head
-	run, err := s.getMsg(ctx, s.cfg.Stream, msgGetRequest{LastFor: s.subj.Thread(thread, events.KindRun)})
-	switch {
-	case errors.Is(err, jetstream.ErrMsgNotFound):
-	case err != nil:
-		return h, unavailable("read the last run event of "+thread, err)
-	default:
-		env := s.decodeRaw(run)
-		h.LastRunSeq = env.Seq
-		if env.Err == nil {
-			h.ActiveRun = events.RunActiveAfter(env.Event)
-		}
-	}
-	kv := s.postIDs(ctx)
-	if kv != nil {
-		if e, err := kv.Get(ctx, thread); err == nil {
-			var c configRecord
-			if json.Unmarshal(e.Value(), &c) == nil {
-				h.Strategy, h.StrategyKnown = c.Strategy, true
+	var (
+		h                     events.Head
+		wg                    sync.WaitGroup
+		runErr, cfgErr, idErr error
+		first                 events.Strategy
+		firstKnown            bool
+		firstErr              error
+		kv                    = s.postIDs(ctx)
+	)
+	wg.Go(func() {
+		run, err := s.getMsg(ctx, s.cfg.Stream, msgGetRequest{LastFor: s.subj.Thread(thread, events.KindRun)})
+		switch {
+		case errors.Is(err, jetstream.ErrMsgNotFound):
+		case err != nil:
+			runErr = unavailable("read the last run event of "+thread, err)
+		default:
+			env := s.decodeRaw(run)
+			h.LastRunSeq = env.Seq
+			if env.Err == nil {
+				h.ActiveRun = events.RunActiveAfter(env.Event)
 			}
-		} else if !errors.Is(err, jetstream.ErrKeyNotFound) {
-			return h, unavailable("read the strategy key of "+thread, err)
 		}
-		if messageID != "" {
-			if e, err := kv.Get(ctx, thread+"."+messageID); err == nil {
-				var r idRecord
-				if json.Unmarshal(e.Value(), &r) == nil {
-					h.Posted = r.Seq
+	})
+	wg.Go(func() { first, firstKnown, firstErr = s.firstPostStrategy(ctx, thread) })
+	if kv != nil {
+		wg.Go(func() {
+			if e, err := kv.Get(ctx, thread); err == nil {
+				var c configRecord
+				if json.Unmarshal(e.Value(), &c) == nil {
+					h.Strategy, h.StrategyKnown = c.Strategy, true
 				}
 			} else if !errors.Is(err, jetstream.ErrKeyNotFound) {
-				return h, unavailable("read the message id key of "+thread+"."+messageID, err)
+				cfgErr = unavailable("read the strategy key of "+thread, err)
 			}
+		})
+		if messageID != "" {
+			wg.Go(func() {
+				if e, err := kv.Get(ctx, thread+"."+messageID); err == nil {
+					var r idRecord
+					if json.Unmarshal(e.Value(), &r) == nil {
+						h.Posted = r.Seq
+					}
+				} else if !errors.Is(err, jetstream.ErrKeyNotFound) {
+					idErr = unavailable("read the message id key of "+thread+"."+messageID, err)
+				}
+			})
 		}
+	}
+	wg.Wait()
+	if err := errors.Join(runErr, cfgErr, idErr); err != nil {
+		return h, err
 	}
 	if h.StrategyKnown {
 		return h, nil
 	}
-	h.Strategy, h.StrategyKnown, err = s.firstPostStrategy(ctx, thread)
-	return h, err
+	h.Strategy, h.StrategyKnown = first, firstKnown
+	return h, firstErr
 }
 
 // firstPostStrategy returns the strategy the thread's first posted event

@@ -1,6 +1,7 @@
 package natsstore
 
 import (
+	"fmt"
 	"testing"
 	"time"
 
@@ -8,6 +9,7 @@ import (
 	"github.com/artifactr/artifactr/events/eventspb"
 	"github.com/artifactr/artifactr/events/eventstest"
 	"github.com/artifactr/artifactr/internal/natsembed/natsembedtest"
+	"github.com/artifactr/artifactr/internal/testkit"
 )
 
 // ThreadHead answers what a post needs from the run subject's last event,
@@ -37,6 +39,11 @@ func TestStore_ThreadHead(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
+	// The post's sequence is recorded in its id key without waiting.
+	testkit.WaitFor(t, 10*time.Second, "the id key to record the post", func() (bool, string) {
+		h := head()
+		return h.Posted == a.Seq, fmt.Sprintf("%+v", h)
+	})
 	if h := head(); h.Strategy != events.StrategyInterrupt || h.Posted != a.Seq || h.ActiveRun != "" {
 		t.Fatalf("after the first post: %+v", h)
 	}
