@@ -40,7 +40,9 @@ func (e Echo) Steerable() bool { return e.Steer }
 func (e Echo) Run(ctx context.Context, t Turn) (string, error) {
 	text := t.Prompt().Text
 	if reason, ok := strings.CutPrefix(text, "fail:"); ok {
-		if _, err := e.wait(ctx, t); err != nil {
+		// A failing turn takes no steering: what is posted meanwhile
+		// prompts the next run instead of going unanswered.
+		if _, err := (Echo{Delay: e.Delay}).wait(ctx, t); err != nil {
 			return "", err
 		}
 		return "", failure(reason)

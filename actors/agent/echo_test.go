@@ -153,3 +153,17 @@ func TestEcho_Run_cancelledBeforeStart(t *testing.T) {
 		t.Fatalf("err %v, want context.Canceled", err)
 	}
 }
+
+// A failing turn takes no steering, so what was posted meanwhile prompts
+// the next run rather than being consumed by a run that fails.
+func TestEcho_Run_failTakesNoSteering(t *testing.T) {
+	turn := agenttest.NewTurn("fail: no")
+	turn.AddSteering("later")
+	_, err := agent.Echo{Steer: true}.Run(t.Context(), turn)
+	if err == nil || err.Error() != "no" {
+		t.Fatalf("err %v, want the failure", err)
+	}
+	if n := turn.SteerCalls(); n != 0 {
+		t.Errorf("a failing turn called Steer %d times", n)
+	}
+}
