@@ -194,7 +194,7 @@ func (a *app) benchTurns(ctx context.Context, f *benchFlags) error {
 		return err
 	}
 	defer ts.Close()
-	store := ts.store
+	store := ts.Store
 	quiet := slog.New(slog.NewTextHandler(a.stderr, &slog.HandlerOptions{Level: slog.LevelError}))
 	syncNote := "not fsynced"
 	if f.sync {

@@ -12,6 +12,7 @@ import (
 	"github.com/artifactr/artifactr/events"
 	"github.com/artifactr/artifactr/events/eventspb"
 	"github.com/artifactr/artifactr/events/natsstore"
+	"github.com/artifactr/artifactr/internal/bench"
 )
 
 // closedLoop is the chat shape: each thread posts its next message only
@@ -96,7 +97,7 @@ func (a *app) benchClosedLoop(ctx context.Context, f *benchFlags) error {
 	}
 	defer ts.Close()
 	quiet := slog.New(slog.NewTextHandler(a.stderr, &slog.HandlerOptions{Level: slog.LevelError}))
-	r, err := runner.New(runner.Config{Store: ts.store, Agent: agent.Echo{}, ID: "bench", ClaimTTL: f.claimTTL, IdleTimeout: time.Hour, Logger: quiet})
+	r, err := runner.New(runner.Config{Store: ts.Store, Agent: agent.Echo{}, ID: "bench", ClaimTTL: f.claimTTL, IdleTimeout: time.Hour, Logger: quiet})
 	if err != nil {
 		return err
 	}
@@ -116,7 +117,7 @@ func (a *app) benchClosedLoop(ctx context.Context, f *benchFlags) error {
 		{"concurrent", f.threads, f.messages},
 		{"sequential", 1, 200},
 	}
-	clients, err := ts.client(ctx, quiet)
+	clients, err := ts.Client(ctx, quiet)
 	if err != nil {
 		return err
 	}
@@ -143,7 +144,7 @@ func (a *app) closedPhase(ctx context.Context, store *natsstore.Store, name, pre
 
 	var mu sync.Mutex
 	var toStart, toEnd []time.Duration
-	cpu0, start := cpuTime(), time.Now()
+	cpu0, start := bench.CPUTime(), time.Now()
 	err = parallel(ctx, threads, func(ctx context.Context, i int) error {
 		thread := fmt.Sprintf("%s-%d", prefix, i)
 		for j := range messages {
@@ -167,7 +168,7 @@ func (a *app) closedPhase(ctx context.Context, store *natsstore.Store, name, pre
 	if err != nil {
 		return benchPhaseJSON{}, err
 	}
-	elapsed, cpu := time.Since(start), cpuTime()-cpu0
+	elapsed, cpu := time.Since(start), bench.CPUTime()-cpu0
 	turns := threads * messages
 	fmt.Fprintf(a.stdout, "%s: %d threads x %d turns: %.0f turns/s (%s wall), CPU %.2f ms per turn\n",
 		name, threads, messages, float64(turns)/elapsed.Seconds(), elapsed.Round(time.Millisecond), float64(cpu.Microseconds())/1000/float64(turns))

@@ -22,6 +22,7 @@ import (
 	"github.com/artifactr/artifactr/actors/runner"
 	"github.com/artifactr/artifactr/client"
 	"github.com/artifactr/artifactr/httpapi"
+	"github.com/artifactr/artifactr/internal/bench"
 )
 
 type benchHTTPFlags struct {
@@ -106,7 +107,7 @@ func (a *app) benchHTTP(ctx context.Context, f *benchHTTPFlags) (*benchHTTPJSON,
 	}
 	defer ts.Close()
 	quiet := slog.New(slog.NewTextHandler(a.stderr, &slog.HandlerOptions{Level: slog.LevelError}))
-	r, err := runner.New(runner.Config{Store: ts.store, Agent: agent.Echo{}, ID: "bench", IdleTimeout: time.Hour, Logger: quiet})
+	r, err := runner.New(runner.Config{Store: ts.Store, Agent: agent.Echo{}, ID: "bench", IdleTimeout: time.Hour, Logger: quiet})
 	if err != nil {
 		return nil, err
 	}
@@ -114,7 +115,7 @@ func (a *app) benchHTTP(ctx context.Context, f *benchHTTPFlags) (*benchHTTPJSON,
 		return nil, err
 	}
 	defer r.Kill()
-	c, err := client.Dial(ctx, client.Config{URL: ts.srv.ClientURL(), Logger: quiet})
+	c, err := client.Dial(ctx, client.Config{URL: ts.Srv.ClientURL(), Logger: quiet})
 	if err != nil {
 		return nil, err
 	}
@@ -135,7 +136,7 @@ func (a *app) benchHTTP(ctx context.Context, f *benchHTTPFlags) (*benchHTTPJSON,
 	fmt.Fprintf(a.stdout, "bench http: embedded server (%s), one runner, echo agent, %d threads x %d turns, each thread posting its next message when its last run ended\n", note, f.threads, f.messages)
 	out := &benchHTTPJSON{Fsync: !f.noSync}
 
-	clients, err := ts.client(ctx, quiet)
+	clients, err := ts.Client(ctx, quiet)
 	if err != nil {
 		return nil, err
 	}
@@ -204,7 +205,7 @@ func (a *app) httpPhase(ctx context.Context, f *benchHTTPFlags, url string, roun
 		}
 		defer pprof.StopCPUProfile()
 	}
-	cpu1 := cpuTime()
+	cpu1 := bench.CPUTime()
 	cmd := exec.CommandContext(ctx, exe, "bench", "http", "--client-url", url, "--prefix", fmt.Sprintf("h%d", round),
 		"--threads", fmt.Sprint(f.threads), "--messages", fmt.Sprint(f.messages), "--max-time", f.maxTime.String())
 	cmd.Stderr = a.stderr
@@ -213,7 +214,7 @@ func (a *app) httpPhase(ctx context.Context, f *benchHTTPFlags, url string, roun
 	if err != nil {
 		return benchPhaseJSON{}, 0, 0, fmt.Errorf("the HTTP client process: %w", err)
 	}
-	serverCPU := cpuTime() - cpu1
+	serverCPU := bench.CPUTime() - cpu1
 	var res httpLoopResult
 	if err := json.Unmarshal(bytes.TrimSpace(got), &res); err != nil {
 		return benchPhaseJSON{}, 0, 0, fmt.Errorf("the HTTP client process said %q: %w", got, err)
@@ -258,7 +259,7 @@ func (a *app) benchHTTPClient(ctx context.Context, f *benchHTTPFlags) error {
 	hc := &http.Client{Transport: &http.Transport{MaxIdleConns: f.threads, MaxIdleConnsPerHost: f.threads, IdleConnTimeout: time.Minute}}
 	var mu sync.Mutex
 	var lat []time.Duration
-	cpu0, start := cpuTime(), time.Now()
+	cpu0, start := bench.CPUTime(), time.Now()
 	err := parallel(ctx, f.threads, func(ctx context.Context, i int) error {
 		thread := fmt.Sprintf("%s-%d-%d", f.prefix, os.Getpid(), i)
 		for j := range f.messages {
@@ -291,6 +292,6 @@ func (a *app) benchHTTPClient(ctx context.Context, f *benchHTTPFlags) error {
 	if err != nil {
 		return fail(err)
 	}
-	res := httpLoopResult{Turns: f.threads * f.messages, Elapsed: time.Since(start), P50: pct(lat, 0.5), P99: pct(lat, 0.99), CPU: cpuTime() - cpu0}
+	res := httpLoopResult{Turns: f.threads * f.messages, Elapsed: time.Since(start), P50: pct(lat, 0.5), P99: pct(lat, 0.99), CPU: bench.CPUTime() - cpu0}
 	return json.NewEncoder(a.stdout).Encode(res)
 }

@@ -16,6 +16,7 @@ import (
 	"github.com/artifactr/artifactr/events"
 	"github.com/artifactr/artifactr/events/eventspb"
 	"github.com/artifactr/artifactr/events/natsstore"
+	"github.com/artifactr/artifactr/internal/bench"
 	"github.com/artifactr/artifactr/internal/doubletext"
 	"github.com/artifactr/artifactr/internal/natsembed"
 	"github.com/artifactr/artifactr/projections"
@@ -110,7 +111,7 @@ func (a *app) benchLong(ctx context.Context, f *longFlags) (*longReport, error) 
 	defer func() { ts.Close() }()
 	rep := &longReport{Turns: f.turns}
 	t0 := time.Now()
-	n, err := buildLong(ctx, ts.store, f.events)
+	n, err := buildLong(ctx, ts.Store, f.events)
 	if err != nil {
 		return nil, fmt.Errorf("build: %w", err)
 	}
@@ -118,7 +119,7 @@ func (a *app) benchLong(ctx context.Context, f *longFlags) (*longReport, error) 
 	quiet := slog.New(slog.NewTextHandler(a.stderr, &slog.HandlerOptions{Level: slog.LevelError}))
 	// One turn under a runner that then stops: its release leaves the
 	// snapshot the claim after the restart starts from.
-	if err := warmSnapshot(ctx, ts.store, quiet); err != nil {
+	if err := warmSnapshot(ctx, ts.Store, quiet); err != nil {
 		return nil, fmt.Errorf("the first snapshot: %w", err)
 	}
 	if err := restartSynced(ctx, ts); err != nil {
@@ -126,7 +127,7 @@ func (a *app) benchLong(ctx context.Context, f *longFlags) (*longReport, error) 
 	}
 	// Its own connection, as a client's; a long timeout for the load of
 	// the whole thread that sizes its snapshot.
-	clients, err := natsstore.New(ctx, natsstore.Config{URL: ts.srv.ClientURL(), Logger: quiet, Timeout: 5 * time.Minute})
+	clients, err := natsstore.New(ctx, natsstore.Config{URL: ts.Srv.ClientURL(), Logger: quiet, Timeout: 5 * time.Minute})
 	if err != nil {
 		return nil, err
 	}
@@ -137,7 +138,7 @@ func (a *app) benchLong(ctx context.Context, f *longFlags) (*longReport, error) 
 		return nil, err
 	}
 	defer stop()
-	r, err := runner.New(runner.Config{Store: ts.store, Agent: agent.Echo{}, ID: "bench-long", IdleTimeout: time.Hour, Logger: quiet})
+	r, err := runner.New(runner.Config{Store: ts.Store, Agent: agent.Echo{}, ID: "bench-long", IdleTimeout: time.Hour, Logger: quiet})
 	if err != nil {
 		return nil, err
 	}
@@ -258,17 +259,17 @@ func warmSnapshot(ctx context.Context, s *natsstore.Store, log *slog.Logger) err
 }
 
 // restartSynced restarts ts's server on its directory with fsync on.
-func restartSynced(ctx context.Context, ts *tempServer) error {
-	ts.store.Close()
-	cfg := ts.srv.Config()
-	ts.srv.Shutdown()
+func restartSynced(ctx context.Context, ts *bench.Temp) error {
+	ts.Store.Close()
+	cfg := ts.Srv.Config()
+	ts.Srv.Shutdown()
 	cfg.NoSync = false
 	srv, err := natsembed.Start(cfg)
 	if err != nil {
 		return err
 	}
-	ts.srv = srv
-	ts.store, err = natsstore.New(ctx, natsstore.Config{URL: srv.ClientURL(), Logger: slog.New(slog.DiscardHandler)})
+	ts.Srv = srv
+	ts.Store, err = natsstore.New(ctx, natsstore.Config{URL: srv.ClientURL(), Logger: slog.New(slog.DiscardHandler)})
 	return err
 }
 

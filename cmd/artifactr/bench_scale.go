@@ -20,6 +20,7 @@ import (
 	"github.com/artifactr/artifactr/actors/agent"
 	"github.com/artifactr/artifactr/actors/runner"
 	"github.com/artifactr/artifactr/events/eventspb"
+	"github.com/artifactr/artifactr/internal/bench"
 	"github.com/artifactr/artifactr/internal/sys"
 )
 
@@ -122,7 +123,7 @@ func (a *app) benchScale(ctx context.Context, f *scaleFlags) error {
 	}
 	quiet := slog.New(slog.NewTextHandler(a.stderr, &slog.HandlerOptions{Level: slog.LevelError}))
 	r, err := runner.New(runner.Config{
-		Store: ts.store, Agent: agent.Echo{}, ID: "scale", ClaimTTL: f.claimTTL,
+		Store: ts.Store, Agent: agent.Echo{}, ID: "scale", ClaimTTL: f.claimTTL,
 		IdleTimeout: 24 * time.Hour, Logger: quiet, MaxClaiming: 512,
 	})
 	if err != nil {
@@ -132,7 +133,7 @@ func (a *app) benchScale(ctx context.Context, f *scaleFlags) error {
 		return err
 	}
 	defer r.Kill()
-	posters, err := ts.client(ctx, quiet)
+	posters, err := ts.Client(ctx, quiet)
 	if err != nil {
 		return err
 	}
@@ -152,7 +153,7 @@ func (a *app) benchScale(ctx context.Context, f *scaleFlags) error {
 		}
 		defer pprof.StopCPUProfile()
 	}
-	start, loadCPU := time.Now(), cpuTime()
+	start, loadCPU := time.Now(), bench.CPUTime()
 	var next atomic.Int64
 	err = parallel(ctx, f.posters, func(ctx context.Context, _ int) error {
 		for {
@@ -187,12 +188,12 @@ func (a *app) benchScale(ctx context.Context, f *scaleFlags) error {
 		return err
 	}
 	res.AllRunsEndedSeconds = endedAt.Sub(start).Seconds()
-	res.LoadCPUMicrosPerThread = float64((cpuTime() - loadCPU).Microseconds()) / float64(f.threads)
+	res.LoadCPUMicrosPerThread = float64((bench.CPUTime() - loadCPU).Microseconds()) / float64(f.threads)
 	// Idle means the runner has followed the whole log: wait until the
 	// stream stops growing and the follow has caught up with it.
 	var settledLast uint64
 	if _, err := waitStat(ctx, 500*time.Millisecond, func() (bool, string) {
-		last, err := ts.store.LastStreamSeq(ctx)
+		last, err := ts.Store.LastStreamSeq(ctx)
 		if err != nil {
 			return false, err.Error()
 		}
@@ -209,16 +210,16 @@ func (a *app) benchScale(ctx context.Context, f *scaleFlags) error {
 	// otherwise land in the idle window and count as the cost of holding
 	// idle threads.
 	debug.FreeOSMemory()
-	ns := ts.srv.NATS()
+	ns := ts.Srv.NATS()
 	v0, err := ns.Varz(&server.VarzOptions{})
 	if err != nil {
 		return err
 	}
-	cpu0, t0 := cpuTime(), time.Now()
+	cpu0, t0 := bench.CPUTime(), time.Now()
 	if !sys.Sleep(ctx, f.idle) {
 		return ctx.Err()
 	}
-	cpu1, t1 := cpuTime(), time.Now()
+	cpu1, t1 := bench.CPUTime(), time.Now()
 	v1, err := ns.Varz(&server.VarzOptions{})
 	if err != nil {
 		return err
@@ -227,7 +228,7 @@ func (a *app) benchScale(ctx context.Context, f *scaleFlags) error {
 	res.IdleSeconds = idle
 	res.IdleCPUPercent = 100 * (cpu1 - cpu0).Seconds() / idle
 	res.ServerMsgsPerSecond = float64((v1.InMsgs+v1.OutMsgs)-(v0.InMsgs+v0.OutMsgs)) / idle
-	js, err := jetstream.New(ts.store.Conn())
+	js, err := jetstream.New(ts.Store.Conn())
 	if err != nil {
 		return err
 	}

@@ -4,6 +4,8 @@ import (
 	"encoding/json"
 	"io"
 	"time"
+
+	"github.com/artifactr/artifactr/internal/bench"
 )
 
 // ms is d in milliseconds, for the figures of --json.
@@ -104,16 +106,8 @@ type (
 		HTTPClientCPUMsPerTurn   float64          `json:"http_client_cpu_ms_per_turn"`
 		Ratio                    float64          `json:"http_over_nats_direct"`
 	}
-	benchAuditJSON struct {
-		Events               int     `json:"events"`
-		Threads              int     `json:"threads"`
-		RawEventsPerSecond   float64 `json:"raw_events_per_second"`
-		AuditEventsPerSecond float64 `json:"audit_events_per_second"`
-		Ratio                float64 `json:"ratio"`
-		Violations           int     `json:"violations"`
-		Anomalies            int     `json:"anomalies"`
-	}
-	demoJSON struct {
+	benchAuditJSON = bench.AuditResult
+	demoJSON       struct {
 		OK    bool   `json:"ok"`
 		Error string `json:"error,omitempty"`
 	}

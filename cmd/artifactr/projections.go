@@ -1,7 +1,6 @@
 package main
 
 import (
-	"context"
 	"encoding/json"
 	"errors"
 	"fmt"
@@ -201,12 +200,4 @@ func (r *rebuildProgress) report(p summaries.Progress) {
 	}
 	rate := float64(p.Events) / max(now.Sub(r.start).Seconds(), 1e-9)
 	fmt.Fprintf(r.w, "rebuild: %d/%d (%.0f%%), %.0f events/s\n", p.Checkpoint, r.target, pct, rate)
-}
-
-// runProjector runs the summaries projector until ctx ends, logging why it
-// stopped if not for that.
-func (a *app) runProjector(ctx context.Context, p *summaries.Projector) {
-	if err := p.Run(ctx); err != nil {
-		a.log.Error("thread-summaries projector stopped", "err", err)
-	}
 }

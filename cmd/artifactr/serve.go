@@ -2,6 +2,7 @@ package main
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"log/slog"
 	"net"
@@ -19,10 +20,10 @@ import (
 	"github.com/artifactr/artifactr/actors/agent"
 	agentexec "github.com/artifactr/artifactr/actors/agent/exec"
 	"github.com/artifactr/artifactr/actors/runner"
-	"github.com/artifactr/artifactr/console"
 	"github.com/artifactr/artifactr/events/natsstore"
 	"github.com/artifactr/artifactr/internal/natsembed"
-	"github.com/artifactr/artifactr/projections/summaries"
+	"github.com/artifactr/artifactr/internal/obs"
+	"github.com/artifactr/artifactr/server"
 )
 
 // defaultClaimTTL is serve's --claim-ttl, which audit's --stranded-after
@@ -354,88 +355,68 @@ func (a *app) serve(ctx context.Context, f *serveFlags, ag agent.Agent, external
 		return err
 	}
 	defer store.Close()
-	so, err := a.startObs(ctx, f.metrics, store, f.summaries)
+	tp, stopTracing, err := obs.TracerProviderFromEnv(ctx, "artifactr", a.stderr)
 	if err != nil {
+		return fail(err)
+	}
+	defer func() { _ = stopTracing(context.WithoutCancel(ctx)) }()
+	cfg := server.Config{
+		Store: store,
+		Runner: runner.Config{
+			Agent:         ag,
+			ID:            f.runnerID,
+			ClaimTTL:      f.claimTTL,
+			IdleTimeout:   f.idleTimeout,
+			ShutdownGrace: f.shutdownGrace,
+			Logger:        a.log,
+		},
+		WorkQueue:   f.workQueue,
+		Projector:   f.projector,
+		Summaries:   f.summaries,
+		MetricsAddr: f.metrics,
+		Logger:      a.log,
+	}
+	if tp != nil {
+		cfg.TracerProvider = tp
+		fmt.Fprintln(a.stdout, "artifactr serve: tracing on (OTEL_* environment): one span per turn")
+	}
+	if cfg.HTTP, err = f.httpConfig(a.log); err != nil {
 		return err
 	}
-	defer so.close(ctx)
-	// Posts wake runners through a shared durable consumer: one runner per
-	// post, and a post made while no runner ran, or whose runner died
-	// before it claimed, is delivered to one that runs.
-	work, err := store.WorkQueue(ctx, f.workQueue)
+	s, err := server.Start(ctx, cfg)
 	if err != nil {
-		return storeError(f.conn.url, err)
+		return serveStartError(f.conn.url, err)
 	}
-	var recent *console.Recent
-	observer := so.runnerObserver()
-	if f.http.addr != "" {
-		// The console shows this runner's takeovers and refused writes.
-		recent = console.NewRecent(256)
-		observer = console.Observe(observer, recent)
+	if addr := s.MetricsAddr(); addr != "" {
+		fmt.Fprintf(a.stdout, "artifactr serve: metrics on http://%s/metrics (and /healthz, /readyz)\n", addr)
 	}
-	r, err := runner.New(runner.Config{
-		Store:         store,
-		Agent:         ag,
-		Work:          work,
-		ID:            f.runnerID,
-		ClaimTTL:      f.claimTTL,
-		IdleTimeout:   f.idleTimeout,
-		ShutdownGrace: f.shutdownGrace,
-		Logger:        a.log,
-		Observer:      observer,
-	})
-	if err != nil {
-		return usage(err)
+	if owner := s.ProjectorOwner(); owner != "" {
+		fmt.Fprintf(a.stdout, "artifactr serve: thread summaries in KV bucket %s (projector %s)\n", f.summaries, owner)
 	}
-	if err := r.Start(ctx); err != nil {
-		work.Stop()
-		return storeError(f.conn.url, err)
+	if u := s.HTTPURL(); u != "" {
+		a.printHTTP(f, u)
 	}
-	so.started()
-	if f.projector {
-		// The projector sees every event, once across all serves: it
-		// finds a thread that a runner left stranded, and this runner
-		// claims it.
-		bound := runner.ConsumeBound(f.claimTTL, work.AckWait())
-		stop, err := a.startProjector(ctx, store, f.summaries, r.ID()+"/summaries", bound, func(th string, _ time.Time) {
-			so.stranded()
-			r.Wake(th)
-		})
-		if err != nil {
-			r.Kill()
-			return usage(err)
-		}
-		defer stop()
-	}
-	stopHTTP, err := a.startHTTP(ctx, f, ag, consoleDeps{store: store, recent: recent, metrics: so.observer.Metrics().Counters})
-	if err != nil {
-		r.Kill()
-		return err
-	}
-	defer stopHTTP()
 	fmt.Fprintf(a.stdout, "artifactr serve: runner %s ready on stream %s (agent %s, claim TTL %s)\n",
-		r.ID(), f.conn.stream, ag.Name(), f.claimTTL)
-	return a.awaitStop(ctx, sigs, r, f)
+		s.ID(), f.conn.stream, ag.Name(), f.claimTTL)
+	return a.awaitStop(ctx, sigs, s, f)
 }
 
-// startProjector runs the thread-summaries projector until the returned
-// stop is called; stop waits for it to release the read model.
-// It reports threads stranded for longer than strandedAfter to stranded.
-func (a *app) startProjector(ctx context.Context, store *natsstore.Store, bucket, owner string,
-	strandedAfter time.Duration, stranded func(string, time.Time)) (stop func(), err error) {
-	p, err := summaries.NewProjector(summaries.Config{Store: store, Bucket: bucket, Owner: owner, Logger: a.log,
-		StrandedAfter: strandedAfter, Stranded: stranded})
-	if err != nil {
-		return nil, err
+// serveStartError turns server.Start's error into an exit error: the
+// metrics address (taken since preflight) and the runner's or projector's
+// config are the command line's fault; the work queue and the runner's
+// session are the store's.
+func serveStartError(url string, err error) error {
+	var se *server.StartError
+	if !errors.As(err, &se) {
+		return fail(err)
 	}
-	pctx, cancel := context.WithCancel(context.WithoutCancel(ctx))
-	done := make(chan struct{})
-	go func() {
-		defer close(done)
-		a.runProjector(pctx, p)
-	}()
-	fmt.Fprintf(a.stdout, "artifactr serve: thread summaries in KV bucket %s (projector %s)\n", bucket, owner)
-	return func() { cancel(); <-done }, nil
+	switch se.Step {
+	case server.StepMetrics, server.StepRunner, server.StepProjector:
+		return usage(se.Err)
+	case server.StepWorkQueue, server.StepStart:
+		return storeError(url, se.Err)
+	}
+	return fail(se.Err)
 }
 
 // embed starts the embedded server and points f.conn at it.
@@ -483,9 +464,9 @@ func (a *app) embed(ctx context.Context, f *serveFlags) (*natsembed.Server, erro
 // before serve exits anyway.
 const quitWait = 2 * time.Second
 
-// awaitStop waits for a signal (or ctx's end), then drains r; a second
+// awaitStop waits for a signal (or ctx's end), then stops s; a second
 // signal gives up on draining.
-func (a *app) awaitStop(ctx context.Context, sigs <-chan os.Signal, r *runner.Runner, f *serveFlags) error {
+func (a *app) awaitStop(ctx context.Context, sigs <-chan os.Signal, s *server.Server, f *serveFlags) error {
 	var why string
 	select {
 	case s := <-sigs:
@@ -497,10 +478,10 @@ func (a *app) awaitStop(ctx context.Context, sigs <-chan os.Signal, r *runner.Ru
 	stopped := make(chan error, 1)
 	sctx, cancelStop := context.WithTimeout(context.WithoutCancel(ctx), f.shutdownGrace+2*f.conn.timeout)
 	defer cancelStop()
-	go func() { stopped <- r.Stop(sctx) }()
+	go func() { stopped <- s.Stop(sctx) }()
 	select {
 	case err := <-stopped:
-		st := r.Stats()
+		st := s.Stats()
 		fmt.Fprintf(a.stdout, "artifactr serve: stopped: %d claims, %d runs completed, %d failed, %d abandoned, %d fenced\n",
 			st.Claims, st.Completed, st.Failed, st.Abandoned, st.Fenced)
 		if st.NotWritten > 0 {

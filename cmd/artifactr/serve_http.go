@@ -1,23 +1,18 @@
 package main
 
 import (
-	"context"
 	"fmt"
-	"iter"
+	"log/slog"
 	"net"
 	"path/filepath"
-	"time"
 
 	"github.com/spf13/cobra"
 
 	"github.com/artifactr/artifactr/actors/agent"
 	"github.com/artifactr/artifactr/client"
-	"github.com/artifactr/artifactr/console"
-	"github.com/artifactr/artifactr/events"
-	"github.com/artifactr/artifactr/events/natsstore"
 	"github.com/artifactr/artifactr/httpapi"
 	"github.com/artifactr/artifactr/internal/natsauth"
-	"github.com/artifactr/artifactr/projections/summaries"
+	"github.com/artifactr/artifactr/server"
 )
 
 // httpFlags are serve's HTTP API flags.
@@ -77,32 +72,25 @@ func (f *serveFlags) withConfig(ag agent.Agent, cmd *cobra.Command) (agent.Agent
 	return r, nil
 }
 
-// consoleDeps is what the console reads beside the client: the runner's
-// store (sessions, the audit's replay), its refusals and its counters.
-type consoleDeps struct {
-	store   *natsstore.Store
-	recent  *console.Recent
-	metrics func() map[string]float64
-}
-
-// startHTTP starts the HTTP API, with the console at /, if --http is set;
-// stop closes it.
-func (a *app) startHTTP(ctx context.Context, f *serveFlags, ag agent.Agent, cd consoleDeps) (stop func(), err error) {
+// httpConfig is the server's HTTP API config from the flags: off without
+// --http. The API's client logs in as a client; its tokens are read (or
+// made) in DATA/auth with --auth.
+func (f *serveFlags) httpConfig(log *slog.Logger) (server.HTTPConfig, error) {
 	h := &f.http
 	if h.addr == "" {
-		return func() {}, nil
+		return server.HTTPConfig{}, nil
 	}
-	assistants := []httpapi.Assistant{{GraphID: ag.Name(), Kind: ag.Name()}}
-	def := ag.Name()
+	hc := server.HTTPConfig{Addr: h.addr, CORSOrigin: h.cors}
 	if h.file != nil {
-		assistants, def = h.file.Assistants(), h.file.Default
+		hc.Assistants, hc.Default = h.file.Assistants(), h.file.Default
 	}
-	ccfg := client.Config{URL: f.conn.url, Stream: f.conn.stream, Timeout: f.conn.timeout, Logger: a.log,
+	ccfg := client.Config{URL: f.conn.url, Stream: f.conn.stream, Timeout: f.conn.timeout, Logger: log,
 		NKeyFile: f.conn.nkey, CredsFile: f.conn.creds}
 	if f.conn.inProcess != nil {
+		var err error
 		ccfg.NATSOptions, err = f.conn.natsOptions()
 		if err != nil {
-			return nil, err
+			return hc, err
 		}
 		ccfg.NKeyFile, ccfg.CredsFile = "", ""
 		if f.auth {
@@ -110,65 +98,29 @@ func (a *app) startHTTP(ctx context.Context, f *serveFlags, ag agent.Agent, cd c
 			ccfg.NKeyFile = filepath.Join(dir, "auth", natsauth.SeedFile(natsauth.Client))
 			ccfg.NATSOptions = ccfg.NATSOptions[:1] // the in-process option only; the client logs in as client
 		}
+		hc.CertFile, hc.KeyFile = f.conn.tlsCert, f.conn.tlsKey
 	} else {
 		ccfg.TLSCA, ccfg.TLSCert, ccfg.TLSKey = f.conn.tlsCA, f.conn.tlsCert, f.conn.tlsKey
 	}
-	c, err := client.Dial(ctx, ccfg)
-	if err != nil {
-		return nil, fail(err)
-	}
-	ictx, stopIndex := context.WithCancel(context.WithoutCancel(ctx))
-	closeAll := func() { stopIndex(); c.Close() }
-	index := summaries.NewIndex(cd.store, f.summaries, func(ctx context.Context, from uint64) iter.Seq2[events.Envelope, error] {
-		return c.Watch(ctx, "", from)
-	})
-	con := console.New(console.Config{Client: c, Store: cd.store, Index: index, Context: ictx, Summaries: f.summaries,
-		Recent: cd.recent, Metrics: cd.metrics, Logger: a.log})
-	cfg := httpapi.Config{Client: c, Assistants: assistants, Default: def, Summaries: f.summaries, CORSOrigin: h.cors, Logger: a.log, Console: con}
+	hc.Client = ccfg
 	if f.auth {
 		dir, _ := filepath.Abs(f.data)
-		if cfg.Tokens, err = httpapi.LoadOrCreateTokens(filepath.Join(dir, "auth")); err != nil {
-			closeAll()
-			return nil, fail(err)
+		var err error
+		if hc.Tokens, err = httpapi.LoadOrCreateTokens(filepath.Join(dir, "auth")); err != nil {
+			return hc, fail(err)
 		}
 	}
-	api, err := httpapi.New(cfg)
-	if err != nil {
-		closeAll()
-		return nil, fail(err)
-	}
-	cert, key := "", ""
-	if f.conn.inProcess != nil {
-		cert, key = f.conn.tlsCert, f.conn.tlsKey
-	}
-	l, err := httpapi.Listen(api, h.addr, cert, key)
-	if err != nil {
-		closeAll()
-		return nil, fail(err)
-	}
-	// Webhooks follow the log through a durable consumer of serve's own
-	// store (the runner's role may acknowledge it; a client's may not).
-	wctx, stopWebhooks := context.WithCancel(context.WithoutCancel(ctx))
-	wdone := make(chan struct{})
-	go func() {
-		defer close(wdone)
-		if err := api.RunWebhooks(wctx, cd.store); err != nil {
-			a.log.Warn("webhooks stopped", "err", err)
-		}
-	}()
-	fmt.Fprintf(a.stdout, "artifactr serve: HTTP API listening on %s\n", l.URL)
-	fmt.Fprintf(a.stdout, "artifactr serve: console on %s/\n", l.URL)
+	return hc, nil
+}
+
+// printHTTP says where the HTTP API and the console listen, and with
+// --auth where their tokens are.
+func (a *app) printHTTP(f *serveFlags, url string) {
+	fmt.Fprintf(a.stdout, "artifactr serve: HTTP API listening on %s\n", url)
+	fmt.Fprintf(a.stdout, "artifactr serve: console on %s/\n", url)
 	if f.auth {
 		dir, _ := filepath.Abs(f.data)
 		fmt.Fprintf(a.stdout, "artifactr serve: HTTP API tokens (Authorization: Bearer): %s, %s\n",
 			filepath.Join(dir, "auth", httpapi.ClientTokenFile), filepath.Join(dir, "auth", httpapi.AuditorTokenFile))
 	}
-	return func() {
-		sctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), 2*time.Second)
-		defer cancel()
-		_ = l.Close(sctx)
-		stopWebhooks()
-		<-wdone
-		closeAll()
-	}, nil
 }

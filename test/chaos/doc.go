@@ -1,7 +1,10 @@
 // Package chaos holds the fault tests of artifactr ("Faults"): several
 // runners in one process, each with its own protoactor system, NATS
 // connection and natsstore handle, answer posts on many threads while one
-// seeded PRNG injects faults:
+// seeded PRNG injects faults. Each runner is started by package server, the
+// composition root serve runs on, so the faults hit the wiring the binary
+// ships; they come in through server.Config (the store, the clock, the
+// append hook, the work queue's wrapper). The faults:
 //
 //   - stalls past the claim TTL just before a fenced write and just before a
 //     run's end (runner.Config.BeforeAppend), half of them with the whole

@@ -19,6 +19,7 @@ import (
 	"github.com/artifactr/artifactr/events/natsstore"
 	"github.com/artifactr/artifactr/internal/natsembed"
 	"github.com/artifactr/artifactr/internal/natsembed/natsembedtest"
+	"github.com/artifactr/artifactr/server"
 )
 
 // harness is one chaos run: the server(s), the runner slots, the posters
@@ -182,7 +183,8 @@ type slot struct {
 	nc  *nats.Conn
 	ns  *natsstore.Store
 	cs  *chaosStore
-	r   *runner.Runner
+	srv *server.Server
+	r   *runner.Runner // srv's
 }
 
 func (sl *slot) now() time.Time { return time.Now().Add(time.Duration(sl.skew.Load())) }
@@ -219,38 +221,33 @@ func (sl *slot) startRunner(id string) {
 		base = eventstest.Unfenced(ns) // the mutation: no fence on consuming writes
 	}
 	cs := newChaosStore(base, &h.stats)
-	// Posts wake runners through the shared work queue, as in serve.
-	wctx, wcancel := context.WithTimeout(context.Background(), 30*time.Second)
-	work, err := ns.WorkQueue(wctx, "")
-	wcancel()
-	if err != nil {
-		ns.Close()
-		nc.Close()
-		h.t.Fatalf("work queue for runner %s: %v", id, err)
-	}
-	r, err := runner.New(runner.Config{
-		Store:         cs,
-		Work:          recordWakes{WorkSource: work, h: h, id: id},
-		Agent:         agent.Echo{Delay: h.cfg.delay, Steer: true},
-		ID:            id,
-		ClaimTTL:      h.cfg.ttl,
-		IdleTimeout:   4 * h.cfg.ttl,
-		ShutdownGrace: 2 * time.Second,
-		Logger:        h.log,
-		Now:           sl.now,
-		BeforeAppend:  h.stallHook(cs),
-		Observer:      h.viewObserver(id),
+	// The runner is wired by package server, as serve's is; the faults
+	// come in through its config: the store, the clock, the append hook.
+	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+	srv, err := server.Start(ctx, server.Config{
+		Store: ns,
+		Runner: runner.Config{
+			Store:         cs,
+			Agent:         agent.Echo{Delay: h.cfg.delay, Steer: true},
+			ID:            id,
+			ClaimTTL:      h.cfg.ttl,
+			IdleTimeout:   4 * h.cfg.ttl,
+			ShutdownGrace: 2 * time.Second,
+			Now:           sl.now,
+			BeforeAppend:  h.stallHook(cs),
+			Observer:      h.viewObserver(id),
+		},
+		WrapWork: func(w runner.WorkSource) runner.WorkSource { return recordWakes{WorkSource: w, h: h, id: id} },
+		Logger:   h.log,
 	})
-	if err == nil {
-		err = r.Start(context.Background())
-	}
+	cancel()
 	if err != nil {
 		ns.Close()
 		nc.Close()
 		h.t.Fatalf("start runner %s: %v", id, err)
 	}
 	sl.mu.Lock()
-	sl.id, sl.nc, sl.ns, sl.cs, sl.r = id, nc, ns, cs, r
+	sl.id, sl.nc, sl.ns, sl.cs, sl.srv, sl.r = id, nc, ns, cs, srv, srv.Runner()
 	sl.mu.Unlock()
 }
 
@@ -258,14 +255,14 @@ func (sl *slot) startRunner(id string) {
 // goes with it.
 func (sl *slot) kill() {
 	sl.mu.Lock()
-	r, ns, nc := sl.r, sl.ns, sl.nc
-	sl.r, sl.ns, sl.nc, sl.cs = nil, nil, nil, nil
+	srv, ns, nc := sl.srv, sl.ns, sl.nc
+	sl.srv, sl.r, sl.ns, sl.nc, sl.cs = nil, nil, nil, nil, nil
 	sl.mu.Unlock()
-	if r == nil {
+	if srv == nil {
 		return
 	}
-	r.Kill()
-	sl.h.addRunStats(r.Stats())
+	srv.Kill()
+	sl.h.addRunStats(srv.Stats())
 	ns.Close()
 	nc.Close()
 }
@@ -273,17 +270,17 @@ func (sl *slot) kill() {
 // stop stops the slot's runner gracefully, killing it if ctx ends first.
 func (sl *slot) stop(ctx context.Context) error {
 	sl.mu.Lock()
-	r, ns, nc := sl.r, sl.ns, sl.nc
-	sl.r, sl.ns, sl.nc, sl.cs = nil, nil, nil, nil
+	srv, ns, nc := sl.srv, sl.ns, sl.nc
+	sl.srv, sl.r, sl.ns, sl.nc, sl.cs = nil, nil, nil, nil, nil
 	sl.mu.Unlock()
-	if r == nil {
+	if srv == nil {
 		return nil
 	}
-	err := r.Stop(ctx)
+	err := srv.Stop(ctx)
 	if err != nil {
-		r.Kill() // Stop already shut the system down; Kill is a no-op then
+		srv.Kill() // Stop already shut the system down; Kill is a no-op then
 	}
-	sl.h.addRunStats(r.Stats())
+	sl.h.addRunStats(srv.Stats())
 	ns.Close()
 	nc.Close()
 	return err

@@ -1,4 +1,4 @@
-package main
+package demo
 
 import (
 	"context"
@@ -10,12 +10,13 @@ import (
 	"github.com/artifactr/artifactr/projections"
 )
 
-// livePrinter prints a tail's events as they arrive, interleaved with
-// narration, and keeps each thread's fold so that callers can wait for a
-// state without polling the store.
-type livePrinter struct {
+// Tour prints a tail's events as they arrive, interleaved with narration,
+// and keeps each thread's fold so that the tour can wait for a state
+// without polling the store.
+type Tour struct {
 	w      io.Writer
 	indent string
+	format func(events.Envelope) string
 
 	mu      sync.Mutex // protects the fields below and writes to w
 	last    uint64
@@ -24,19 +25,27 @@ type livePrinter struct {
 	err     error         // why the tail ended
 }
 
-func newLivePrinter(w io.Writer, indent string) *livePrinter {
-	return &livePrinter{w: w, indent: indent, threads: map[string]*projections.Thread{}, changed: make(chan struct{})}
+func newTour(w io.Writer, indent string, format func(events.Envelope) string) *Tour {
+	return &Tour{w: w, indent: indent, format: format, threads: map[string]*projections.Thread{}, changed: make(chan struct{})}
 }
 
-// say prints a line of narration.
-func (p *livePrinter) say(format string, args ...any) {
+// Say prints a line of narration.
+func (p *Tour) Say(format string, args ...any) {
 	p.mu.Lock()
 	defer p.mu.Unlock()
 	fmt.Fprintf(p.w, format+"\n", args...)
 }
 
+// Write calls write with the tour's writer, between events: for a block
+// of text that must not be cut by one.
+func (p *Tour) Write(write func(io.Writer) error) error {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	return write(p.w)
+}
+
 // follow prints tail's events until ctx ends or the tail fails.
-func (p *livePrinter) follow(ctx context.Context, tail events.Tail) {
+func (p *Tour) follow(ctx context.Context, tail events.Tail) {
 	for {
 		env, err := tail.Next(ctx)
 		p.mu.Lock()
@@ -46,7 +55,7 @@ func (p *livePrinter) follow(ctx context.Context, tail events.Tail) {
 			p.mu.Unlock()
 			return
 		}
-		fmt.Fprintf(p.w, "%s%s\n", p.indent, formatEvent(env))
+		fmt.Fprintf(p.w, "%s%s\n", p.indent, p.format(env))
 		p.last = max(p.last, env.Seq)
 		t := p.threads[env.Thread]
 		if t == nil {
@@ -62,7 +71,7 @@ func (p *livePrinter) follow(ctx context.Context, tail events.Tail) {
 
 // waitFor waits until cond holds on the printed state. cond runs under the
 // printer's lock and must not call its methods.
-func (p *livePrinter) waitFor(ctx context.Context, what string, cond func(last uint64, threads map[string]*projections.Thread) bool) error {
+func (p *Tour) waitFor(ctx context.Context, what string, cond func(last uint64, threads map[string]*projections.Thread) bool) error {
 	for {
 		p.mu.Lock()
 		ok, ch, err := cond(p.last, p.threads), p.changed, p.err
@@ -82,12 +91,12 @@ func (p *livePrinter) waitFor(ctx context.Context, what string, cond func(last u
 }
 
 // waitSeq waits until the event at seq has been printed.
-func (p *livePrinter) waitSeq(ctx context.Context, seq uint64) error {
+func (p *Tour) waitSeq(ctx context.Context, seq uint64) error {
 	return p.waitFor(ctx, fmt.Sprintf("event %d", seq), func(last uint64, _ map[string]*projections.Thread) bool { return last >= seq })
 }
 
 // waitThread waits until cond holds on thread's fold.
-func (p *livePrinter) waitThread(ctx context.Context, thread, what string, cond func(*projections.Thread) bool) error {
+func (p *Tour) waitThread(ctx context.Context, thread, what string, cond func(*projections.Thread) bool) error {
 	return p.waitFor(ctx, thread+": "+what, func(_ uint64, ts map[string]*projections.Thread) bool {
 		t := ts[thread]
 		return t != nil && cond(t)
