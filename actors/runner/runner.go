@@ -315,13 +315,7 @@ func (r *Runner) Start(ctx context.Context) error {
 		// throttle period lets its goroutine end soon after shutdown.
 		actor.WithDeadLetterThrottleInterval(50*time.Millisecond),
 	)
-	ra := newRunnerActor(r, sched.New(sched.Config{
-		ClaimTTL:    r.cfg.ClaimTTL,
-		MaxClaiming: r.cfg.MaxClaiming,
-		Work:        r.cfg.Work != nil,
-		Seed:        mrand.Uint64(),
-		Logger:      r.log,
-	}, sess))
+	ra := newRunnerActor(r, r.newScheduler(sess))
 	props := actor.PropsFromProducer(func() actor.Actor { return ra },
 		actor.WithDispatcher(r.disp),
 		// A panicking thread actor is stopped, never restarted: the
@@ -346,6 +340,18 @@ func (r *Runner) Start(ctx context.Context) error {
 		r.goDo(func() { r.pullWork(w) })
 	}
 	return nil
+}
+
+// newScheduler returns the scheduler of a runner that opened sess (none
+// when its ID is ""), its jitter seeded at random.
+func (r *Runner) newScheduler(sess events.Session) *sched.Scheduler {
+	return sched.New(sched.Config{
+		ClaimTTL:    r.cfg.ClaimTTL,
+		MaxClaiming: r.cfg.MaxClaiming,
+		Work:        r.cfg.Work != nil,
+		Seed:        mrand.Uint64(),
+		Logger:      r.log,
+	}, sess)
 }
 
 // send delivers msg to the runner actor.
