@@ -208,7 +208,7 @@ func (r *Runner) Wake(thread string) {
 	r.send(sched.LookAt{Thread: thread})
 }
 
-// peekOf peeks c.Thread, within a call's time, and reports it.
+// peekOf peeks th, within a call's time, and reports it.
 func (r *Runner) peekOf(th string) sched.PeekDone {
 	ctx, cancel := context.WithTimeout(r.ctx, r.cfg.CallTimeout)
 	defer cancel()

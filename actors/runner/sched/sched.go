@@ -177,12 +177,6 @@ func (s *Scheduler) Stats() Stats {
 	return st
 }
 
-// Session returns the session claims are made under.
-func (s *Scheduler) Session() events.Session { return s.session }
-
-// Draining reports whether the drain has started.
-func (s *Scheduler) Draining() bool { return s.draining }
-
 // Step takes one input and returns what to do about it.
 func (s *Scheduler) Step(in Input) Ready {
 	s.rd = Ready{}
