@@ -27,6 +27,15 @@
 // the thread again two TTLs later in case that runner died before it
 // claimed. Either way each post costs one claim, not one per runner.
 //
+// Which threads to claim, peek or look at again, and when to acknowledge a
+// wake-up or retry, is decided by a pure core, [sched.Scheduler]: the
+// runner actor feeds it what happens (events routed, wake-ups, claims and
+// peeks done, actors stopped, lease and session changes, timers due) and
+// carries out the Ready it returns. The scheduler owns the session claims
+// are made under and whether the runner drains; storage I/O (claim, peek,
+// snapshot loads) lives in storage.go, and its timers run on one re-armed
+// time.Timer.
+//
 // A claimed idle thread costs its actor, its core's view and one idle timer.
 // A claim loads the thread's events up to its marker only; events after it
 // reach the actor through the follow, and those routed while the claim was

@@ -7,6 +7,7 @@ import (
 	"errors"
 	"fmt"
 	"log/slog"
+	mrand "math/rand/v2"
 	"sync"
 	"sync/atomic"
 	"time"
@@ -14,6 +15,7 @@ import (
 	"github.com/asynkron/protoactor-go/actor"
 
 	"github.com/artifactr/artifactr/actors/agent"
+	"github.com/artifactr/artifactr/actors/runner/sched"
 	"github.com/artifactr/artifactr/events"
 	"github.com/artifactr/artifactr/events/eventspb"
 	"github.com/artifactr/artifactr/internal/sys"
@@ -207,15 +209,23 @@ type Runner struct {
 	disp   *pool          // the actors' mailbox goroutines
 	sysEnd chan struct{}  // closed when the actor system has shut down
 
-	sessMu  sync.Mutex     // protects session
-	session events.Session // the session claims are made under
-
 	sessCtx    context.Context // ends the session's renewal
 	sessCancel context.CancelFunc
 	sessDone   chan struct{} // closed when keepSession returned
+	// lastSession is the session keepSession held as it returned; read
+	// only after sessDone is closed. The scheduler owns the session
+	// claims are made under; keepSession, which renews it, tells it.
+	lastSession events.Session
 
-	followed     atomic.Uint64 // the last stream sequence the follow routed
-	drainingFlag atomic.Bool
+	timerMu   sync.Mutex // protects timerAt
+	timerAt   time.Time  // when runTimer must tick; zero for never
+	timerKick chan struct{}
+
+	followed atomic.Uint64 // the last stream sequence the follow routed
+	// stopCalled says Stop or Kill was called, so Wake sends nothing to
+	// an actor system going down. Whether the runner drains is the
+	// scheduler's to know.
+	stopCalled   atomic.Bool
 	stopOnce     sync.Once
 	done         chan struct{} // closed when the runner actor has no children after drain
 	actorStopped chan struct{} // closed when the runner actor stopped
@@ -226,7 +236,10 @@ func New(cfg Config) (*Runner, error) {
 	if err := cfg.setDefaults(); err != nil {
 		return nil, err
 	}
-	return &Runner{cfg: cfg, store: cfg.Store, subjects: cfg.Store.Subjects(), log: cfg.Logger.With("runner", cfg.ID), done: make(chan struct{}), actorStopped: make(chan struct{})}, nil
+	return &Runner{
+		cfg: cfg, store: cfg.Store, subjects: cfg.Store.Subjects(), log: cfg.Logger.With("runner", cfg.ID),
+		done: make(chan struct{}), actorStopped: make(chan struct{}), timerKick: make(chan struct{}, 1),
+	}, nil
 }
 
 // ID returns the runner's id.
@@ -258,8 +271,6 @@ func (r *Runner) Followed() uint64 { return r.followed.Load() }
 
 func (r *Runner) now() time.Time { return r.cfg.Now() }
 
-func (r *Runner) draining() bool { return r.drainingFlag.Load() }
-
 // goDo runs fn in a goroutine that Stop and Kill wait for.
 func (r *Runner) goDo(fn func()) { r.tasks.Go(fn) }
 
@@ -285,7 +296,6 @@ func (r *Runner) Start(ctx context.Context) error {
 		return fmt.Errorf("runner: open session: %w", err)
 	default:
 		r.stats.sessions.Add(1)
-		r.session = sess
 	}
 	tail, err := r.store.Tail(sctx, r.subjects.All(), 0)
 	if err != nil {
@@ -305,7 +315,7 @@ func (r *Runner) Start(ctx context.Context) error {
 		// throttle period lets its goroutine end soon after shutdown.
 		actor.WithDeadLetterThrottleInterval(50*time.Millisecond),
 	)
-	ra := newRunnerActor(r)
+	ra := newRunnerActor(r, r.newScheduler(sess))
 	props := actor.PropsFromProducer(func() actor.Actor { return ra },
 		actor.WithDispatcher(r.disp),
 		// A panicking thread actor is stopped, never restarted: the
@@ -324,11 +334,24 @@ func (r *Runner) Start(ctx context.Context) error {
 	r.pid = pid
 	r.goDo(func() { r.follow(tail) })
 	r.goDo(func() { r.watchLeases(watch) })
-	r.goDo(r.keepSession)
+	r.goDo(func() { r.keepSession(sess) })
+	r.goDo(r.runTimer)
 	if w := r.cfg.Work; w != nil {
 		r.goDo(func() { r.pullWork(w) })
 	}
 	return nil
+}
+
+// newScheduler returns the scheduler of a runner that opened sess (none
+// when its ID is ""), its jitter seeded at random.
+func (r *Runner) newScheduler(sess events.Session) *sched.Scheduler {
+	return sched.New(sched.Config{
+		ClaimTTL:    r.cfg.ClaimTTL,
+		MaxClaiming: r.cfg.MaxClaiming,
+		Work:        r.cfg.Work != nil,
+		Seed:        mrand.Uint64(),
+		Logger:      r.log,
+	}, sess)
 }
 
 // send delivers msg to the runner actor.
@@ -344,7 +367,7 @@ func (r *Runner) follow(t events.Tail) {
 		env, err := t.Next(r.ctx)
 		if err == nil && (last == 0 || env.Seq == last+1) {
 			last = env.Seq
-			r.send(routed{env: env})
+			r.send(sched.Routed{Env: env})
 			r.followed.Store(last)
 			continue
 		}
@@ -395,7 +418,7 @@ func (r *Runner) watchLeases(w events.LeaseWatch) {
 	for {
 		u, err := w.Next(r.ctx)
 		if err == nil {
-			r.send(leaseChanged{u})
+			r.send(sched.LeaseChanged{Update: u})
 			continue
 		}
 		w.Stop()
@@ -412,7 +435,7 @@ func (r *Runner) watchLeases(w events.LeaseWatch) {
 			w, err = r.store.WatchLeases(ctx)
 			cancel()
 			if err == nil {
-				r.send(leaseWatchReset{})
+				r.send(sched.LeaseWatchReset{})
 				break
 			}
 			r.log.Warn("cannot watch leases; retrying", "err", err)
@@ -420,27 +443,21 @@ func (r *Runner) watchLeases(w events.LeaseWatch) {
 	}
 }
 
-// currentSession returns the session claims are made under.
-func (r *Runner) currentSession() events.Session {
-	r.sessMu.Lock()
-	defer r.sessMu.Unlock()
-	return r.session
-}
-
-// keepSession renews the session every TTL/3. When it is lost, it tells the
-// runner actor, which gives up every claim, and opens a new one. It holds
-// sessMu only to read and write the session, never across a call, so the
-// runner actor, which reads it, never waits on storage.
-func (r *Runner) keepSession() {
+// keepSession renews the session s every TTL/3 and tells the runner actor
+// of each renewal. When it is lost, it tells the runner actor, which gives
+// up every claim, and opens a new one. It owns the session it renews; the
+// scheduler holds a copy for its claims, so it never waits on storage.
+func (r *Runner) keepSession(s events.Session) {
 	defer close(r.sessDone)
+	defer func() { r.lastSession = s }()
 	ctx := r.sessCtx
-	if r.currentSession().ID == "" {
+	if s.ID == "" {
 		ns, ok := r.openSession(ctx)
 		if !ok {
 			return
 		}
-		r.setSession(ns)
-		r.send(sessionOpened{id: ns.ID})
+		s = ns
+		r.send(sched.SessionOpened{Session: ns})
 	}
 	delay := r.cfg.ClaimTTL / 3
 	for {
@@ -448,14 +465,14 @@ func (r *Runner) keepSession() {
 			return
 		}
 		delay = r.cfg.ClaimTTL / 3
-		s := r.currentSession()
 		cctx, cancel := context.WithTimeout(ctx, r.cfg.CallTimeout)
 		ns, err := r.store.RenewSession(cctx, s)
 		cancel()
 		r.cfg.Observer.LeaseRenewed(err)
 		switch {
 		case err == nil:
-			r.setSession(ns)
+			s = ns
+			r.send(sched.SessionRenewed{Session: ns})
 			continue
 		case !errors.Is(err, events.ErrLeaseLost):
 			// Storage unreachable: keep trying. The fence keeps writes
@@ -467,20 +484,14 @@ func (r *Runner) keepSession() {
 			continue
 		}
 		r.log.Warn("session lost; every claim of it is given up", "session", s.ID, "err", err)
-		r.send(sessionLost{id: s.ID})
+		r.send(sched.SessionLost{ID: s.ID})
 		ns, ok := r.openSession(ctx)
 		if !ok {
 			return
 		}
-		r.setSession(ns)
-		r.send(sessionOpened{id: ns.ID})
+		s = ns
+		r.send(sched.SessionOpened{Session: ns})
 	}
-}
-
-func (r *Runner) setSession(s events.Session) {
-	r.sessMu.Lock()
-	r.session = s
-	r.sessMu.Unlock()
 }
 
 // closeSession stops the session's renewal and closes it, lapsing at once
@@ -490,7 +501,7 @@ func (r *Runner) closeSession(ctx context.Context) {
 	<-r.sessDone
 	cctx, cancel := context.WithTimeout(ctx, r.cfg.CallTimeout)
 	defer cancel()
-	s := r.currentSession()
+	s := r.lastSession
 	if s.ID == "" {
 		return // never opened
 	}
@@ -532,7 +543,7 @@ func (r *Runner) pullWork(w WorkSource) {
 			}
 			return
 		}
-		r.send(workItem{thread: th, want: wantClaim, ack: ack})
+		r.send(sched.Woken{Thread: th, Ack: ack})
 	}
 }
 
@@ -543,8 +554,8 @@ func (r *Runner) pullWork(w WorkSource) {
 func (r *Runner) Stop(ctx context.Context) error {
 	var err error
 	r.stopOnce.Do(func() {
-		r.drainingFlag.Store(true)
-		r.send(drainAll{})
+		r.stopCalled.Store(true)
+		r.send(sched.Drain{})
 		select {
 		case <-r.done:
 			r.closeSession(ctx)
@@ -564,7 +575,7 @@ func (r *Runner) Stop(ctx context.Context) error {
 // over and abandon the runs.
 func (r *Runner) Kill() {
 	r.stopOnce.Do(func() {
-		r.drainingFlag.Store(true)
+		r.stopCalled.Store(true)
 		r.shutdown()
 	})
 }

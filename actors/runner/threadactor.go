@@ -214,9 +214,6 @@ func (a *threadActor) started(ctx actor.Context) {
 		a.decide(ctx, thread.Tick{})
 	}
 	a.armIdle()
-	if a.r.draining() {
-		a.send(drainReq{})
-	}
 }
 
 // decide reports whether the core took the input.
