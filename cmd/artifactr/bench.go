@@ -38,8 +38,8 @@ type benchFlags struct {
 	json              bool
 }
 
-// benchLogger logs errors only, to stderr: a benchmark's server, stores
-// and runner speak up only when something fails.
+// errorLogger logs errors only, to stderr: the embedded servers, stores
+// and runners of bench and demo speak up only when something fails.
 func (a *app) errorLogger() *slog.Logger {
 	return slog.New(slog.NewTextHandler(a.stderr, &slog.HandlerOptions{Level: slog.LevelError}))
 }
