@@ -4,7 +4,6 @@ import (
 	"context"
 	"fmt"
 	"io"
-	"log/slog"
 	"time"
 
 	"github.com/spf13/cobra"
@@ -28,7 +27,7 @@ type benchAuditFlags struct {
 func (a *app) benchAudit(ctx context.Context, f *benchAuditFlags) error {
 	var err error
 	f.result, err = bench.Audit(ctx, bench.AuditConfig{Events: f.events, Threads: f.threads, Rounds: f.rounds, Seed: f.seed,
-		Profile: f.profile, Out: a.stdout, NATSLogger: slog.New(slog.NewTextHandler(a.stderr, &slog.HandlerOptions{Level: slog.LevelError}))})
+		Profile: f.profile, Out: a.stdout, NATSLogger: a.errorLogger()})
 	return err
 }
 

@@ -3,6 +3,8 @@ package main
 import (
 	"encoding/json"
 	"testing"
+
+	"github.com/artifactr/artifactr/internal/bench"
 )
 
 // A small `bench scale --json` keeps the benchmark working: every thread is
@@ -15,7 +17,7 @@ func TestRun_benchScaleSmall(t *testing.T) {
 	if code != exitOK {
 		t.Fatalf("bench scale: exit %d\n%s%s", code, out, errOut)
 	}
-	var res scaleResult
+	var res bench.ScaleResult
 	if err := json.Unmarshal([]byte(out), &res); err != nil {
 		t.Fatalf("output is not one JSON object: %v\n%s", err, out)
 	}

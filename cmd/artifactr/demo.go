@@ -4,7 +4,6 @@ import (
 	"context"
 	"fmt"
 	"io"
-	"log/slog"
 	"time"
 
 	"github.com/spf13/cobra"
@@ -82,7 +81,7 @@ func (a *app) demo(ctx context.Context, ttl time.Duration) error {
 		ClaimTTL:   ttl,
 		Format:     formatEvent,
 		Logger:     a.serverLogger(),
-		NATSLogger: slog.New(slog.NewTextHandler(a.stderr, &slog.HandlerOptions{Level: slog.LevelError})),
+		NATSLogger: a.errorLogger(),
 		Summary:    demoSummary,
 	})
 }

@@ -3,13 +3,9 @@ package main
 import (
 	"encoding/json"
 	"io"
-	"time"
 
 	"github.com/artifactr/artifactr/internal/bench"
 )
-
-// ms is d in milliseconds, for the figures of --json.
-func ms(d time.Duration) float64 { return float64(d.Microseconds()) / 1000 }
 
 // writeJSON prints v as one indented JSON document: what --json prints
 // for a command that does not stream.
@@ -72,40 +68,9 @@ type (
 		Schema   string `json:"schema"`
 		Go       string `json:"go"`
 	}
-	// benchTurnsJSON is bench turns --json: the figures the text lines
-	// give, in milliseconds and per second.
-	benchTurnsJSON struct {
-		Mode              string           `json:"mode"` // "open" or "closed-loop"
-		Fsync             bool             `json:"fsync"`
-		Phases            []benchPhaseJSON `json:"phases"`
-		RawAppendsPerSec  float64          `json:"raw_appends_per_second,omitempty"`
-		EventsPerRawRatio float64          `json:"events_per_raw_ratio,omitempty"`
-	}
-	benchPhaseJSON struct {
-		Name            string  `json:"name"`
-		Threads         int     `json:"threads"`
-		Turns           int     `json:"turns"`
-		TurnsPerSecond  float64 `json:"turns_per_second"`
-		Events          int     `json:"events,omitempty"`
-		EventsPerSecond float64 `json:"events_per_second,omitempty"`
-		CPUMsPerTurn    float64 `json:"cpu_ms_per_turn,omitempty"`
-		StartP50Ms      float64 `json:"start_p50_ms"`
-		StartP99Ms      float64 `json:"start_p99_ms"`
-		EndP50Ms        float64 `json:"end_p50_ms"`
-		EndP99Ms        float64 `json:"end_p99_ms"`
-	}
-	// benchHTTPJSON is bench http --json: the phases in the order run
-	// (nats-direct and http in turns, nats-direct last), the medians, and
-	// their ratio.
-	benchHTTPJSON struct {
-		Fsync                    bool             `json:"fsync"`
-		Phases                   []benchPhaseJSON `json:"phases"`
-		HTTPTurnsPerSecond       float64          `json:"http_turns_per_second"`
-		NATSDirectTurnsPerSecond float64          `json:"nats_direct_turns_per_second"`
-		HTTPServerCPUMsPerTurn   float64          `json:"http_server_cpu_ms_per_turn"`
-		HTTPClientCPUMsPerTurn   float64          `json:"http_client_cpu_ms_per_turn"`
-		Ratio                    float64          `json:"http_over_nats_direct"`
-	}
+	// The benchmarks' figures (internal/bench).
+	benchTurnsJSON = bench.TurnsResult
+	benchHTTPJSON  = bench.HTTPResult
 	benchAuditJSON = bench.AuditResult
 	demoJSON       struct {
 		OK    bool   `json:"ok"`

@@ -10,7 +10,6 @@ import (
 	"runtime"
 	"runtime/pprof"
 	"slices"
-	"syscall"
 	"time"
 
 	"github.com/nats-io/nats.go"
@@ -151,11 +150,11 @@ type readRate struct {
 // timeRead runs read and returns its rate, checking it read n events.
 func timeRead(ctx context.Context, n int, read func() (int, error)) (readRate, error) {
 	runtime.GC() // each read starts from the same heap
-	c0 := CPUTime()
+	c0 := cpuTime()
 	start := time.Now()
 	got, err := read()
 	el := time.Since(start)
-	c := CPUTime() - c0
+	c := cpuTime() - c0
 	if err != nil {
 		return readRate{}, err
 	}
@@ -163,15 +162,6 @@ func timeRead(ctx context.Context, n int, read func() (int, error)) (readRate, e
 		return readRate{}, fmt.Errorf("read %d events, want %d", got, n)
 	}
 	return readRate{wall: float64(n) / el.Seconds(), cpu: float64(n) / c.Seconds()}, ctx.Err()
-}
-
-// cpuTime is the CPU time this process has used, user and system.
-func CPUTime() time.Duration {
-	var ru syscall.Rusage
-	if err := syscall.Getrusage(syscall.RUSAGE_SELF, &ru); err != nil {
-		return 0
-	}
-	return time.Duration(ru.Utime.Nano() + ru.Stime.Nano())
 }
 
 // readRaw reads every message, touching its headers and payload.

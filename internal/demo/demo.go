@@ -6,7 +6,6 @@ import (
 	"fmt"
 	"io"
 	"log/slog"
-	"os"
 	"time"
 
 	"github.com/artifactr/artifactr/actors/agent"
@@ -14,7 +13,7 @@ import (
 	"github.com/artifactr/artifactr/events"
 	"github.com/artifactr/artifactr/events/eventspb"
 	"github.com/artifactr/artifactr/events/natsstore"
-	"github.com/artifactr/artifactr/internal/natsembed"
+	"github.com/artifactr/artifactr/internal/bench"
 	"github.com/artifactr/artifactr/projections"
 	"github.com/artifactr/artifactr/server"
 )
@@ -52,24 +51,15 @@ func Run(ctx context.Context, cfg Config) error {
 	if cfg.NATSLogger == nil {
 		cfg.NATSLogger = slog.New(slog.DiscardHandler)
 	}
-	dir, err := os.MkdirTemp("", "artifactr-demo-")
+	ts, err := bench.StartTemp(ctx, "artifactr-demo-", true, cfg.NATSLogger, cfg.Logger)
 	if err != nil {
 		return err
 	}
-	defer os.RemoveAll(dir)
-	srv, err := natsembed.Start(natsembed.Config{DataDir: dir, Listen: "127.0.0.1:-1", NoSync: true, Logger: cfg.NATSLogger})
-	if err != nil {
-		return err
-	}
-	defer srv.Shutdown()
-	store, err := natsstore.New(ctx, natsstore.Config{URL: srv.ClientURL(), Logger: cfg.Logger})
-	if err != nil {
-		return err
-	}
-	defer store.Close()
+	defer ts.Close()
+	srv, store := ts.Srv, ts.Store
 
 	p := newTour(cfg.Out, "    | ", cfg.Format)
-	p.Say("== artifactr demo: embedded NATS at %s, data in %s (thrown away)", srv.ClientURL(), dir)
+	p.Say("== artifactr demo: embedded NATS at %s, data in %s (thrown away)", srv.ClientURL(), ts.Dir)
 	p.Say("   Every event is shown live as: time, seq, thread, type, fields.")
 	tail, err := store.Tail(ctx, events.Subjects{}.All(), 1)
 	if err != nil {

@@ -1,9 +1,9 @@
-package main
+package bench
 
 import (
 	"context"
 	"fmt"
-	"log/slog"
+	"io"
 	"sync"
 	"time"
 
@@ -12,7 +12,6 @@ import (
 	"github.com/artifactr/artifactr/events"
 	"github.com/artifactr/artifactr/events/eventspb"
 	"github.com/artifactr/artifactr/events/natsstore"
-	"github.com/artifactr/artifactr/internal/bench"
 )
 
 // closedLoop is the chat shape: each thread posts its next message only
@@ -22,6 +21,10 @@ type closedLoop struct {
 	waiting map[uint64]chan turnTimes
 	turns   map[uint64]*turnTimes
 	prompt  map[string]uint64 // run id -> prompt seq
+}
+
+func newClosedLoop() *closedLoop {
+	return &closedLoop{waiting: map[uint64]chan turnTimes{}, turns: map[uint64]*turnTimes{}, prompt: map[string]uint64{}}
 }
 
 func (c *closedLoop) add(env events.Envelope) {
@@ -57,7 +60,6 @@ func (c *closedLoop) add(env events.Envelope) {
 		delete(c.waiting, seq)
 		delete(c.turns, seq)
 	} // else kept for wait, which came late
-
 }
 
 func (c *closedLoop) turn(seq uint64) *turnTimes {
@@ -84,67 +86,69 @@ func (c *closedLoop) wait(seq uint64) chan turnTimes {
 	return ch
 }
 
-// benchClosedLoop runs the closed-loop phases: --threads x --messages, then
-// one thread with 200 turns in sequence.
-func (a *app) benchClosedLoop(ctx context.Context, f *benchFlags) error {
-	sync := !f.noSync
-	if f.result != nil {
-		f.result.Mode, f.result.Fsync = "closed-loop", sync
+// ClosedLoop runs the chat shape on an embedded server with one runner and
+// the echo agent: each thread posts its next message once its last run
+// ended. Its phases are cfg.Threads x cfg.Messages ("concurrent"), then one
+// thread with 200 turns in sequence ("sequential"). It prints its lines to
+// cfg.Out.
+func ClosedLoop(ctx context.Context, cfg TurnsConfig) (*TurnsResult, error) {
+	if err := cfg.validate(); err != nil {
+		return nil, err
 	}
-	ts, err := a.startTempServer(ctx, "artifactr-bench-", !sync, nil)
+	ts, err := StartTemp(ctx, "artifactr-bench-", !cfg.Sync, cfg.Logger, nil)
 	if err != nil {
-		return err
+		return nil, err
 	}
 	defer ts.Close()
-	quiet := slog.New(slog.NewTextHandler(a.stderr, &slog.HandlerOptions{Level: slog.LevelError}))
-	r, err := runner.New(runner.Config{Store: ts.Store, Agent: agent.Echo{}, ID: "bench", ClaimTTL: f.claimTTL, IdleTimeout: time.Hour, Logger: quiet})
+	r, err := runner.New(runner.Config{Store: ts.Store, Agent: agent.Echo{}, ID: "bench", ClaimTTL: cfg.ClaimTTL, IdleTimeout: time.Hour, Logger: cfg.Logger})
 	if err != nil {
-		return err
+		return nil, err
 	}
 	if err := r.Start(ctx); err != nil {
-		return err
+		return nil, err
 	}
 	defer r.Kill()
 	syncNote := "not fsynced"
-	if sync {
+	if cfg.Sync {
 		syncNote = "fsync on every write"
 	}
-	fmt.Fprintf(a.stdout, "bench turns --closed-loop: embedded server (%s), one runner, echo agent; each thread posts its next message when its last run ended\n", syncNote)
+	fmt.Fprintf(cfg.Out, "bench turns --closed-loop: embedded server (%s), one runner, echo agent; each thread posts its next message when its last run ended\n", syncNote)
 	phases := []struct {
 		name              string
 		threads, messages int
 	}{
-		{"concurrent", f.threads, f.messages},
+		{"concurrent", cfg.Threads, cfg.Messages},
 		{"sequential", 1, 200},
 	}
-	clients, err := ts.Client(ctx, quiet)
+	clients, err := ts.Client(ctx, cfg.Logger)
 	if err != nil {
-		return err
+		return nil, err
 	}
 	defer clients.Close()
+	res := &TurnsResult{Mode: "closed-loop", Fsync: cfg.Sync, Phases: []Phase{}}
 	for i, p := range phases {
-		ph, err := a.closedPhase(ctx, clients, p.name, fmt.Sprintf("cl%d", i), p.threads, p.messages)
+		ph, err := closedPhase(ctx, cfg.Out, clients, p.name, fmt.Sprintf("cl%d", i), p.threads, p.messages)
 		if err != nil {
-			return err
+			return nil, err
 		}
-		if f.result != nil {
-			f.result.Phases = append(f.result.Phases, ph)
-		}
+		res.Phases = append(res.Phases, ph)
 	}
-	return nil
+	return res, nil
 }
 
-func (a *app) closedPhase(ctx context.Context, store *natsstore.Store, name, prefix string, threads, messages int) (benchPhaseJSON, error) {
-	col := &closedLoop{waiting: map[uint64]chan turnTimes{}, turns: map[uint64]*turnTimes{}, prompt: map[string]uint64{}}
+// closedPhase runs one closed-loop phase of threads x messages turns,
+// posting over NATS through store, and prints its lines to out.
+func closedPhase(ctx context.Context, out io.Writer, store *natsstore.Store, name, prefix string, threads, messages int) (Phase, error) {
+	col := newClosedLoop()
 	stop, err := followStream(ctx, store, 0, col.add)
 	if err != nil {
-		return benchPhaseJSON{}, err
+		return Phase{}, err
 	}
 	defer stop()
 
 	var mu sync.Mutex
 	var toStart, toEnd []time.Duration
-	cpu0, start := bench.CPUTime(), time.Now()
+	cpu0, start := cpuTime(), time.Now()
 	err = parallel(ctx, threads, func(ctx context.Context, i int) error {
 		thread := fmt.Sprintf("%s-%d", prefix, i)
 		for j := range messages {
@@ -166,15 +170,15 @@ func (a *app) closedPhase(ctx context.Context, store *natsstore.Store, name, pre
 		return nil
 	})
 	if err != nil {
-		return benchPhaseJSON{}, err
+		return Phase{}, err
 	}
-	elapsed, cpu := time.Since(start), bench.CPUTime()-cpu0
+	elapsed, cpu := time.Since(start), cpuTime()-cpu0
 	turns := threads * messages
-	fmt.Fprintf(a.stdout, "%s: %d threads x %d turns: %.0f turns/s (%s wall), CPU %.2f ms per turn\n",
+	fmt.Fprintf(out, "%s: %d threads x %d turns: %.0f turns/s (%s wall), CPU %.2f ms per turn\n",
 		name, threads, messages, float64(turns)/elapsed.Seconds(), elapsed.Round(time.Millisecond), float64(cpu.Microseconds())/1000/float64(turns))
-	fmt.Fprintf(a.stdout, "  latency: post -> run_started p50 %s p99 %s; post -> run end p50 %s p99 %s\n",
+	fmt.Fprintf(out, "  latency: post -> run_started p50 %s p99 %s; post -> run end p50 %s p99 %s\n",
 		pct(toStart, 0.50), pct(toStart, 0.99), pct(toEnd, 0.50), pct(toEnd, 0.99))
-	return benchPhaseJSON{Name: name, Threads: threads, Turns: turns, TurnsPerSecond: float64(turns) / elapsed.Seconds(),
+	return Phase{Name: name, Threads: threads, Turns: turns, TurnsPerSecond: float64(turns) / elapsed.Seconds(),
 		CPUMsPerTurn: float64(cpu.Microseconds()) / 1000 / float64(turns),
 		StartP50Ms:   ms(pct(toStart, 0.50)), StartP99Ms: ms(pct(toStart, 0.99)), EndP50Ms: ms(pct(toEnd, 0.50)), EndP99Ms: ms(pct(toEnd, 0.99))}, nil
 }
