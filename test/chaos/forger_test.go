@@ -43,6 +43,10 @@ type forgeConfig struct {
 	aim float64
 }
 
+// idleMissesMax is how many idle forgeries in a row may find no old post
+// before one takes a fresh post.
+const idleMissesMax = 5
+
 // forgeKind is a row of issue 23's table of forgeries.
 type forgeKind string
 
@@ -83,6 +87,9 @@ type forger struct {
 	js  jetstream.JetStream
 	n   atomic.Int64 // message ids
 	ids atomic.Int64 // forgeries
+	// idleMisses counts the idle forgeries in a row that found no thread
+	// to take (see kindStartIdle).
+	idleMisses atomic.Int64
 
 	mu       sync.Mutex // protects the fields below
 	views    map[string]*projections.Thread
@@ -367,9 +374,17 @@ func (f *forger) forge(ctx context.Context, k forgeKind) bool {
 			prompt = func(s snap) uint64 { return s.taken }
 			th, s, ok = f.pick(func(s snap) bool { return s.active == nil && s.held() && s.oldest == nil && s.taken != 0 })
 		}
+		if !ok && f.idleMisses.Add(1) >= idleMissesMax {
+			// Busy threads leave neither for a while: take a fresh oldest
+			// post, which the holder may be taking too (the known gap,
+			// logged when it happens), rather than store none of the kind.
+			prompt = func(s snap) uint64 { return s.oldest.Seq }
+			th, s, ok = f.pick(func(s snap) bool { return s.active == nil && s.held() && s.oldest != nil })
+		}
 		if !ok {
 			return false
 		}
+		f.idleMisses.Store(0)
 		c := events.Claim{Thread: th, Seq: s.claim.Seq, Holder: s.claim.Holder}
 		f.appendFenced(ctx, id, k, events.NewRunStarted(c, now, fmt.Sprintf("forged-%d", id), prompt(s), "forger"), c, false)
 	case kindAnswer:
