@@ -147,10 +147,14 @@ func (w *world) sessionFault() memstore.Fault {
 }
 
 // route feeds r's scheduler the next event of its follow.
+// A runner's follow and watch deliver a few events at once: each is fed
+// alone, and one at a time remains a choice (the PRNG draws how many).
 func (w *world) route(r *runner) {
-	env := w.envs[r.follow]
-	r.follow = env.Seq
-	w.step1(r, sched.Routed{Env: env}, nil)
+	for n := 1 + w.rng.IntN(min(len(w.envs)-int(r.follow), 4)); n > 0 && r.state == alive; n-- {
+		env := w.envs[r.follow]
+		r.follow = env.Seq
+		w.step1(r, sched.Routed{Env: env}, nil)
+	}
 }
 
 // pollWatches moves what each lease watch has into its runner's queue.
@@ -170,9 +174,11 @@ func (w *world) pollWatches() {
 }
 
 func (w *world) leaseUpdate(r *runner) {
-	u := r.watchQ[0]
-	r.watchQ = r.watchQ[1:]
-	w.step1(r, sched.LeaseChanged{Update: u}, nil)
+	for n := 1 + w.rng.IntN(len(r.watchQ)); n > 0 && r.state == alive; n-- {
+		u := r.watchQ[0]
+		r.watchQ = r.watchQ[1:]
+		w.step1(r, sched.LeaseChanged{Update: u}, nil)
+	}
 }
 
 func (w *world) tick(r *runner) {

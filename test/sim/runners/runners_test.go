@@ -14,7 +14,7 @@ import (
 // Flags, each with an environment variable for CI (the flag wins).
 var (
 	flagSeeds = flag.Int("runners.seeds", envInt("RUNNERS_SEEDS", 0), "seeds to run (default 500; 50 with -race or -short)")
-	flagSteps = flag.Int("runners.steps", envInt("RUNNERS_STEPS", 400), "random steps per seed before the faults stop")
+	flagSteps = flag.Int("runners.steps", envInt("RUNNERS_STEPS", 600), "random steps per seed before the faults stop")
 	flagBase  = flag.String("runners.base", os.Getenv("RUNNERS_BASE"), "first seed (default: random, printed)")
 	flagSeed  = flag.String("runners.seed", os.Getenv("RUNNERS_SEED"), "replay this one seed and print its trace")
 )

@@ -131,6 +131,12 @@ func (w *world) exec(r *runner, o *op) {
 		}
 		o.in = thread.Synced{LastSeq: last}
 	case opRelease:
+		if r != nil && !w.noFaults && w.rng.IntN(3) == 0 {
+			// Issue 21's race: a post lands after the core's view and
+			// before its release; the release's re-check must see it.
+			w.tracef("a post races %s's release of %s", name, o.thread)
+			w.postTo(o.thread)
+		}
 		w.release(r, st, o)
 		w.tracef("%s release %s claim %d (%s) -> %+v", name, o.thread, o.actor.claim.Seq, o.why, o.actor.fate)
 	case opTerminate:
@@ -236,6 +242,12 @@ func (w *world) report(r *runner, o *op) {
 			w.decide(r, a, o.in)
 		}
 	case opRelease, opTerminate:
+		if o.actor.fate.Rework && w.work && !w.noFaults && w.rng.IntN(3) == 0 {
+			// The release-then-die window: the holder saw work come as
+			// it released, and dies before it claims again.
+			w.kill(r)
+			return
+		}
 		if r.actors[o.thread] == o.actor {
 			delete(r.actors, o.thread)
 			t := o.actor.fate
@@ -416,10 +428,12 @@ func (w *world) progress(r *runner, a *actor) {
 }
 
 // post posts a new message to a random thread.
-func (w *world) post() {
+func (w *world) post() { w.postTo(w.threads[w.rng.IntN(len(w.threads))]) }
+
+func (w *world) postTo(th string) {
 	w.posts.n++
 	id := fmt.Sprintf("m%d", w.posts.n)
-	w.posts.thread[id] = w.threads[w.rng.IntN(len(w.threads))]
+	w.posts.thread[id] = th
 	w.postOnce(id)
 }
 

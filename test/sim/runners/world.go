@@ -176,7 +176,7 @@ func newWorld(seed uint64, cfg Config) *world {
 	w.tail = tail
 	w.work = w.rng.IntN(5) != 0
 	w.coreCf = thread.Config{Agent: "sim", Steerable: w.rng.IntN(2) == 0, IdleTicks: 1}
-	w.idle = time.Duration(1+w.rng.IntN(30)) * time.Second
+	w.idle = time.Duration(1+w.rng.IntN(10)) * time.Second
 	nth := 1 + w.rng.IntN(4)
 	for i := range nth {
 		w.threads = append(w.threads, fmt.Sprintf("t%d", i))
@@ -233,20 +233,16 @@ func (w *world) act() {
 		case alive:
 			live++
 			w.runnerActions(r, add)
-			add(1, func() { w.freeze(r) })
-			if w.work {
-				// Without a work queue a post is found by the follows of
-				// the runners running as it lands: they must not all
-				// restart (runner.Config.Work).
-				add(1, func() { w.kill(r) })
-			}
 		}
+	}
+	if live > 0 {
+		add(1, w.fault)
 	}
 	if live < 4 && w.work {
 		add(1, w.join)
 	}
 	if w.renewDue() == nil {
-		add(4, w.advance)
+		add(8, w.advance)
 	}
 	w.pick()
 }
@@ -264,6 +260,24 @@ func (w *world) pick() {
 		}
 		x -= o.weight
 	}
+}
+
+// fault freezes or kills an alive runner. Without a work queue a post is
+// found by the follows of the runners running as it lands: they must not
+// all restart (runner.Config.Work), so none dies.
+func (w *world) fault() {
+	var live []*runner
+	for _, r := range w.runners {
+		if r.state == alive {
+			live = append(live, r)
+		}
+	}
+	r := live[w.rng.IntN(len(live))]
+	if w.work && w.rng.IntN(5) < 2 {
+		w.kill(r)
+		return
+	}
+	w.freeze(r)
 }
 
 // runnerActions adds what an alive runner may do next.
