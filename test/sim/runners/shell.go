@@ -131,12 +131,6 @@ func (w *world) exec(r *runner, o *op) {
 		}
 		o.in = thread.Synced{LastSeq: last}
 	case opRelease:
-		if r != nil && !w.noFaults && w.rng.IntN(3) == 0 {
-			// Issue 21's race: a post lands after the core's view and
-			// before its release; the release's re-check must see it.
-			w.tracef("a post races %s's release of %s", name, o.thread)
-			w.postTo(o.thread)
-		}
 		w.release(r, st, o)
 		w.tracef("%s release %s claim %d (%s) -> %+v", name, o.thread, o.actor.claim.Seq, o.why, o.actor.fate)
 	case opTerminate:
@@ -362,6 +356,13 @@ func (w *world) stop(r *runner, a *actor, rd thread.Ready) {
 	if !rd.Release {
 		r.ops = append(r.ops, &op{kind: opTerminate, thread: a.thread, actor: a, sent: true})
 		return
+	}
+	if !w.noFaults && w.rng.IntN(3) == 0 {
+		// Issue 21's race: a post lands after the core's view and before
+		// its release, whose re-check must see it; its wake-up may come
+		// before the release lands.
+		w.tracef("a post races %s's release of %s", r.name, a.thread)
+		w.postTo(a.thread)
 	}
 	v := a.core.View()
 	last := v.LastPostedSubjectSeq

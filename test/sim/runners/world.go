@@ -215,7 +215,11 @@ func (w *world) run() {
 func (w *world) act() {
 	w.opts = w.opts[:0]
 	add := func(weight int, do func()) { w.opts = append(w.opts, option{weight, do}) }
-	add(5, w.post)
+	if w.step <= w.cfg.Steps*3/4 {
+		// The last quarter posts only as a release races: a post lost
+		// then is not saved by a later one to its thread.
+		add(5, w.post)
+	}
 	if len(w.posts.unacked) > 0 {
 		add(2, w.repost)
 	}
