@@ -44,10 +44,12 @@
 //
 // # Usage
 //
-//	go test ./test/sim/runners/ -p 1                                   # many seeds, random base (logged with -v)
+//	go test ./test/sim/runners/ -p 1          # 2000 seeds x 600 steps (200 with -race or -short), random base (logged with -v)
 //	go test ./test/sim/runners/ -run '^TestRunners$' -runners.seed=N -v  # replay one seed with its trace
 //	go test ./test/sim/runners/ -run '^TestRunners$' -runners.base=N -runners.seeds=5000
 //
 // A failing seed is replayed with its trace, one line per action, and the
-// command that replays it.
+// command that replays it. TestRunners_soakFailures replays the seeds that
+// caught the last round's soak failures with their fixes reverted
+// (testdata/*.patch, soak_test.go).
 package runners

@@ -13,7 +13,7 @@ import (
 
 // Flags, each with an environment variable for CI (the flag wins).
 var (
-	flagSeeds = flag.Int("runners.seeds", envInt("RUNNERS_SEEDS", 0), "seeds to run (default 500; 50 with -race or -short)")
+	flagSeeds = flag.Int("runners.seeds", envInt("RUNNERS_SEEDS", 0), "seeds to run (default 2000; 200 with -race or -short)")
 	flagSteps = flag.Int("runners.steps", envInt("RUNNERS_STEPS", 600), "random steps per seed before the faults stop")
 	flagBase  = flag.String("runners.base", os.Getenv("RUNNERS_BASE"), "first seed (default: random, printed)")
 	flagSeed  = flag.String("runners.seed", os.Getenv("RUNNERS_SEED"), "replay this one seed and print its trace")
@@ -31,9 +31,9 @@ func seeds() int {
 	case *flagSeeds > 0:
 		return *flagSeeds
 	case raceOn || testing.Short():
-		return 50
+		return 200
 	}
-	return 500
+	return 2000
 }
 
 // TestRunners runs the simulation over many seeds; the first that fails is
