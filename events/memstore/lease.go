@@ -3,6 +3,8 @@ package memstore
 import (
 	"context"
 	"fmt"
+	"maps"
+	"slices"
 	"strings"
 	"sync"
 	"time"
@@ -240,7 +242,7 @@ func (s *Store) putSession(ctx context.Context, ss events.Session, create bool) 
 	nl := s.putLocked(key, ss.Owner, ss.TTL, "", now)
 	ss.Revision, ss.Expires = nl.Revision, nl.Expires
 	rev := nl.Revision
-	time.AfterFunc(serverTTL(ss.TTL), func() {
+	l.cfg.AfterFunc(serverTTL(ss.TTL), func() {
 		l.mu.Lock()
 		defer l.mu.Unlock()
 		if cur := l.leases[key]; cur != nil && cur.rev == rev {
@@ -271,8 +273,9 @@ func (s *Store) WatchLeases(ctx context.Context) (events.LeaseWatch, error) {
 	l.mu.Lock()
 	defer l.mu.Unlock()
 	w := &leaseWatch{l: l, next: len(l.feed.changes), stop: make(chan struct{})}
-	for key, cur := range l.leases {
-		if !cur.deleted {
+	// In key order, so a simulation on one seed replays exactly.
+	for _, key := range slices.Sorted(maps.Keys(l.leases)) {
+		if !l.leases[key].deleted {
 			w.initial = append(w.initial, l.updateLocked(key))
 		}
 	}

@@ -100,6 +100,10 @@ type LogConfig struct {
 	// Now is the log's clock, the server's: it stamps stored times, ages
 	// message ids and times durable consumers' ack waits. Default time.Now.
 	Now func() time.Time
+	// AfterFunc runs f after d, for the server's expiry of a session not
+	// renewed in time. Default time.AfterFunc; a simulation on a simulated
+	// clock passes its own, so that sessions lapse in simulated time.
+	AfterFunc func(d time.Duration, f func())
 }
 
 // Log is an in-memory stream shared by any number of [Store] handles, as a
@@ -139,6 +143,9 @@ func NewLogWith(cfg LogConfig) *Log {
 	}
 	if cfg.Now == nil {
 		cfg.Now = time.Now
+	}
+	if cfg.AfterFunc == nil {
+		cfg.AfterFunc = func(d time.Duration, f func()) { time.AfterFunc(d, f) }
 	}
 	return &Log{
 		cfg:     cfg,

@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"hash/fnv"
 	"log/slog"
+	"maps"
 	"math/rand/v2"
 	"slices"
 	"strings"
@@ -225,8 +226,8 @@ func (s *Scheduler) Step(in Input) Ready {
 
 func (s *Scheduler) sessionLost(id string) {
 	s.session = events.Session{}
-	for th, c := range s.children {
-		if c.claim.Lease.Session == id {
+	for _, th := range slices.Sorted(maps.Keys(s.children)) {
+		if s.children[th].claim.Lease.Session == id {
 			s.rd.SessionGone = append(s.rd.SessionGone, th)
 		}
 	}
@@ -236,9 +237,7 @@ func (s *Scheduler) drain() {
 	s.draining = true
 	s.queue, s.queued = nil, map[string]Want{}
 	s.acks = map[string][]func(){} // unacknowledged: they go to another runner
-	for th := range s.children {
-		s.rd.Drain = append(s.rd.Drain, th)
-	}
+	s.rd.Drain = slices.Sorted(maps.Keys(s.children))
 }
 
 // route hands an event of the stream to its thread's actor, or keeps it for
@@ -520,8 +519,8 @@ func (s *Scheduler) leaseChanged(u events.LeaseUpdate) {
 	switch {
 	case u.CaughtUp:
 		s.caughtUp = true
-		for th, sess := range s.leases {
-			if sess != "" && !s.sessions[sess] {
+		for _, th := range slices.Sorted(maps.Keys(s.leases)) {
+			if sess := s.leases[th]; sess != "" && !s.sessions[sess] {
 				s.orphaned(th, sess)
 			}
 		}
@@ -536,10 +535,10 @@ func (s *Scheduler) leaseChanged(u events.LeaseUpdate) {
 		}
 		// A session lapsed or closed: its threads are free. One scan of
 		// the map on a rare event, rather than an index kept on every
-		// claim.
-		for th, sess := range s.leases {
-			if sess == u.Session {
-				s.orphaned(th, sess)
+		// claim. In thread order, as the jitter's draws follow it.
+		for _, th := range slices.Sorted(maps.Keys(s.leases)) {
+			if s.leases[th] == u.Session {
+				s.orphaned(th, u.Session)
 			}
 		}
 	}

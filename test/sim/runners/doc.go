@@ -1,0 +1,55 @@
+// Package runners is a deterministic simulation of runner processes (issue
+// 28): each owns a [sched.Scheduler] and, for the threads it holds, thread
+// cores (actors/thread), and a simulated shell carries out their Readys as
+// actors/runner does, over one memstore log with runner sessions, in one
+// goroutine, from one seeded PRNG. The sibling package test/sim drives the
+// cores of one thread; this one drives the layer above them, where the
+// soak failures of issues 21 to 27 were (a thread left dangling under a
+// live session, a half-failed claim that kept its lease, a holder that
+// released and died before it claimed again).
+//
+// # What a seed does
+//
+// [Run] starts 2 to 4 runners on 1 to 4 threads, with or without a shared
+// work queue, and a thread core config (steerable or not, an idle timeout).
+// Each step the PRNG picks one enabled action by weight:
+//
+//   - the client posts, or retries a post whose ack it lost;
+//   - a runner's follow routes the next event of the log to its scheduler;
+//     its lease watch delivers the next lease or session change;
+//   - a runner sends one of its I/O in flight (a peek, a claim with
+//     events.AcquireSessionMarker and a load, an ack, an append, a sync, a
+//     release with its re-check of posts), perhaps with a lost ack or a
+//     failed write, and reports it at once or at a later step;
+//   - the work queue hands a post to a runner, or again AckWait after an
+//     unacknowledged delivery;
+//   - a runner's scheduler timer fires; its session is renewed (perhaps
+//     failing); a thread actor's idle timer fires;
+//   - an agent reports on a run: output, a request, a steering ask, its end;
+//   - a runner freezes (its session lapses on the server's timer once time
+//     passes its TTL) or thaws, dies (its writes in flight may still land),
+//     or a new one joins;
+//   - simulated time passes, never past an alive runner's renewal.
+//
+// After every step the log's new events are audited (projections/audit:
+// I1, I3 and the fence checks) and the simulation checks each message handed
+// to an agent: at most once, and only once the log holds its consumption.
+//
+// Then the faults stop: frozen runners thaw, writes in flight land, posts
+// are retried until acknowledged. The runners work, time passing only
+// when nothing is left to do at once, until every message is consumed and
+// no run is active ([CheckLiveness]); each message consumed after the
+// faults stopped must be so within runner.ConsumeBound of the later of that
+// moment and its post ([CheckBound]).
+//
+// # Usage
+//
+//	go test ./test/sim/runners/ -p 1          # 2000 seeds x 600 steps (200 with -race or -short), random base (logged with -v)
+//	go test ./test/sim/runners/ -run '^TestRunners$' -runners.seed=N -v  # replay one seed with its trace
+//	go test ./test/sim/runners/ -run '^TestRunners$' -runners.base=N -runners.seeds=5000
+//
+// A failing seed is replayed with its trace, one line per action, and the
+// command that replays it. TestRunners_soakFailures replays the seeds that
+// caught the last round's soak failures with their fixes reverted
+// (testdata/*.patch, soak_test.go).
+package runners
