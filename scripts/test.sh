@@ -56,6 +56,8 @@ SOAK_MANY="${SOAK_MANY:-25s}" go test -count=1 -timeout 15m -run '^TestChaos_man
 # seconds. Both runs also put a share on natsstore with an embedded server
 # (SIM_NATS random seeds, 30 by default, 2 with -race, plus fixed seeds that
 # must exercise every way natsstore settles an unknown outcome): about half
-# a minute each on 2 busy cores.
-step "simulation, 2000 seeds (30 more on natsstore)"
-go test -count=1 -timeout 10m ./test/sim/
+# a minute each on 2 busy cores. test/sim/runners, the runners'
+# schedulers and thread cores together, runs 2000 seeds in about 10 s
+# (200 with -race, above).
+step "simulations: threads, 2000 seeds (30 more on natsstore); runners, 2000 seeds"
+go test -count=1 -timeout 10m ./test/sim/ ./test/sim/runners/
