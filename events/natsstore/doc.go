@@ -28,10 +28,13 @@
 //   - [Store.Replay] and [Store.LastStreamSeq]: the whole stream, or a
 //     filter of it, read up to its last sequence at the call, with large
 //     pulls and decoding in a goroutine of its own (the audit's reader);
-//   - [Store.Durable]: a durable pull consumer that a read model resumes
-//     from, with ack-all, nak and reset to a sequence;
-//   - [Store.Bucket]: a read model's KV bucket, written by compare-and-set
-//     on each key's revision.
+//   - [Store.OpenDurable]: a durable pull consumer that a read model
+//     resumes from, with ack-all and reset to a sequence;
+//   - [Store.OpenBucket]: a read model's KV bucket, written by
+//     compare-and-set on each key's revision.
+//
+// The read models' two are [events.ReadModelStore]'s methods, returning
+// the port's types: natsstore has no second vocabulary for them.
 //
 // Every reader decodes with a hand-written fast path for well-formed events
 // and falls back to events.Decode for anything else (decode.go).
