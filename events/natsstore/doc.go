@@ -67,7 +67,8 @@
 //	}
 //	defer store.Close()
 //	_, err = store.Post(ctx, "T", &eventspb.MessagePosted{MessageId: "m1", Text: "hi"})
-//	c, history, err := events.AcquireClaim(ctx, store, "T", holder, 30*time.Second, time.Now())
+//	sess, err := store.OpenSession(ctx, runnerID, 30*time.Second) // renewed every 10s
+//	c, history, err := events.AcquireSessionClaim(ctx, store, sess, "T", holder, 0, time.Now())
 //	// fold history, decide, then append fenced by the claim:
 //	_, err = store.Append(ctx, events.NewRunStarted(c, time.Now(), runID, promptSeq, "echo"), events.Fenced(c))
 //	if errors.Is(err, events.ErrThreadBusy) {
