@@ -12,7 +12,6 @@ import (
 	"github.com/nats-io/nats.go"
 	"github.com/nats-io/nkeys"
 
-	"github.com/artifactr/artifactr/events"
 	"github.com/artifactr/artifactr/events/natsstore"
 	"github.com/artifactr/artifactr/internal/natsauth"
 )
@@ -62,12 +61,11 @@ type Config struct {
 // Client talks to an artifactr stream: it posts, forks, waits for runs and
 // reads threads. It is safe for concurrent use. Close it when done.
 type Client struct {
-	store *natsstore.Store
-	subj  events.Subjects
+	store Store
 	url   string
 
-	mu      sync.Mutex                   // protects buckets
-	buckets map[string]*natsstore.Bucket // opened delayed-post buckets
+	mu      sync.Mutex           // protects buckets
+	buckets map[string]delayedKV // opened delayed-post buckets
 }
 
 // Dial connects to the NATS server of cfg and opens its artifactr stream.
@@ -140,7 +138,7 @@ func NKeyOption(public string, seed []byte) nats.Option {
 	})
 }
 
-// URL returns the URL the client dialled.
+// URL returns the URL the client dialled, "" for one made by [New].
 func (c *Client) URL() string { return c.url }
 
 // Close closes the connection.

@@ -9,7 +9,6 @@ import (
 	"time"
 
 	"github.com/artifactr/artifactr/events"
-	"github.com/artifactr/artifactr/events/natsstore"
 )
 
 // DefaultDelayedBucket is the KV bucket of delayed posts ([Client.PostLater]).
@@ -91,25 +90,32 @@ func (d Delayed) validate() error {
 // delayedBucket opens bucket, creating it if missing and create is set (a
 // role that may not create it gets an error: serve --auth creates it as
 // admin). Without create a missing bucket is an error wrapping
-// natsstore.ErrNotFound.
-func (c *Client) delayedBucket(ctx context.Context, bucket string, create bool) (*natsstore.Bucket, error) {
+// events.ErrNotFound.
+func (c *Client) delayedBucket(ctx context.Context, bucket string, create bool) (delayedKV, error) {
 	c.mu.Lock()
-	b := c.buckets[bucket]
+	b, ok := c.buckets[bucket]
 	c.mu.Unlock()
-	if b != nil {
+	if ok {
 		return b, nil
 	}
-	b, err := c.store.Bucket(ctx, bucket, create)
+	kv, err := c.store.OpenBucket(ctx, bucket, create)
 	if err != nil {
-		return nil, fmt.Errorf("client: delayed posts: %w", err)
+		return delayedKV{}, fmt.Errorf("client: delayed posts: %w", err)
 	}
+	b = delayedKV{KVBucket: kv, name: bucket}
 	c.mu.Lock()
 	defer c.mu.Unlock()
 	if c.buckets == nil {
-		c.buckets = map[string]*natsstore.Bucket{}
+		c.buckets = map[string]delayedKV{}
 	}
 	c.buckets[bucket] = b
 	return b, nil
+}
+
+// delayedKV is an open bucket of delayed posts, with its name for errors.
+type delayedKV struct {
+	events.KVBucket
+	name string
 }
 
 // PostLater stores d in bucket ("" for [DefaultDelayedBucket]), to be posted
@@ -158,7 +164,7 @@ func (c *Client) DelayedPost(ctx context.Context, bucket, thread, run string) (D
 		return Delayed{}, false, nil // no such key can exist
 	}
 	b, err := c.delayedBucket(ctx, cmpOr(bucket, DefaultDelayedBucket), false)
-	if errors.Is(err, natsstore.ErrNotFound) {
+	if errors.Is(err, events.ErrNotFound) {
 		return Delayed{}, false, nil // no bucket: nothing was ever delayed
 	}
 	if err != nil {
@@ -175,14 +181,14 @@ func (c *Client) DelayedPosts(ctx context.Context, bucket, thread string) ([]Del
 		return nil, fmt.Errorf("client: %w", err)
 	}
 	b, err := c.delayedBucket(ctx, cmpOr(bucket, DefaultDelayedBucket), false)
-	if errors.Is(err, natsstore.ErrNotFound) {
+	if errors.Is(err, events.ErrNotFound) {
 		return nil, nil
 	}
 	if err != nil {
 		return nil, err
 	}
 	var out []Delayed
-	err = b.Scan(ctx, thread+".*", func(e natsstore.Entry) error {
+	err = b.Scan(ctx, thread+".*", func(e events.KVEntry) error {
 		var d Delayed
 		if json.Unmarshal(e.Value, &d) == nil && d.Posted == 0 {
 			d.rev = e.Revision
@@ -197,14 +203,14 @@ func (c *Client) DelayedPosts(ctx context.Context, bucket, thread string) ([]Del
 	return out, nil
 }
 
-func (c *Client) readDelayed(ctx context.Context, b *natsstore.Bucket, key string) (Delayed, bool, error) {
+func (c *Client) readDelayed(ctx context.Context, b delayedKV, key string) (Delayed, bool, error) {
 	e, found, err := b.Get(ctx, key)
 	if err != nil || !found {
 		return Delayed{}, false, err
 	}
 	var d Delayed
 	if err := json.Unmarshal(e.Value, &d); err != nil {
-		return Delayed{}, false, fmt.Errorf("client: delayed post %s in %s is malformed: %w", key, b.Name(), err)
+		return Delayed{}, false, fmt.Errorf("client: delayed post %s in %s is malformed: %w", key, b.name, err)
 	}
 	d.rev = e.Revision
 	return d, true, nil
@@ -232,7 +238,7 @@ func (c *Client) CancelDelayed(ctx context.Context, bucket, thread, run string) 
 }
 
 // markDelayed writes d back at the revision it was read at.
-func (c *Client) markDelayed(ctx context.Context, b *natsstore.Bucket, d *Delayed) error {
+func (c *Client) markDelayed(ctx context.Context, b delayedKV, d *Delayed) error {
 	val, err := json.Marshal(d)
 	if err != nil {
 		return err
@@ -261,7 +267,7 @@ func (c *Client) PostDue(ctx context.Context, bucket string, now time.Time) (nex
 		return time.Time{}, nil, err
 	}
 	var due []Delayed
-	err = b.Scan(ctx, ">", func(e natsstore.Entry) error {
+	err = b.Scan(ctx, ">", func(e events.KVEntry) error {
 		var d Delayed
 		if json.Unmarshal(e.Value, &d) != nil || !d.Pending() {
 			return nil // malformed keys are left alone: the API reads them as errors
@@ -291,7 +297,7 @@ func (c *Client) PostDue(ctx context.Context, bucket string, now time.Time) (nex
 
 // postDelayed posts d's messages and marks d posted, or failed when a post
 // is refused for good.
-func (c *Client) postDelayed(ctx context.Context, b *natsstore.Bucket, d *Delayed) error {
+func (c *Client) postDelayed(ctx context.Context, b delayedKV, d *Delayed) error {
 	for _, m := range d.Messages {
 		opts := []PostOption{WithMessageID(m.ID), WithAuthor(m.Author), WithAssistant(m.Assistant), WithWebhook(m.Webhook)}
 		if m.Strategy != "" {

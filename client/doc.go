@@ -30,6 +30,9 @@
 //	for env, err := range c.Watch(ctx, "t1-b", f.Seq) { ... } // its events, live
 //	t, err := c.Thread(ctx, "t1", client.AtSeq(p.Seq))       // t1 as it was
 //
+// [Dial] connects over NATS; [New] takes any [Store], such as a memstore in
+// a test or an embedder's own.
+//
 // # Errors
 //
 // Errors are prefixed "client: " and wrap the store's sentinels

@@ -24,13 +24,14 @@ import (
 //	}
 func (c *Client) Watch(ctx context.Context, thread string, from uint64) iter.Seq2[events.Envelope, error] {
 	return func(yield func(events.Envelope, error) bool) {
-		filter := c.subj.All()
+		subj := c.store.Subjects()
+		filter := subj.All()
 		if thread != "" {
 			if err := events.ValidateThreadID(thread); err != nil {
 				yield(events.Envelope{}, fmt.Errorf("client: watch: %w", err))
 				return
 			}
-			filter = c.subj.ThreadAll(thread)
+			filter = subj.ThreadAll(thread)
 		}
 		tail, err := c.store.Tail(ctx, filter, from)
 		if err != nil {

@@ -17,8 +17,8 @@ import (
 // another live writer, and the thread is busy.
 const maxClaimAttempts = 8
 
-// AcquireClaim claims thread for holder under a lease with its own TTL,
-// following DESIGN §3:
+// AcquireClaim claims thread for holder under a lease with its own TTL
+// ([Leaser]), following DESIGN §3:
 //
 //  1. acquire the lease (create, or take over a lapsed or released one);
 //  2. read the last claim sequence c0;
@@ -29,6 +29,9 @@ const maxClaimAttempts = 8
 //
 // It returns the claim and the thread's events up to at least its marker. A
 // thread held by another returns an error wrapping [ErrThreadBusy].
+//
+// Runners claim under a session instead ([AcquireSessionClaim]); see
+// [Leaser] for who uses this one, and why.
 func AcquireClaim(ctx context.Context, s ClaimStore, thread, holder string, ttl time.Duration, now time.Time) (Claim, []Envelope, error) {
 	if err := ValidateThreadID(thread); err != nil {
 		return Claim{}, nil, err
@@ -57,10 +60,15 @@ type ClaimStore interface {
 	Leaser
 }
 
-// SessionClaimStore is what [AcquireSessionClaim] needs of a store: a
-// [ClaimStore] whose leases can live by a runner session.
+// SessionClaimStore is what [AcquireSessionClaim] needs of a store: the
+// reads and append of a [ClaimStore], and leases that live by a runner
+// session. It needs no [Leaser]: a session claim never takes a lease with
+// its own TTL.
 type SessionClaimStore interface {
-	ClaimStore
+	Appender
+	Loader
+	LastSeqReader
+	LeaseKeeper
 	SessionLeaser
 }
 
@@ -130,7 +138,7 @@ func LoadClaimed(ctx context.Context, s Loader, c Claim, from uint64) ([]Envelop
 type claimer interface {
 	Appender
 	LastSeqReader
-	Leaser
+	LeaseKeeper
 }
 
 // appendMarker is steps 2 and 3 of a claim: append thread_claimed by
@@ -181,10 +189,11 @@ func appendMarker(ctx context.Context, s claimer, lease Lease, now time.Time) (C
 	}
 }
 
-// ReleaseStore is what [ReleaseClaim] needs of a store.
+// ReleaseStore is what [ReleaseClaim] needs of a store: it releases
+// leases of either kind.
 type ReleaseStore interface {
 	Appender
-	Leaser
+	LeaseKeeper
 }
 
 // ReleaseClaim gives c up: it appends thread_released expecting c's marker to

@@ -12,7 +12,8 @@
 //
 // # Usage
 //
-//	c, history, err := events.AcquireClaim(ctx, store, "T", holder, ttl, time.Now())
+//	sess, err := store.OpenSession(ctx, runnerID, ttl) // renewed every ttl/3
+//	c, history, err := events.AcquireSessionClaim(ctx, store, sess, "T", holder, 0, time.Now())
 //	if errors.Is(err, events.ErrThreadBusy) {
 //		return // another holder works on T
 //	}

@@ -17,7 +17,9 @@ var ErrNotFound = errors.New("events: not found")
 
 // ErrUnsafeConfig is returned (wrapped) by [ReadModelStore.OpenDurable] when
 // a durable consumer of that name exists with another configuration, which
-// reading from it would misread.
+// reading from it would misread. A store's constructor returns it too when
+// what it would use exists with a configuration that would break the log or
+// the leases (natsstore.New: a stream that allows deletes, say).
 var ErrUnsafeConfig = errors.New("events: unsafe existing config")
 
 // LogReader reads the whole log, across threads, and single threads.

@@ -136,26 +136,59 @@ type SnapshotStore interface {
 	LoadSnapshot(ctx context.Context, thread string) ([]byte, error)
 }
 
-// Leaser manages the leases in the claims bucket. A lease decides liveness
-// only: who should work on a thread, and when a dead holder's thread may be
-// taken. Safety rests on the claim marker and [Fenced].
-type Leaser interface {
-	// AcquireLease takes thread's lease for holder, if it is free, released
-	// or lapsed by this store's clock. Otherwise it returns an error wrapping
-	// [ErrThreadBusy] that names the current holder.
-	AcquireLease(ctx context.Context, thread, holder string, ttl time.Duration) (Lease, error)
+// LeaseKeeper renews, releases and reads the leases in the claims bucket,
+// of either kind: one that lives by a runner session ([SessionLeaser]) or
+// one with its own TTL ([Leaser]). A lease decides liveness only: who
+// should work on a thread, and when a dead holder's thread may be taken.
+// Safety rests on the claim marker and [Fenced].
+//
+// Production uses it with sessions: a claim renews its lease before it
+// retries its marker (proving the lease is still its own), [ReleaseClaim]
+// deletes it, and `artifactr threads` reads it.
+type LeaseKeeper interface {
 	// RenewLease extends l by its TTL by compare-and-set on its revision; a
 	// lease that lives by a session is rewritten as it is, which proves it
-	// is still the caller's. It
-	// returns [ErrLeaseLost] when the lease moved on.
+	// is still the caller's. It returns [ErrLeaseLost] when the lease moved
+	// on.
 	RenewLease(ctx context.Context, l Lease) (Lease, error)
 	// ReleaseLease deletes l by compare-and-set on its revision, so the
 	// thread can be claimed at once. It returns [ErrLeaseLost] when the lease
 	// moved on.
 	ReleaseLease(ctx context.Context, l Lease) error
 	// GetLease returns thread's current lease and whether one is held and not
-	// lapsed by this store's clock.
+	// lapsed by this store's clock (or its session's).
 	GetLease(ctx context.Context, thread string) (Lease, bool, error)
+}
+
+// Leaser adds leases with their own TTL to [LeaseKeeper]: one key per
+// thread, renewed one by one by its holder, the claim protocol's first
+// lease. Production never takes one: runners claim under sessions
+// ([SessionLeaser], [AcquireSessionClaim]), which cost one renewal per
+// runner rather than per thread.
+//
+// It stays on [Store] for the code that drives the claim protocol one
+// thread at a time, through [AcquireClaim]:
+//   - test/sim, the thread-level simulation: each process holds a [Store],
+//     claims with AcquireClaim and renews its one lease itself, with faults
+//     drawn around AcquireLease and RenewLease. Its model is a lease per
+//     thread on each process's clock; a session would add a second key and
+//     a renewal loop that it does not model (test/sim/runners simulates
+//     runners, sessions and all);
+//   - the contract suite (eventstest.RunStore's lease tests, the race
+//     harness's stealClaim) and spec/rapid_test.go, which check the
+//     compare-and-set lease semantics that session leases share;
+//   - tests that write a thread's log by hand (client, cmd, actors/thread,
+//     internal/doubletext).
+//
+// The session path needs only [LeaseKeeper] ([SessionClaimStore],
+// [ReleaseStore]), so once test/sim claims through a narrower interface
+// than Store, Leaser can leave Store for [ClaimStore] alone.
+type Leaser interface {
+	LeaseKeeper
+	// AcquireLease takes thread's lease for holder, if it is free, released
+	// or lapsed by this store's clock. Otherwise it returns an error wrapping
+	// [ErrThreadBusy] that names the current holder.
+	AcquireLease(ctx context.Context, thread, holder string, ttl time.Duration) (Lease, error)
 }
 
 // SessionLeaser manages runner sessions: one key with a TTL per runner,

@@ -178,14 +178,14 @@ func (a *app) adminSetup(ctx context.Context, f *serveFlags, admin natsauth.Key)
 	}
 	defer store.Close()
 	if f.projector {
-		if _, err := store.Bucket(ctx, f.summaries, true); err != nil {
+		if _, err := store.OpenBucket(ctx, f.summaries, true); err != nil {
 			return storeError(c.url, err)
 		}
 	}
 	if f.http.addr != "" {
 		// The HTTP API's delayed runs (after_seconds): its client role
 		// writes and drains the bucket but may not create it.
-		if _, err := store.Bucket(ctx, client.DefaultDelayedBucket, true); err != nil {
+		if _, err := store.OpenBucket(ctx, client.DefaultDelayedBucket, true); err != nil {
 			return storeError(c.url, err)
 		}
 	}

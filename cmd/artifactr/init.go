@@ -41,7 +41,7 @@ changes nothing.
 				return err
 			}
 			defer store.Close()
-			if _, err := store.Bucket(cmd.Context(), bucket, true); err != nil {
+			if _, err := store.OpenBucket(cmd.Context(), bucket, true); err != nil {
 				return storeError(conn.url, err)
 			}
 			if asJSON {

@@ -219,6 +219,7 @@ func TestRun_demo(t *testing.T) {
 	}
 	for _, want := range []string{
 		"A took the lease",
+		"A's session has lapsed",
 		"B took the lapsed lease",
 		"B's run_started landed",
 		"REFUSED by the fence (ErrThreadBusy): nothing written",

@@ -89,14 +89,14 @@ func TestStore_pushConsumerCannotWriteStream(t *testing.T) {
 		return func(c *Config) { c.ConnectOptions = []nats.Option{role[r]} }
 	}
 	admin := open(t, srv, as(natsauth.Admin))
-	if _, err := admin.Bucket(ctxT(t), "thread_summaries", true); err != nil {
+	if _, err := admin.openBucket(ctxT(t), "thread_summaries", true); err != nil {
 		t.Fatal(err)
 	}
-	b, err := open(t, srv, as(natsauth.Runner)).Bucket(ctxT(t), "thread_summaries", false)
+	b, err := open(t, srv, as(natsauth.Runner)).openBucket(ctxT(t), "thread_summaries", false)
 	if err != nil {
 		t.Fatal(err)
 	}
-	if _, errs := b.PutMany(ctxT(t), []Put{{Key: "T", Value: []byte(`{}`)}}); errs[0] != nil {
+	if _, errs := b.PutMany(ctxT(t), []events.KVPut{{Key: "T", Value: []byte(`{}`)}}); errs[0] != nil {
 		t.Fatal(errs[0])
 	}
 	client := open(t, srv, as(natsauth.Client)).Conn()

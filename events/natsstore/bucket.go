@@ -18,15 +18,16 @@ import (
 // stream leader whether it has them all.
 const scanIdle = 50 * time.Millisecond
 
-// putWindow bounds the writes [Bucket.PutMany] keeps in flight.
+// putWindow bounds the writes bucket.PutMany keeps in flight.
 const putWindow = 256
 
-// Bucket is a KV bucket holding a read model, such as the thread
+// bucket is a KV bucket holding a read model, such as the thread
 // summaries: one value per key, written by compare-and-set on the key's
 // revision so that two writers never overwrite each other unseen. Any NATS
 // client reads it (`nats kv get <bucket> <key>`). It is safe for concurrent
-// use.
-type Bucket struct {
+// use. A key's Revision is the compare-and-set token of the next write: the
+// key's last revision, which may be a delete marker's.
+type bucket struct {
 	s      *Store
 	name   string
 	stream jetstream.Stream // KV_<name>
@@ -34,27 +35,22 @@ type Bucket struct {
 	put    string           // where writes are published (prefix, or under the domain)
 }
 
-// Entry is a key's last value and its revision. Revision is the
-// compare-and-set token of the next write: the key's last revision, which
-// may be a delete marker's. A key that was never written has Revision 0.
-type Entry struct {
-	Key      string
-	Value    []byte // nil when the key has no value
-	Revision uint64
+var _ events.KVBucket = (*bucket)(nil)
+
+// OpenBucket implements [events.ReadModelStore]: it opens the read-model
+// bucket name. With create it creates it when missing (history 1, file
+// storage, the store's replicas); without, a missing bucket returns an
+// error wrapping [events.ErrNotFound]. The lease bucket is refused: a read
+// model needs its own.
+func (s *Store) OpenBucket(ctx context.Context, name string, create bool) (events.KVBucket, error) {
+	b, err := s.openBucket(ctx, name, create)
+	if err != nil {
+		return nil, err // not a nil *bucket in an interface
+	}
+	return b, nil
 }
 
-// Put is one compare-and-set write: Value lands only if Revision is still
-// the key's last revision (0: the key was never written, or was purged).
-type Put struct {
-	Key      string
-	Value    []byte
-	Revision uint64
-}
-
-// Bucket opens the read-model bucket name. With create it creates it when
-// missing (history 1, file storage, the store's replicas); without, a
-// missing bucket returns an error wrapping [ErrNotFound].
-func (s *Store) Bucket(ctx context.Context, name string, create bool) (*Bucket, error) {
+func (s *Store) openBucket(ctx context.Context, name string, create bool) (*bucket, error) {
 	if !isToken(name) {
 		return nil, fmt.Errorf("natsstore: bucket name %q is not [A-Za-z0-9_-]+", name)
 	}
@@ -69,7 +65,7 @@ func (s *Store) Bucket(ctx context.Context, name string, create bool) (*Bucket, 
 	_, err := s.js.KeyValue(ctx, name)
 	if errors.Is(err, jetstream.ErrBucketNotFound) {
 		if !create {
-			return nil, fmt.Errorf("natsstore: bucket %s: %w", name, ErrNotFound)
+			return nil, fmt.Errorf("natsstore: bucket %s: %w", name, events.ErrNotFound)
 		}
 		_, err = s.js.CreateKeyValue(ctx, jetstream.KeyValueConfig{
 			Bucket:      name,
@@ -89,7 +85,7 @@ func (s *Store) Bucket(ctx context.Context, name string, create bool) (*Bucket, 
 	if err != nil {
 		return nil, unavailable("open bucket "+name, err)
 	}
-	return &Bucket{s: s, name: name, stream: st, prefix: kvStored(name), put: s.api.kvPublish(name)}, nil
+	return &bucket{s: s, name: name, stream: st, prefix: kvStored(name), put: s.api.kvPublish(name)}, nil
 }
 
 // DeleteBucket deletes the read-model bucket name and everything in it.
@@ -110,30 +106,27 @@ func (s *Store) DeleteBucket(ctx context.Context, name string) error {
 	return nil
 }
 
-// Name returns the bucket's name.
-func (b *Bucket) Name() string { return b.name }
-
 // Get returns key's last value. found is false when the key has none
-// (never written, deleted or purged); Entry.Revision is then still the
+// (never written, deleted or purged); e.Revision is then still the
 // token a Put must expect. It reads from the stream leader, so it sees every
 // acknowledged write.
-func (b *Bucket) Get(ctx context.Context, key string) (e Entry, found bool, err error) {
+func (b *bucket) Get(ctx context.Context, key string) (e events.KVEntry, found bool, err error) {
 	if !events.ValidKVKey(key) {
-		return Entry{}, false, fmt.Errorf("natsstore: bucket %s: invalid key %q", b.name, key)
+		return events.KVEntry{}, false, fmt.Errorf("natsstore: bucket %s: invalid key %q", b.name, key)
 	}
 	if err := b.s.checkOpen(); err != nil {
-		return Entry{}, false, err
+		return events.KVEntry{}, false, err
 	}
 	ctx, cancel := b.s.bound(ctx)
 	defer cancel()
 	m, err := b.s.getMsg(ctx, b.stream.CachedInfo().Config.Name, msgGetRequest{LastFor: b.prefix + key})
 	if errors.Is(err, jetstream.ErrMsgNotFound) {
-		return Entry{Key: key}, false, nil
+		return events.KVEntry{Key: key}, false, nil
 	}
 	if err != nil {
-		return Entry{}, false, unavailable(fmt.Sprintf("get %s from %s", key, b.name), err)
+		return events.KVEntry{}, false, unavailable(fmt.Sprintf("get %s from %s", key, b.name), err)
 	}
-	e = Entry{Key: key, Revision: m.Sequence}
+	e = events.KVEntry{Key: key, Revision: m.Sequence}
 	if m.Header.Get(headerKVOperation) != "" {
 		return e, false, nil // a delete or purge marker
 	}
@@ -143,8 +136,8 @@ func (b *Bucket) Get(ctx context.Context, key string) (e Entry, found bool, err 
 
 // GetMany gets keys concurrently, at most 32 at a time, and returns their
 // entries in the order of keys, and whether each has a value.
-func (b *Bucket) GetMany(ctx context.Context, keys []string) ([]Entry, []bool, error) {
-	out := make([]Entry, len(keys))
+func (b *bucket) GetMany(ctx context.Context, keys []string) ([]events.KVEntry, []bool, error) {
+	out := make([]events.KVEntry, len(keys))
 	found := make([]bool, len(keys))
 	errs := make([]error, len(keys))
 	sem := make(chan struct{}, 32)
@@ -165,8 +158,8 @@ func (b *Bucket) GetMany(ctx context.Context, keys []string) ([]Entry, []bool, e
 // Put writes value to key if rev is still the key's last revision, and
 // returns the new revision. A refusal returns an error wrapping
 // [events.ErrConflict]: nothing was written; read the key again.
-func (b *Bucket) Put(ctx context.Context, key string, value []byte, rev uint64) (uint64, error) {
-	revs, errs := b.PutMany(ctx, []Put{{Key: key, Value: value, Revision: rev}})
+func (b *bucket) Put(ctx context.Context, key string, value []byte, rev uint64) (uint64, error) {
+	revs, errs := b.PutMany(ctx, []events.KVPut{{Key: key, Value: value, Revision: rev}})
 	return revs[0], errs[0]
 }
 
@@ -174,7 +167,7 @@ func (b *Bucket) Put(ctx context.Context, key string, value []byte, rev uint64) 
 // and returns each one's new revision or error, in the order of puts. A
 // refused put's error wraps [events.ErrConflict]; any other error means its
 // outcome is unknown (read the key again: CAS keeps a retry safe).
-func (b *Bucket) PutMany(ctx context.Context, puts []Put) ([]uint64, []error) {
+func (b *bucket) PutMany(ctx context.Context, puts []events.KVPut) ([]uint64, []error) {
 	revs := make([]uint64, len(puts))
 	errs := make([]error, len(puts))
 	if err := b.s.checkOpen(); err != nil {
@@ -222,7 +215,7 @@ func (b *Bucket) PutMany(ctx context.Context, puts []Put) ([]uint64, []error) {
 
 // putError translates a refused compare-and-set (10071, or 10164 on a
 // replicated stream) into events.ErrConflict, keeping the server's error.
-func (b *Bucket) putError(p Put, err error) error {
+func (b *bucket) putError(p events.KVPut, err error) error {
 	var apiErr *jetstream.APIError
 	if errors.As(err, &apiErr) && (apiErr.ErrorCode == jetstream.JSErrCodeStreamWrongLastSequence ||
 		apiErr.ErrorCode == jetstream.JSErrCodeStreamWrongLastSequenceConstant) {
@@ -235,7 +228,7 @@ func (b *Bucket) putError(p Put, err error) error {
 // pattern over keys: "*" is every key of one token, ">" every key), in no
 // set order, skipping deleted keys. It reads with one ordered consumer, so
 // it costs one round trip per few thousand keys, not one per key.
-func (b *Bucket) Scan(ctx context.Context, filter string, fn func(Entry) error) error {
+func (b *bucket) Scan(ctx context.Context, filter string, fn func(events.KVEntry) error) error {
 	if err := b.s.checkOpen(); err != nil {
 		return err
 	}
@@ -318,7 +311,7 @@ func (b *Bucket) Scan(ctx context.Context, filter string, fn func(Entry) error) 
 		}
 		seen.Store(md.Sequence.Stream)
 		if m.Headers().Get(headerKVOperation) == "" {
-			if err := fn(Entry{Key: m.Subject()[len(b.prefix):], Value: m.Data(), Revision: md.Sequence.Stream}); err != nil {
+			if err := fn(events.KVEntry{Key: m.Subject()[len(b.prefix):], Value: m.Data(), Revision: md.Sequence.Stream}); err != nil {
 				return err
 			}
 		}
@@ -344,7 +337,7 @@ func (b *Bucket) Scan(ctx context.Context, filter string, fn func(Entry) error) 
 
 // lastWrite returns the sequence of the last write on the keys matching
 // filter, read from the stream leader; 0 when there is none.
-func (b *Bucket) lastWrite(ctx context.Context, filter string) (uint64, error) {
+func (b *bucket) lastWrite(ctx context.Context, filter string) (uint64, error) {
 	ctx, cancel := b.s.bound(ctx)
 	defer cancel()
 	m, err := b.s.getMsg(ctx, b.stream.CachedInfo().Config.Name, msgGetRequest{LastFor: b.prefix + filter})
@@ -360,7 +353,7 @@ func (b *Bucket) lastWrite(ctx context.Context, filter string) (uint64, error) {
 // Purge removes every value of the keys matching filter ("*" is every key
 // of one token), leaving no marker: a purged key reads as never written, so
 // the next Put expects revision 0.
-func (b *Bucket) Purge(ctx context.Context, filter string) error {
+func (b *bucket) Purge(ctx context.Context, filter string) error {
 	if err := b.s.checkOpen(); err != nil {
 		return err
 	}

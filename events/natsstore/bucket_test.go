@@ -7,6 +7,7 @@ import (
 	"strconv"
 	"testing"
 
+	"github.com/artifactr/artifactr/events"
 	"github.com/artifactr/artifactr/internal/natsembed/natsembedtest"
 )
 
@@ -23,7 +24,7 @@ func TestBucket_scanReturnsKeysRewrittenDuringIt(t *testing.T) {
 	}
 	srv := natsembedtest.RunForTest(t)
 	s := open(t, srv)
-	b, err := s.Bucket(ctxT(t), "rm", true)
+	b, err := s.openBucket(ctxT(t), "rm", true)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -55,7 +56,7 @@ func TestBucket_scanReturnsKeysRewrittenDuringIt(t *testing.T) {
 	missed := 0
 	for i := range scans {
 		got := map[string]bool{}
-		if err := b.Scan(ctxT(t), "*", func(e Entry) error { got[e.Key] = true; return nil }); err != nil {
+		if err := b.Scan(ctxT(t), "*", func(e events.KVEntry) error { got[e.Key] = true; return nil }); err != nil {
 			cancel()
 			t.Fatal(err)
 		}

@@ -96,7 +96,7 @@ func TestStore_Load_R3seesAcked(t *testing.T) {
 			t.Fatalf("round %d: loaded up to seq %d, but %d was acked before the load", i, got, last)
 		}
 	}
-	b, err := s.Bucket(ctxT(t), "r3model", true)
+	b, err := s.openBucket(ctxT(t), "r3model", true)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -105,7 +105,7 @@ func TestStore_Load_R3seesAcked(t *testing.T) {
 			t.Fatalf("put %d: %v", i, err)
 		}
 		n := 0
-		if err := b.Scan(ctxT(t), ">", func(Entry) error { n++; return nil }); err != nil {
+		if err := b.Scan(ctxT(t), ">", func(events.KVEntry) error { n++; return nil }); err != nil {
 			t.Fatal(err)
 		}
 		if n != i+1 {

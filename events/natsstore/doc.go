@@ -28,10 +28,13 @@
 //   - [Store.Replay] and [Store.LastStreamSeq]: the whole stream, or a
 //     filter of it, read up to its last sequence at the call, with large
 //     pulls and decoding in a goroutine of its own (the audit's reader);
-//   - [Store.Durable]: a durable pull consumer that a read model resumes
-//     from, with ack-all, nak and reset to a sequence;
-//   - [Store.Bucket]: a read model's KV bucket, written by compare-and-set
-//     on each key's revision.
+//   - [Store.OpenDurable]: a durable pull consumer that a read model
+//     resumes from, with ack-all and reset to a sequence;
+//   - [Store.OpenBucket]: a read model's KV bucket, written by
+//     compare-and-set on each key's revision.
+//
+// The read models' two are [events.ReadModelStore]'s methods, returning
+// the port's types: natsstore has no second vocabulary for them.
 //
 // Every reader decodes with a hand-written fast path for well-formed events
 // and falls back to events.Decode for anything else (decode.go).
@@ -64,7 +67,8 @@
 //	}
 //	defer store.Close()
 //	_, err = store.Post(ctx, "T", &eventspb.MessagePosted{MessageId: "m1", Text: "hi"})
-//	c, history, err := events.AcquireClaim(ctx, store, "T", holder, 30*time.Second, time.Now())
+//	sess, err := store.OpenSession(ctx, runnerID, 30*time.Second) // renewed every 10s
+//	c, history, err := events.AcquireSessionClaim(ctx, store, sess, "T", holder, 0, time.Now())
 //	// fold history, decide, then append fenced by the claim:
 //	_, err = store.Append(ctx, events.NewRunStarted(c, time.Now(), runID, promptSeq, "echo"), events.Fenced(c))
 //	if errors.Is(err, events.ErrThreadBusy) {

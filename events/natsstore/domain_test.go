@@ -87,7 +87,7 @@ func TestStore_domain_leafFromHub(t *testing.T) {
 		}
 	}
 
-	b, err := s.Bucket(ctx, "domain_model", true)
+	b, err := s.openBucket(ctx, "domain_model", true)
 	if err != nil {
 		t.Fatalf("bucket: %v", err)
 	}
@@ -99,7 +99,7 @@ func TestStore_domain_leafFromHub(t *testing.T) {
 		t.Fatalf("bucket get: %+v found %v, %v", e, found, err)
 	}
 	n := 0
-	if err := b.Scan(ctx, ">", func(Entry) error { n++; return nil }); err != nil || n != 1 {
+	if err := b.Scan(ctx, ">", func(events.KVEntry) error { n++; return nil }); err != nil || n != 1 {
 		t.Fatalf("bucket scan: %d entries, %v", n, err)
 	}
 

@@ -12,62 +12,49 @@ import (
 	"github.com/artifactr/artifactr/events"
 )
 
-// Defaults of [DurableConfig].
+// Defaults of [events.DurableConfig] in natsstore.
 const (
 	DefaultDurableAckWait       = 30 * time.Second
 	DefaultDurableMaxAckPending = 20_000
 )
 
-// DurableConfig configures a durable consumer opened by [Store.Durable].
-type DurableConfig struct {
-	// Name is the durable name. Required: [A-Za-z0-9_-]+.
-	Name string
-	// Filter is the subject filter. Default every event: <prefix>.>.
-	Filter string
-	// AckWait is how long a delivery waits for its ack before the server
-	// delivers it again. Default DefaultDurableAckWait.
-	AckWait time.Duration
-	// MaxAckPending bounds the deliveries awaiting an ack; a fetch gets no
-	// more than this many. Default DefaultDurableMaxAckPending.
-	MaxAckPending int
-}
-
-// Durable is a durable pull consumer whose position the server keeps across
+// durable is a durable pull consumer whose position the server keeps across
 // restarts of its readers: a read model resumes where it stopped. It is
 // created with DeliverAllPolicy (a new read model starts from the first
 // event) and AckAllPolicy: acking a delivery acks every delivery before it,
-// which is what a reader that applies events in order means by an ack.
+// which is what a reader that applies events in order means by an ack. A
+// delivery's Token is its jetstream.Msg.
 //
 // Deliveries come in stream order, but after a lost delivery or a crash the
 // server redelivers unacked messages after AckWait, behind newer ones. A
 // reader that needs every event in order checks each sequence against the
-// last it applied, and on a gap calls [Durable.Reset] to be served again
-// from there. Durable is safe for concurrent use, but a reader that wants
-// order should fetch from one goroutine.
-type Durable struct {
+// last it applied, and on a gap calls Reset to be served again from there.
+// It is safe for concurrent use, but a reader that wants order should fetch
+// from one goroutine.
+type durable struct {
 	s    *Store
-	cfg  DurableConfig
+	cfg  events.DurableConfig
 	cons jetstream.Consumer
 }
 
-// Delivery is one event delivered by a [Durable].
-type Delivery struct {
-	Env events.Envelope
-	// Delivered is how many times the server has delivered it: above 1 for
-	// a redelivery.
-	Delivered uint64
-	msg       jetstream.Msg
+var _ events.DurableConsumer = (*durable)(nil)
+
+// OpenDurable implements [events.ReadModelStore]: it opens the durable
+// consumer cfg.Name, creating it if need be; an existing one keeps its
+// position. It returns an error wrapping [events.ErrUnsafeConfig] when a
+// consumer of that name exists with another filter or ack policy, and one
+// wrapping [events.ErrUnavailable] when the server cannot be reached.
+// AckWait defaults to [DefaultDurableAckWait], MaxAckPending to
+// [DefaultDurableMaxAckPending].
+func (s *Store) OpenDurable(ctx context.Context, cfg events.DurableConfig) (events.DurableConsumer, error) {
+	d, err := s.openDurable(ctx, cfg)
+	if err != nil {
+		return nil, err // not a nil *durable in an interface
+	}
+	return d, nil
 }
 
-// DurableInfo is a durable consumer's state on the server.
-type DurableInfo = events.DurableInfo
-
-// Durable opens the durable consumer cfg.Name, creating it if need be; an
-// existing one keeps its position. It returns an error wrapping
-// [ErrUnsafeConfig] when a consumer of that name exists with another filter
-// or ack policy, and one wrapping [events.ErrUnavailable] when the server
-// cannot be reached.
-func (s *Store) Durable(ctx context.Context, cfg DurableConfig) (*Durable, error) {
+func (s *Store) openDurable(ctx context.Context, cfg events.DurableConfig) (*durable, error) {
 	if !isToken(cfg.Name) {
 		return nil, fmt.Errorf("natsstore: durable name %q is not [A-Za-z0-9_-]+", cfg.Name)
 	}
@@ -101,18 +88,15 @@ func (s *Store) Durable(ctx context.Context, cfg DurableConfig) (*Durable, error
 	if err != nil {
 		return nil, unavailable("open durable "+cfg.Name, err)
 	}
-	return &Durable{s: s, cfg: cfg, cons: cons}, nil
+	return &durable{s: s, cfg: cfg, cons: cons}, nil
 }
-
-// Name returns the durable's name.
-func (d *Durable) Name() string { return d.cfg.Name }
 
 // Fetch waits up to wait for a first event, then returns it with whatever
 // else is ready, at most max in all, in delivery order. It returns no
 // deliveries and no error when wait passes with nothing to deliver. An
 // error wrapping [events.ErrUnavailable] means the fetch failed; its
 // deliveries, if any, are lost to this reader and will be redelivered.
-func (d *Durable) Fetch(ctx context.Context, max int, wait time.Duration) ([]Delivery, error) {
+func (d *durable) Fetch(ctx context.Context, max int, wait time.Duration) ([]events.Delivery, error) {
 	if err := d.s.checkOpen(); err != nil {
 		return nil, err
 	}
@@ -143,14 +127,14 @@ func (d *Durable) Fetch(ctx context.Context, max int, wait time.Duration) ([]Del
 }
 
 // collect drains a fetch into deliveries.
-func (d *Durable) collect(b jetstream.MessageBatch, err error) ([]Delivery, error) {
+func (d *durable) collect(b jetstream.MessageBatch, err error) ([]events.Delivery, error) {
 	if err != nil {
 		return nil, unavailable("fetch from "+d.cfg.Name, err)
 	}
-	var out []Delivery
+	var out []events.Delivery
 	for m := range b.Messages() {
 		env, md := d.s.decodeMsg(m)
-		out = append(out, Delivery{Env: env, Delivered: md.NumDelivered, msg: m})
+		out = append(out, events.Delivery{Env: env, Delivered: md.NumDelivered, Token: m})
 	}
 	if err := b.Error(); err != nil && !errors.Is(err, nats.ErrTimeout) && !errors.Is(err, jetstream.ErrNoMessages) &&
 		!errors.Is(err, context.DeadlineExceeded) {
@@ -161,24 +145,28 @@ func (d *Durable) collect(b jetstream.MessageBatch, err error) ([]Delivery, erro
 
 // Ack acknowledges dl and, by the durable's ack-all policy, every delivery
 // before it, and waits for the server to confirm.
-func (d *Durable) Ack(ctx context.Context, dl Delivery) error {
-	if dl.msg == nil {
+func (d *durable) Ack(ctx context.Context, dl events.Delivery) error {
+	msg, ok := dl.Token.(jetstream.Msg)
+	if !ok || msg == nil {
 		return fmt.Errorf("natsstore: durable %s: ack of a delivery it did not make", d.cfg.Name)
 	}
 	ctx, cancel := d.s.bound(ctx)
 	defer cancel()
-	if err := dl.msg.DoubleAck(ctx); err != nil {
+	if err := msg.DoubleAck(ctx); err != nil {
 		return unavailable(fmt.Sprintf("ack %d on %s", dl.Env.Seq, d.cfg.Name), err)
 	}
 	return nil
 }
 
-// Nak asks the server to deliver dl again at once.
-func (d *Durable) Nak(dl Delivery) error {
-	if dl.msg == nil {
+// nak asks the server to deliver dl again at once. The port has no nak (a
+// reader that needs an event again resets); the tests use it to force a
+// redelivery.
+func (d *durable) nak(dl events.Delivery) error {
+	msg, ok := dl.Token.(jetstream.Msg)
+	if !ok || msg == nil {
 		return fmt.Errorf("natsstore: durable %s: nak of a delivery it did not make", d.cfg.Name)
 	}
-	if err := dl.msg.Nak(); err != nil {
+	if err := msg.Nak(); err != nil {
 		return unavailable(fmt.Sprintf("nak %d on %s", dl.Env.Seq, d.cfg.Name), err)
 	}
 	return nil
@@ -188,7 +176,7 @@ func (d *Durable) Nak(dl Delivery) error {
 // 1), dropping its record of deliveries awaiting an ack: the next fetch
 // starts at seq, in order. Readers call it on a gap, and when they resume
 // from a checkpoint of their own.
-func (d *Durable) Reset(ctx context.Context, seq uint64) error {
+func (d *durable) Reset(ctx context.Context, seq uint64) error {
 	ctx, cancel := d.s.bound(ctx)
 	defer cancel()
 	if _, err := d.s.stream.ResetConsumerToSequence(ctx, d.cfg.Name, max(seq, 1)); err != nil {
@@ -197,28 +185,24 @@ func (d *Durable) Reset(ctx context.Context, seq uint64) error {
 	return nil
 }
 
-// Info returns the durable's state on the server.
-func (d *Durable) Info(ctx context.Context) (DurableInfo, error) {
-	return d.s.DurableInfo(ctx, d.cfg.Name)
-}
-
-// DurableInfo returns the state of the durable consumer name. It returns an
-// error wrapping [ErrNotFound] when there is none.
-func (s *Store) DurableInfo(ctx context.Context, name string) (DurableInfo, error) {
+// DurableState implements [events.ReadModelStore]: the state of the
+// durable consumer name on the server, or an error wrapping
+// [events.ErrNotFound] when there is none.
+func (s *Store) DurableState(ctx context.Context, name string) (events.DurableInfo, error) {
 	if err := s.checkOpen(); err != nil {
-		return DurableInfo{}, err
+		return events.DurableInfo{}, err
 	}
 	ctx, cancel := s.bound(ctx)
 	defer cancel()
 	c, err := s.stream.Consumer(ctx, name)
 	if errors.Is(err, jetstream.ErrConsumerNotFound) {
-		return DurableInfo{}, fmt.Errorf("natsstore: durable %s: %w", name, ErrNotFound)
+		return events.DurableInfo{}, fmt.Errorf("natsstore: durable %s: %w", name, events.ErrNotFound)
 	}
 	if err != nil {
-		return DurableInfo{}, unavailable("durable "+name, err)
+		return events.DurableInfo{}, unavailable("durable "+name, err)
 	}
 	info := c.CachedInfo()
-	return DurableInfo{
+	return events.DurableInfo{
 		Name:          name,
 		NumPending:    info.NumPending,
 		NumAckPending: info.NumAckPending,

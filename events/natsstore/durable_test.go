@@ -18,7 +18,7 @@ func TestDurable_fetchAckNakReset(t *testing.T) {
 	for i := range 10 {
 		post(t, s, "T", fmt.Sprint(i))
 	}
-	d, err := s.Durable(ctxT(t), DurableConfig{Name: "rm"})
+	d, err := s.openDurable(ctxT(t), events.DurableConfig{Name: "rm"})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -29,12 +29,12 @@ func TestDurable_fetchAckNakReset(t *testing.T) {
 	if err := d.Ack(ctxT(t), ds[2]); err != nil { // acks 1..3
 		t.Fatal(err)
 	}
-	if err := d.Nak(ds[3]); err != nil {
+	if err := d.nak(ds[3]); err != nil {
 		t.Fatal(err)
 	}
 	// The nak is not confirmed: newer events may come before the
 	// redelivery, which comes by the deadline.
-	var redelivered *Delivery
+	var redelivered *events.Delivery
 	var newer []uint64
 	for deadline := time.Now().Add(10 * time.Second); redelivered == nil; {
 		ds, err = d.Fetch(ctxT(t), 1, time.Second)
@@ -52,12 +52,12 @@ func TestDurable_fetchAckNakReset(t *testing.T) {
 	if redelivered.Delivered != 2 {
 		t.Fatalf("redelivery of 4 counted %d deliveries", redelivered.Delivered)
 	}
-	info, err := d.Info(ctxT(t))
+	info, err := s.DurableState(ctxT(t), "rm")
 	if err != nil || info.AckFloor != 3 || info.NumPending != uint64(6-len(newer)) {
 		t.Fatalf("info %+v, %v (newer deliveries %v)", info, err, newer)
 	}
 	// Another reader of the same durable resumes where it is.
-	d2, err := s.Durable(ctxT(t), DurableConfig{Name: "rm"})
+	d2, err := s.openDurable(ctxT(t), events.DurableConfig{Name: "rm"})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -85,7 +85,7 @@ func TestDurable_fetchAckNakReset(t *testing.T) {
 	if err := s.DeleteDurable(ctxT(t), "rm"); err != nil {
 		t.Fatalf("deleting twice: %v", err)
 	}
-	if _, err := s.DurableInfo(ctxT(t), "rm"); !errors.Is(err, ErrNotFound) {
+	if _, err := s.DurableState(ctxT(t), "rm"); !errors.Is(err, events.ErrNotFound) {
 		t.Fatalf("info of a deleted durable: %v", err)
 	}
 }
@@ -95,13 +95,13 @@ func TestDurable_fetchAckNakReset(t *testing.T) {
 func TestBucket_casScanPurge(t *testing.T) {
 	srv := natsembedtest.RunForTest(t)
 	s := open(t, srv)
-	if _, err := s.Bucket(ctxT(t), "rm", false); !errors.Is(err, ErrNotFound) {
+	if _, err := s.openBucket(ctxT(t), "rm", false); !errors.Is(err, events.ErrNotFound) {
 		t.Fatalf("open of a missing bucket: %v", err)
 	}
-	if _, err := s.Bucket(ctxT(t), DefaultBucket, true); err == nil {
+	if _, err := s.openBucket(ctxT(t), DefaultBucket, true); err == nil {
 		t.Fatal("the lease bucket was accepted as a read model")
 	}
-	b, err := s.Bucket(ctxT(t), "rm", true)
+	b, err := s.openBucket(ctxT(t), "rm", true)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -116,7 +116,7 @@ func TestBucket_casScanPurge(t *testing.T) {
 	if _, err := b.Put(ctxT(t), "a", []byte("x"), 0); !errors.Is(err, events.ErrConflict) {
 		t.Fatalf("create over an existing key: %v", err)
 	}
-	revs, errs := b.PutMany(ctxT(t), []Put{{Key: "a", Value: []byte("2"), Revision: r1}, {Key: "b", Value: []byte("b1")},
+	revs, errs := b.PutMany(ctxT(t), []events.KVPut{{Key: "a", Value: []byte("2"), Revision: r1}, {Key: "b", Value: []byte("b1")},
 		{Key: "_meta.x", Value: []byte("m")}, {Key: "a", Value: []byte("stale"), Revision: r1}, {Key: "bad key"}})
 	if errs[0] != nil || errs[1] != nil || errs[2] != nil || !errors.Is(errs[3], events.ErrConflict) || errs[4] == nil {
 		t.Fatalf("PutMany: %v", errs)
@@ -126,7 +126,7 @@ func TestBucket_casScanPurge(t *testing.T) {
 		t.Fatalf("a: %+v %v %v", e, found, err)
 	}
 	keys := map[string]string{}
-	if err := b.Scan(ctxT(t), "*", func(e Entry) error { keys[e.Key] = string(e.Value); return nil }); err != nil {
+	if err := b.Scan(ctxT(t), "*", func(e events.KVEntry) error { keys[e.Key] = string(e.Value); return nil }); err != nil {
 		t.Fatal(err)
 	}
 	if fmt.Sprint(keys) != "map[a:2 b:b1]" {

@@ -10,14 +10,11 @@ import (
 )
 
 // The errors natsstore returns beyond the events sentinels, and how it
-// translates the server's. ErrPermissionDenied is in auth.go, with the
+// translates the server's. A missing durable or bucket is
+// events.ErrNotFound, and an existing stream, bucket or consumer whose
+// configuration is unsafe is events.ErrUnsafeConfig: natsstore has no
+// sentinels of its own for them. ErrPermissionDenied is in auth.go, with the
 // checks that find it.
-
-// ErrUnsafeConfig is returned by [New] when the stream or the bucket exists
-// with a configuration that would break the audit log or the leases, such as
-// a stream that allows deletes, rollups or message TTLs. New never changes
-// an existing stream; fix it by hand.
-var ErrUnsafeConfig = errors.New("natsstore: unsafe existing config")
 
 // ErrNoStream is returned by [New] with [Config.NoCreate] when the stream or
 // the lease bucket does not exist on the server. Nothing was created.
@@ -30,17 +27,13 @@ type notSetUp struct{ msg string }
 func (e *notSetUp) Error() string        { return e.msg }
 func (e *notSetUp) Is(target error) bool { return target == ErrNoStream }
 
-// ErrNotFound is returned when a durable consumer, a read-model bucket or a
-// key does not exist.
-var ErrNotFound = errors.New("natsstore: not found")
-
 // unavailable wraps a failed call. Errors that are not the server's answer
 // (timeouts, no connection, no responders) also wrap [events.ErrUnavailable].
 func unavailable(what string, err error) error {
 	if err == nil {
 		return nil
 	}
-	if errors.Is(err, ErrUnsafeConfig) || errors.Is(err, events.ErrClosed) || errors.Is(err, ErrPermissionDenied) {
+	if errors.Is(err, events.ErrUnsafeConfig) || errors.Is(err, events.ErrClosed) || errors.Is(err, ErrPermissionDenied) {
 		return fmt.Errorf("natsstore: %s: %w", what, err)
 	}
 	var apiErr *jetstream.APIError

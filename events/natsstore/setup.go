@@ -9,6 +9,8 @@ import (
 	"time"
 
 	"github.com/nats-io/nats.go/jetstream"
+
+	"github.com/artifactr/artifactr/events"
 )
 
 // markerTTL is how long the bucket keeps the marker the server writes when
@@ -141,7 +143,7 @@ func (s *Store) checkStream(c jetstream.StreamConfig) error {
 	}
 	if len(bad) > 0 {
 		return fmt.Errorf("%w: stream %s: %s; the store never changes an existing stream, fix it by hand",
-			ErrUnsafeConfig, s.cfg.Stream, strings.Join(bad, "; "))
+			events.ErrUnsafeConfig, s.cfg.Stream, strings.Join(bad, "; "))
 	}
 	log := s.cfg.Logger
 	if c.Storage != jetstream.FileStorage {
@@ -190,10 +192,10 @@ func (s *Store) ensureBucket(ctx context.Context) error {
 	c := st.CachedInfo().Config
 	if !c.AllowMsgTTL || c.SubjectDeleteMarkerTTL <= 0 {
 		return fmt.Errorf("%w: bucket %s has no per-key TTL (create it with LimitMarkerTTL); leases of dead holders would never expire server-side",
-			ErrUnsafeConfig, s.cfg.Bucket)
+			events.ErrUnsafeConfig, s.cfg.Bucket)
 	}
 	if c.MaxAge != 0 {
-		return fmt.Errorf("%w: bucket %s has a TTL of %s; lease TTLs are per key", ErrUnsafeConfig, s.cfg.Bucket, c.MaxAge)
+		return fmt.Errorf("%w: bucket %s has a TTL of %s; lease TTLs are per key", events.ErrUnsafeConfig, s.cfg.Bucket, c.MaxAge)
 	}
 	return nil
 }

@@ -72,8 +72,8 @@ func TestStore_New_refusesUnsafeStream(t *testing.T) {
 				t.Fatal(err)
 			}
 			_, err := New(ctxT(t), Config{URL: srv.ClientURL(), Stream: name, Prefix: name, Bucket: name})
-			if !errors.Is(err, ErrUnsafeConfig) || !strings.Contains(err.Error(), tc.want) {
-				t.Fatalf("New on a stream with %s: %v, want ErrUnsafeConfig naming %q", tc.name, err, tc.want)
+			if !errors.Is(err, events.ErrUnsafeConfig) || !strings.Contains(err.Error(), tc.want) {
+				t.Fatalf("New on a stream with %s: %v, want events.ErrUnsafeConfig naming %q", tc.name, err, tc.want)
 			}
 			st, err := js.Stream(ctxT(t), name)
 			if err != nil {
@@ -89,7 +89,7 @@ func TestStore_New_refusesUnsafeStream(t *testing.T) {
 			t.Fatal(err)
 		}
 		_, err := New(ctxT(t), Config{URL: srv.ClientURL(), Stream: "okstream", Prefix: "okprefix", Bucket: "nottl"})
-		if !errors.Is(err, ErrUnsafeConfig) || !strings.Contains(err.Error(), "per-key TTL") {
+		if !errors.Is(err, events.ErrUnsafeConfig) || !strings.Contains(err.Error(), "per-key TTL") {
 			t.Fatalf("New on a bucket without TTL: %v", err)
 		}
 	})

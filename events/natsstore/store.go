@@ -51,8 +51,11 @@ var _ events.Store = (*Store)(nil)
 // New connects (when cfg.URL is set) and creates or checks the stream and
 // the lease bucket. It returns an error wrapping [events.ErrUnavailable] when
 // the server cannot be reached within cfg.Timeout, one wrapping
-// [ErrUnsafeConfig] when the stream or bucket exists with an unsafe config,
-// and, with cfg.NoCreate, one wrapping [ErrNoStream] when either is missing.
+// [events.ErrUnsafeConfig] when the stream or bucket exists with a
+// configuration that would break the audit log or the leases (such as a
+// stream that allows deletes, rollups or message TTLs; New never changes an
+// existing stream: fix it by hand), and, with cfg.NoCreate, one wrapping
+// [ErrNoStream] when either is missing.
 func New(ctx context.Context, cfg Config) (*Store, error) {
 	cfg.setDefaults()
 	if err := cfg.validate(); err != nil {

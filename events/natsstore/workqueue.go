@@ -140,7 +140,7 @@ func openDurable(ctx context.Context, st jetstream.Stream, cfg jetstream.Consume
 	got := cons.CachedInfo().Config
 	if got.FilterSubject != cfg.FilterSubject || got.AckPolicy != cfg.AckPolicy {
 		return nil, fmt.Errorf("%w: consumer %s exists with filter %q and ack policy %s, want %q and %s; delete it to recreate it",
-			ErrUnsafeConfig, cfg.Durable, got.FilterSubject, got.AckPolicy, cfg.FilterSubject, cfg.AckPolicy)
+			events.ErrUnsafeConfig, cfg.Durable, got.FilterSubject, got.AckPolicy, cfg.FilterSubject, cfg.AckPolicy)
 	}
 	return cons, nil
 }

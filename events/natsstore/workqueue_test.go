@@ -179,10 +179,10 @@ func TestWorkQueue_Next_stops(t *testing.T) {
 func TestWorkQueue_refusesOtherConsumer(t *testing.T) {
 	srv := natsembedtest.RunForTest(t)
 	s := open(t, srv)
-	if _, err := s.Durable(ctxT(t), DurableConfig{Name: "taken"}); err != nil {
+	if _, err := s.openDurable(ctxT(t), events.DurableConfig{Name: "taken"}); err != nil {
 		t.Fatal(err)
 	}
-	if _, err := s.WorkQueue(ctxT(t), "taken"); !errors.Is(err, ErrUnsafeConfig) {
+	if _, err := s.WorkQueue(ctxT(t), "taken"); !errors.Is(err, events.ErrUnsafeConfig) {
 		t.Fatalf("WorkQueue over a read model's durable: %v", err)
 	}
 }

@@ -153,7 +153,14 @@ func Long(ctx context.Context, cfg LongConfig) (*LongReport, error) {
 // releases. It returns the thread's number of events.
 func buildLong(ctx context.Context, s *natsstore.Store, n int) (int, error) {
 	now := time.Now()
-	c, _, err := events.AcquireClaim(ctx, s, longThread, "builder", time.Hour, now)
+	// A session of its own, as a runner's: the build writes for less than
+	// its TTL, so it needs no renewal.
+	sess, err := s.OpenSession(ctx, "builder", time.Hour)
+	if err != nil {
+		return 0, err
+	}
+	defer func() { _ = s.CloseSession(context.WithoutCancel(ctx), sess) }()
+	c, _, err := events.AcquireSessionClaim(ctx, s, sess, longThread, "builder", 0, now)
 	if err != nil {
 		return 0, err
 	}

@@ -22,7 +22,7 @@ import (
 type Config struct {
 	// Out gets the tour: narration and every event, live. Required.
 	Out io.Writer
-	// ClaimTTL is the lease TTL of the tour's claims; the lapse takes this
+	// ClaimTTL is the session TTL of the tour's claims; the lapse takes this
 	// long. Required.
 	ClaimTTL time.Duration
 	// Format is one event's line, as the CLI's watch prints it. Required.
@@ -167,14 +167,21 @@ func demoLapse(ctx context.Context, p *Tour, storeA *natsstore.Store, url string
 	if err := p.waitSeq(ctx, ack.Seq); err != nil {
 		return err
 	}
-	cA, histA, err := events.AcquireClaim(ctx, storeA, th, "A/demo", ttl, time.Now())
+	// Each holder claims under a runner session of its own, as a runner
+	// does: the session is what lapses when its owner stalls.
+	sessA, err := storeA.OpenSession(ctx, "A", ttl)
+	if err != nil {
+		return fmt.Errorf("A's session: %w", err)
+	}
+	cA, histA, err := events.AcquireSessionClaim(ctx, storeA, sessA, th, "A/demo", 0, time.Now())
 	if err != nil {
 		return fmt.Errorf("A's claim: %w", err)
 	}
 	if err := p.waitSeq(ctx, cA.Seq); err != nil {
 		return err
 	}
-	p.Say("-- A took the lease (revision %d, TTL %s) and appended its claim marker at seq %d:", cA.Lease.Revision, ttl, cA.Seq)
+	p.Say("-- A opened a runner session (TTL %s). A took the lease under it (revision %d)", ttl, cA.Lease.Revision)
+	p.Say("   and appended its claim marker at seq %d:", cA.Seq)
 	p.Say("   claim_seq %d is A's fencing token.", cA.Seq)
 	m, ok := projections.Fold(th, histA).OldestPending()
 	if !ok {
@@ -184,20 +191,28 @@ func demoLapse(ctx context.Context, p *Tour, storeA *natsstore.Store, url string
 	startA := events.NewRunStarted(cA, time.Now(), runA, m.Seq, "echo")
 	p.Say("-- A replayed the thread and planned %s for message %d; its run_started is ready,", runA, m.Seq)
 	p.Say("   fenced by claim_seq %d. Then A stalls (a GC pause, a frozen VM, a partition):", cA.Seq)
-	p.Say("   it neither renews its lease nor writes.")
+	p.Say("   it neither renews its session nor writes.")
 	t0 := time.Now()
 	if err := waitLapse(ctx, storeB, th, ttl); err != nil {
 		return err
 	}
-	p.Say("-- After %s A's lease has lapsed, by B's clock. A does not know: it is stalled.", time.Since(t0).Round(10*time.Millisecond))
-	cB, histB, err := events.AcquireClaim(ctx, storeB, th, "B/demo", ttl, time.Now())
+	p.Say("-- After %s A's session has lapsed, by B's clock, and every lease that lives by it", time.Since(t0).Round(10*time.Millisecond))
+	p.Say("   with it. A does not know: it is stalled.")
+	sessB, err := storeB.OpenSession(ctx, "B", ttl)
+	if err != nil {
+		return fmt.Errorf("B's session: %w", err)
+	}
+	// B's claim is released at the end; its session goes then, or lapses.
+	defer func() { _ = storeB.CloseSession(context.WithoutCancel(ctx), sessB) }()
+	cB, histB, err := events.AcquireSessionClaim(ctx, storeB, sessB, th, "B/demo", 0, time.Now())
 	if err != nil {
 		return fmt.Errorf("B's claim: %w", err)
 	}
 	if err := p.waitSeq(ctx, cB.Seq); err != nil {
 		return err
 	}
-	p.Say("-- B took the lapsed lease (revision %d) and appended its claim marker at seq %d.", cB.Lease.Revision, cB.Seq)
+	p.Say("-- B opened a session of its own. B took the lapsed lease under it (revision %d)", cB.Lease.Revision)
+	p.Say("   and appended its claim marker at seq %d.", cB.Seq)
 	vB := projections.Fold(th, histB)
 	mB, ok := vB.OldestPending()
 	if !ok || vB.ActiveRun != nil {
@@ -220,7 +235,8 @@ func demoLapse(ctx context.Context, p *Tour, storeA *natsstore.Store, url string
 	return demoFinishB(ctx, p, storeB, cB, runB, ackB.Seq, "echo: "+m.Text)
 }
 
-// waitLapse waits until thread's lease is no longer live by store's clock.
+// waitLapse waits until thread's lease is no longer live by store's clock:
+// its session lapsed.
 func waitLapse(ctx context.Context, store events.Store, thread string, ttl time.Duration) error {
 	ctx, cancel := context.WithTimeout(ctx, 3*ttl+5*time.Second)
 	defer cancel()
@@ -236,7 +252,7 @@ func waitLapse(ctx context.Context, store events.Store, thread string, ttl time.
 		}
 		select {
 		case <-ctx.Done():
-			return fmt.Errorf("A's lease never lapsed: %w", ctx.Err())
+			return fmt.Errorf("A's session never lapsed: %w", ctx.Err())
 		case <-tick.C:
 		}
 	}

@@ -521,7 +521,7 @@ func TestProjector_unreadableSummary(t *testing.T) {
 	if err := p.CatchUp(ctxT(t), 0); err != nil {
 		t.Fatal(err)
 	}
-	b, err := s.Bucket(ctxT(t), "garbled", false)
+	b, err := s.OpenBucket(ctxT(t), "garbled", false)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -556,18 +556,19 @@ func TestProjector_unreadableSummary(t *testing.T) {
 }
 
 // Redelivery through JetStream: events fetched from a durable, applied,
-// nak'd and delivered again leave the summaries as they were.
+// left unacked and delivered again after the ack wait leave the summaries
+// as they were.
 func TestApply_jetStreamRedelivery(t *testing.T) {
 	srv := natsembedtest.RunForTest(t)
 	s := openStore(t, srv)
 	pub := newPublisher(t, srv, testLog(9, 300))
 	pub.publish(t, -1)
-	d, err := s.Durable(ctxT(t), natsstore.DurableConfig{Name: "redeliver"})
+	d, err := s.OpenDurable(ctxT(t), events.DurableConfig{Name: "redeliver", AckWait: 500 * time.Millisecond})
 	if err != nil {
 		t.Fatal(err)
 	}
 	sums := map[string]Summary{}
-	apply := func(ds []natsstore.Delivery) {
+	apply := func(ds []events.Delivery) {
 		for _, dl := range ds {
 			th := dl.Env.Thread
 			if events.ValidateThreadID(th) != nil {
@@ -588,12 +589,10 @@ func TestApply_jetStreamRedelivery(t *testing.T) {
 	for k, v := range sums {
 		once[k] = v.Clone()
 	}
-	for _, dl := range first[100:] {
-		if err := d.Nak(dl); err != nil {
-			t.Fatal(err)
-		}
+	if err := d.Ack(ctxT(t), first[99]); err != nil { // acks the first 100
+		t.Fatal(err)
 	}
-	var again []natsstore.Delivery
+	var again []events.Delivery
 	for len(again) < 200 {
 		ds, err := d.Fetch(ctxT(t), 300, time.Second)
 		if err != nil || len(ds) == 0 {
