@@ -13,11 +13,7 @@ import (
 // catchUp brings the checker's copy of the log up to date: the audit, the
 // folds, and the work queue, which holds every post that landed.
 func (w *world) catchUp() {
-	for {
-		env, err := w.tail.Next(w.done)
-		if err != nil {
-			return
-		}
+	for _, env := range w.readNew() {
 		if env.Seq != uint64(len(w.envs))+1 {
 			panic(fmt.Sprintf("runners: sequence %d after %d", env.Seq, len(w.envs)))
 		}
