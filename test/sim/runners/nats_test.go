@@ -1,10 +1,14 @@
 package runners_test
 
 import (
+	"context"
 	"flag"
 	"strconv"
 	"testing"
 	"time"
+
+	"github.com/nats-io/nats.go"
+	"github.com/nats-io/nats.go/jetstream"
 
 	"github.com/artifactr/artifactr/internal/natsembed/natsembedtest"
 	"github.com/artifactr/artifactr/test/sim/runners"
@@ -28,9 +32,35 @@ func natsSeeds() int {
 // windows those fixes closed.
 var natsFixed = []uint64{166, 1472, 2380, 208}
 
+// natsEnv starts a server for t.
 func natsEnv(t *testing.T) *runners.NATS {
 	t.Helper()
-	return &runners.NATS{URL: natsembedtest.RunForTest(t).ClientURL()}
+	url := natsembedtest.RunForTest(t).ClientURL()
+	if err := keepStreamsDir(url); err != nil {
+		t.Fatalf("runners: embedded nats-server: %v", err)
+	}
+	return &runners.NATS{URL: url}
+}
+
+// keepStreamsDir makes a stream that lives as long as the server. When the
+// account's last stream is deleted (each seed deletes all it made),
+// nats-server removes the account's streams directory in a goroutine of its
+// own, which can race the next seed's stream being created ("error creating
+// store for stream"); test/sim's nats_test.go met it first.
+func keepStreamsDir(url string) error {
+	nc, err := nats.Connect(url)
+	if err != nil {
+		return err
+	}
+	defer nc.Close()
+	js, err := jetstream.New(nc)
+	if err != nil {
+		return err
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+	defer cancel()
+	_, err = js.CreateStream(ctx, jetstream.StreamConfig{Name: "SIMKEEP", Subjects: []string{"simkeep.>"}})
+	return err
 }
 
 // TestRunners_nats runs a share of the seeds on natsstore against an

@@ -54,6 +54,9 @@ type Config struct {
 	// Unfenced wraps every runner's store handle with eventstest.Unfenced:
 	// the control that proves the checks can fail.
 	Unfenced bool
+	// Fatal says which checks end the run; nil means every check.
+	// CheckStore always does. The others are counted in Result.Ignored.
+	Fatal func(check string) bool
 }
 
 // Result is what one seed did.
@@ -67,6 +70,8 @@ type Result struct {
 	Stats   Stats
 	Work    bool // the runners shared a work queue
 	NATS    bool // the seed ran on natsstore
+	// Ignored counts the breaks of checks Config.Fatal let pass.
+	Ignored map[string]int
 }
 
 // Failed reports whether a check broke.
@@ -181,8 +186,10 @@ func newWorld(seed uint64, cfg Config) *world {
 	}
 	w.names = map[string]string{}
 	if cfg.NATS != nil {
-		w.openNATS()
-		w.auditor = audit.NewWithOptions(audit.Options{Subjects: w.reader.Subjects()})
+		w.auditor = audit.New()
+		if w.openNATS(); w.reader != nil {
+			w.auditor = audit.NewWithOptions(audit.Options{Subjects: w.reader.Subjects()})
+		}
 	} else {
 		w.log = memstore.NewLogWith(memstore.LogConfig{
 			Mode: memstore.Mode(seed % 2), Now: w.clock.Now, AfterFunc: w.afterFunc,
@@ -419,6 +426,13 @@ func (w *world) advanceTo(t time.Time) {
 }
 
 func (w *world) fail(check, msg string) bool {
+	if check != CheckStore && w.cfg.Fatal != nil && !w.cfg.Fatal(check) {
+		if w.res.Ignored == nil {
+			w.res.Ignored = map[string]int{}
+		}
+		w.res.Ignored[check]++
+		return false
+	}
 	if w.res.Check == "" {
 		w.res.Check, w.res.Failure = check, msg
 		w.tracef("FAIL %s: %s", check, msg)
