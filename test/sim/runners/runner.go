@@ -282,7 +282,22 @@ func (w *world) deliverWake() {
 			live = append(live, r)
 		}
 	}
-	r := live[w.rng.IntN(len(live))]
+	w.deliverTo(live[w.rng.IntN(len(live))], it)
+}
+
+// queued returns the work queue's item for the post at seq, nil if it has
+// none or it was delivered.
+func (w *world) queued(seq uint64) *wqItem {
+	for _, it := range w.queue {
+		if it.seq == seq && !it.delivered {
+			return it
+		}
+	}
+	return nil
+}
+
+// deliverTo hands it to r.
+func (w *world) deliverTo(r *runner, it *wqItem) {
 	if it.delivered {
 		w.res.Stats.Redelivered++
 	}
