@@ -8,16 +8,13 @@ import (
 
 	artrunner "github.com/artifactr/artifactr/actors/runner"
 	"github.com/artifactr/artifactr/events"
+	"github.com/artifactr/artifactr/projections"
 )
 
 // catchUp brings the checker's copy of the log up to date: the audit, the
 // folds, and the work queue, which holds every post that landed.
 func (w *world) catchUp() {
-	for {
-		env, err := w.tail.Next(w.done)
-		if err != nil {
-			return
-		}
+	for _, env := range w.readNew() {
 		if env.Seq != uint64(len(w.envs))+1 {
 			panic(fmt.Sprintf("runners: sequence %d after %d", env.Seq, len(w.envs)))
 		}
@@ -146,7 +143,7 @@ func (w *world) pendingRaw() string {
 	for _, th := range w.threads {
 		f := w.folds[th]
 		for _, m := range f.Pending() {
-			parts = append(parts, fmt.Sprintf("%s message %d (%s) pending since %s", th, m.Seq, m.MessageID, m.Posted.Sub(w.calm)))
+			parts = append(parts, fmt.Sprintf("%s message %d (%s) pending since %s", th, m.Seq, m.MessageID, w.postedAt(m).Sub(w.calm)))
 		}
 		if f.ActiveRun != nil {
 			parts = append(parts, fmt.Sprintf("%s run %s active", th, f.ActiveRun.ID))
@@ -171,7 +168,7 @@ func (w *world) verifyBound(from uint64) {
 				continue
 			}
 			w.res.Stats.Consumed++
-			start := later(w.calm, m.Posted)
+			start := later(w.calm, w.postedAt(m))
 			at := w.envs[c.Seq-1].Event.GetTime().AsTime()
 			if wait := at.Sub(start); wait > Bound {
 				w.fail(CheckBound, fmt.Sprintf("%s message %d consumed at seq %d, %s after the faults stopped or its post; the bound is %s",
@@ -180,6 +177,13 @@ func (w *world) verifyBound(from uint64) {
 			}
 		}
 	}
+}
+
+// postedAt is when m was posted by the simulated clock: the time its poster
+// stamped. The fold's Posted is the server's timestamp, which on natsstore
+// is the real clock.
+func (w *world) postedAt(m projections.Message) time.Time {
+	return w.envs[m.Seq-1].Event.GetTime().AsTime()
 }
 
 func later(a, b time.Time) time.Time {

@@ -42,11 +42,47 @@
 // faults stopped must be so within runner.ConsumeBound of the later of that
 // moment and its post ([CheckBound]).
 //
+// # On natsstore
+//
+// memstore is a fake. So a share of the seeds run the same world, with
+// every check above, on natsstore against an embedded nats-server, a
+// stream and buckets per seed ([Config.NATS], nats.go), through the
+// events.Store methods only. The clock is simulated: natsstore reads it
+// (lapses, post stamps), as do the schedulers and cores, and the faults
+// strike around the real calls as memstore strikes them. The server's
+// TTLs run on its real clock (10 s), which a seed crosses only if the
+// machine stalls; so the simulation carries out a session's expiry for
+// the server in simulated time (CloseSession at the revision last
+// written, TTL after it), which the lease watches see as they see an
+// expiry. Everything else is the server's own: compare-and-set on the
+// stream and the lease bucket, deduplication, the KV watch. The checker
+// loads each thread after a step that wrote, and reads each watch up to a
+// barrier lease, so what the server does off the simulation's goroutine
+// lands at fixed points. natsstore draws its session ids, which the
+// schedulers' ownership hashes over, so a natsstore seed may not replay
+// its outcome exactly. A post's time for the bound is its event's (the
+// simulated clock), not the fold's Posted (the server's, real, clock).
+//
+// # The control
+//
+// TestRunners_unfencedControl runs seeds with the fence switched off
+// (eventstest.Unfenced on every runner's handle, [Config.Unfenced]) and
+// the audit's fence checks let pass ([Config.Fatal]): within 500 seeds
+// one must break I1, I3 or [CheckHandedOutOnce], or a green run proves
+// nothing. TestRunners_natsUnfencedControl does the same on natsstore,
+// from the first seed that breaks on memstore (seed 163 today, I3).
+//
 // # Usage
 //
 //	go test ./test/sim/runners/ -p 1          # 2000 seeds x 600 steps (200 with -race or -short), random base (logged with -v)
 //	go test ./test/sim/runners/ -run '^TestRunners$' -runners.seed=N -v  # replay one seed with its trace
 //	go test ./test/sim/runners/ -run '^TestRunners$' -runners.base=N -runners.seeds=5000
+//	go test ./test/sim/runners/ -run '^TestRunners_nats$' -runners.nats=200 -v    # 4 fixed + 200 random seeds on natsstore
+//	go test ./test/sim/runners/ -run '^TestRunners_nats$' -runners.seed=N -v      # one seed on natsstore
+//
+// The flags have environment variables for CI: RUNNERS_SEEDS, RUNNERS_STEPS,
+// RUNNERS_BASE, RUNNERS_SEED, RUNNERS_NATS (random natsstore seeds: 10 by
+// default, 2 with -race or -short; the soak seeds run there too).
 //
 // A failing seed is replayed with its trace, one line per action, and the
 // command that replays it. TestRunners_soakFailures replays the seeds that

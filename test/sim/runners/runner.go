@@ -29,7 +29,7 @@ type runner struct {
 	id     int
 	name   string
 	state  runState
-	store  *memstore.Store
+	store  events.Store // memstore's or natsstore's, with r.faults
 	faults faults
 
 	s       *sched.Scheduler
@@ -52,7 +52,10 @@ var quiet = slog.New(slog.NewTextHandler(io.Discard, nil))
 func (w *world) join() {
 	id := len(w.runners) + 1
 	r := &runner{id: id, name: fmt.Sprintf("r%d", id), actors: map[string]*actor{}}
-	r.store = w.log.Open(memstore.Config{Now: w.clock.Now, Fault: r.faults.hook})
+	r.store = w.openStore(&r.faults)
+	if r.store == nil {
+		return
+	}
 	w.res.Stats.Joins++
 	sess, err := r.store.OpenSession(w.ctx, r.name, TTL)
 	if err != nil {
@@ -61,14 +64,14 @@ func (w *world) join() {
 	}
 	r.sess = sess
 	r.renewAt = w.now().Add(TTL / 3)
-	r.follow = uint64(w.log.Len())
+	r.follow = w.logLen()
 	if r.watch, err = r.store.WatchLeases(w.ctx); err != nil {
 		w.fail(CheckStore, fmt.Sprintf("%s watches leases: %v", r.name, err))
 		return
 	}
 	r.s = sched.New(sched.Config{ClaimTTL: TTL, MaxClaiming: 1 + w.rng.IntN(4), Work: w.work, Seed: w.rng.Uint64(), Logger: quiet}, sess)
 	w.runners = append(w.runners, r)
-	w.tracef("%s joins with session %s, following from %d", r.name, sid(sess.ID), r.follow)
+	w.tracef("%s joins with session %s, following from %d", r.name, w.sid(sess.ID), r.follow)
 	w.pollWatches()
 }
 
@@ -116,7 +119,7 @@ func (w *world) keepSession(r *runner) {
 			return
 		}
 		r.sess, r.renewAt = sess, w.now().Add(TTL/3)
-		w.tracef("%s opens session %s", r.name, sid(sess.ID))
+		w.tracef("%s opens session %s", r.name, w.sid(sess.ID))
 		w.step1(r, sched.SessionOpened{Session: sess}, nil)
 		return
 	}
@@ -129,10 +132,10 @@ func (w *world) keepSession(r *runner) {
 		w.step1(r, sched.SessionRenewed{Session: sess}, nil)
 	case !errors.Is(err, events.ErrLeaseLost):
 		r.renewAt = w.now().Add(TTL / 10)
-		w.tracef("%s renews session %s -> %v", r.name, sid(r.sess.ID), err)
+		w.tracef("%s renews session %s -> %v", r.name, w.sid(r.sess.ID), err)
 	default:
 		w.res.Stats.SessionsLost++
-		w.tracef("%s lost session %s", r.name, sid(r.sess.ID))
+		w.tracef("%s lost session %s", r.name, w.sid(r.sess.ID))
 		id := r.sess.ID
 		r.sess, r.renewAt = events.Session{}, w.now()
 		w.step1(r, sched.SessionLost{ID: id}, nil)
@@ -159,6 +162,10 @@ func (w *world) route(r *runner) {
 
 // pollWatches moves what each lease watch has into its runner's queue.
 func (w *world) pollWatches() {
+	if w.nats != nil {
+		w.pollNATSWatches()
+		return
+	}
 	for _, r := range w.runners {
 		if r.state == dead {
 			continue
@@ -191,7 +198,7 @@ func (w *world) tick(r *runner) {
 // spawn takes.
 func (w *world) step1(r *runner, ev sched.Event, cd *sched.ClaimDone) {
 	rd := r.s.Step(sched.Input{Now: w.now(), Event: ev})
-	w.tracef("%s %s%s", r.name, describeEvent(ev), describeReady(rd))
+	w.tracef("%s %s%s", r.name, w.describeEvent(ev), describeReady(rd))
 	if rd.Forward {
 		env := ev.(sched.Routed).Env
 		a := r.actors[env.Thread]
@@ -275,7 +282,22 @@ func (w *world) deliverWake() {
 			live = append(live, r)
 		}
 	}
-	r := live[w.rng.IntN(len(live))]
+	w.deliverTo(live[w.rng.IntN(len(live))], it)
+}
+
+// queued returns the work queue's item for the post at seq, nil if it has
+// none or it was delivered.
+func (w *world) queued(seq uint64) *wqItem {
+	for _, it := range w.queue {
+		if it.seq == seq && !it.delivered {
+			return it
+		}
+	}
+	return nil
+}
+
+// deliverTo hands it to r.
+func (w *world) deliverTo(r *runner, it *wqItem) {
 	if it.delivered {
 		w.res.Stats.Redelivered++
 	}

@@ -104,6 +104,8 @@ func add(t *runners.Stats, s runners.Stats) {
 	t.Rechecks += s.Rechecks
 	t.KeptParked += s.KeptParked
 	t.Consumed += s.Consumed
+	t.SimExpiries += s.SimExpiries
+	t.RealExpiries += s.RealExpiries
 	t.Drained += s.Drained
 }
 

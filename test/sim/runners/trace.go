@@ -15,7 +15,7 @@ import (
 // How actions read in a trace: runners, threads, holders and sequences,
 // never random ids, so two runs of a seed print the same trace.
 
-func describeEvent(ev sched.Event) string {
+func (w *world) describeEvent(ev sched.Event) string {
 	switch e := ev.(type) {
 	case sched.Routed:
 		return fmt.Sprintf("routes %d %s %s", e.Env.Seq, e.Env.Thread, e.Env.Type)
@@ -35,15 +35,15 @@ func describeEvent(ev sched.Event) string {
 		case u.CaughtUp:
 			return "lease watch caught up"
 		case u.Thread != "":
-			return fmt.Sprintf("lease of %s: present %v session %s", u.Thread, u.Present, sid(u.Session))
+			return fmt.Sprintf("lease of %s: present %v session %s", u.Thread, u.Present, w.sid(u.Session))
 		}
-		return fmt.Sprintf("session %s present %v", sid(u.Session), u.Present)
+		return fmt.Sprintf("session %s present %v", w.sid(u.Session), u.Present)
 	case sched.SessionOpened:
-		return "session opened " + sid(e.Session.ID)
+		return "session opened " + w.sid(e.Session.ID)
 	case sched.SessionRenewed:
 		return "session renewed"
 	case sched.SessionLost:
-		return "session lost " + sid(e.ID)
+		return "session lost " + w.sid(e.ID)
 	case sched.Tick:
 		return "ticks"
 	}
@@ -175,8 +175,12 @@ func short(err error) string {
 	return err.Error()
 }
 
-// sid names a memstore session by its counter, without its random part.
-func sid(id string) string {
+// sid names a session without its random part: memstore's by its
+// counter, natsstore's (a nuid) by the order the simulation opened it.
+func (w *world) sid(id string) string {
+	if name, ok := w.names[id]; ok {
+		return name
+	}
 	n, _, _ := strings.Cut(id, "-")
 	return n
 }
