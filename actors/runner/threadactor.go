@@ -269,34 +269,28 @@ func (a *threadActor) exec(ctx actor.Context, rd thread.Ready) {
 		for _, h := range a.runs {
 			h.cancel()
 		}
-		if rd.Release {
-			a.release(rd.ReleaseReason)
+		if rd.Release != nil {
+			a.release(*rd.Release)
 			return
 		}
 		ctx.Stop(a.self)
 	}
 }
 
-// release gives the claim up. On shutdown a thread with messages left keeps
-// its lease, so that the session's close hands it to another runner. After
-// an idle release, a post that arrived meanwhile is claimed again.
-func (a *threadActor) release(why string) {
+// release gives the claim up as the core decided (thread.Release): on
+// shutdown a thread with messages left keeps its lease, so that the
+// session's close hands it to another runner. After an idle release, a
+// post that arrived meanwhile is claimed again.
+func (a *threadActor) release(rel thread.Release) {
 	c := a.claim
-	v := a.core.View()
-	pending := len(v.Pending()) > 0
-	// Events on the posted subject that are no messages (a cancel request,
-	// thread_configured) are no work: a later post is.
-	lastPosted := v.LastPostedSubjectSeq
-	if n := len(v.Messages); n > 0 {
-		lastPosted = max(lastPosted, v.Messages[n-1].Seq)
-	}
+	why, pending, lastPosted := rel.Reason, rel.Pending, rel.LastPosted
 	store, fate := a.r.store, a.fate
 	snap := a.snapshot()
 	a.r.goDo(func() {
 		rctx, cancel := context.WithTimeout(context.WithoutCancel(a.ctx), a.r.cfg.CallTimeout)
 		defer cancel()
 		var err error
-		if why == "shutdown" && pending {
+		if rel.KeepLease {
 			err = events.ReleaseMarker(rctx, store, c, why, a.r.now())
 		} else {
 			err = events.ReleaseClaim(rctx, store, c, why, a.r.now())

@@ -87,10 +87,9 @@ type Ready struct {
 	Append  *Append
 	// Sync asks for the thread's last sequence, reported as Synced.
 	Sync bool
-	// Release asks the shell to release the claim, then stop;
-	// ReleaseReason says why ("idle" or "shutdown").
-	Release       bool
-	ReleaseReason string
+	// Release, when set, asks the shell to release the claim as it says,
+	// then stop.
+	Release *Release
 	// Stop asks the shell to stop; StopErr says why (ErrThreadBusy when a
 	// newer claim fenced this one).
 	Stop    bool
@@ -101,10 +100,28 @@ type Ready struct {
 	Anomalies []Anomaly
 }
 
+// Release is how a holder gives its claim up: the decision is the core's,
+// the writes the shell's.
+type Release struct {
+	// Reason says why: "idle" or "shutdown".
+	Reason string
+	// KeepLease: a shutdown leaves messages pending. Only the marker is
+	// released (events.ReleaseMarker); the lease stays with the session,
+	// whose close hands the thread to another runner at once.
+	KeepLease bool
+	// Pending: messages were pending as the core let go; the thread must
+	// be claimed again.
+	Pending bool
+	// LastPosted is the newest sequence on the posted subject the core
+	// saw. A post after it came in while the core let go: the shell reads
+	// the subject back after the release and looks at the thread again.
+	LastPosted uint64
+}
+
 // Empty reports whether r asks for nothing.
 func (r Ready) Empty() bool {
 	return len(r.Cancel) == 0 && len(r.Start) == 0 && len(r.Deliver) == 0 && len(r.Steered) == 0 &&
-		r.Append == nil && !r.Sync && !r.Release && !r.Stop && len(r.Anomalies) == 0
+		r.Append == nil && !r.Sync && r.Release == nil && !r.Stop && len(r.Anomalies) == 0
 }
 
 // Anomaly is something the core saw and did not act on.
@@ -881,7 +898,7 @@ func (c *Core) next(rd Ready) Ready {
 	if c.draining {
 		if active == "" {
 			c.done = true
-			rd.Release, rd.ReleaseReason, rd.Stop, rd.StopErr = true, c.drainWhy, true, ErrStopped
+			rd.Release, rd.Stop, rd.StopErr = c.release(), true, ErrStopped
 		}
 		return rd
 	}
@@ -912,6 +929,19 @@ func (c *Core) next(rd Ready) Ready {
 		return c.issue(rd, events.NewRunStarted(c.claim, time.Time{}, id, m.Seq, c.cfg.Agent), events.Fenced(c.claim))
 	}
 	return rd
+}
+
+// release is the Release of a drained core.
+func (c *Core) release() *Release {
+	v := c.view
+	pending := len(v.Pending()) > 0
+	last := v.LastPostedSubjectSeq
+	if n := len(v.Messages); n > 0 {
+		// Events on the posted subject that are no messages (a cancel
+		// request, thread_configured) are no work: a later post is.
+		last = max(last, v.Messages[n-1].Seq)
+	}
+	return &Release{Reason: c.drainWhy, KeepLease: c.drainWhy == "shutdown" && pending, Pending: pending, LastPosted: last}
 }
 
 func (c *Core) issue(rd Ready, ev *eventspb.Event, chk events.Check) Ready {

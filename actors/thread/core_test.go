@@ -34,6 +34,7 @@ type driver struct {
 	stopErr error
 	release bool
 	why     string
+	rel     thread.Release
 	pending []thread.Input // inputs to feed after the current Ready
 	seen    uint64         // last sequence queued as Observed
 
@@ -77,7 +78,10 @@ func (d *driver) exec(rd thread.Ready) {
 			d.pending = append(d.pending, thread.Synced{LastSeq: last})
 		}
 		if rd.Stop {
-			d.stopped, d.stopErr, d.release, d.why = true, rd.StopErr, rd.Release, rd.ReleaseReason
+			d.stopped, d.stopErr = true, rd.StopErr
+			if rd.Release != nil {
+				d.release, d.why, d.rel = true, rd.Release.Reason, *rd.Release
+			}
 		}
 		d.observeNew()
 		if len(d.pending) == 0 {
@@ -401,6 +405,31 @@ func TestCore_Decide_idleRelease(t *testing.T) {
 	d.input(thread.Tick{})
 	if !d.stopped || !d.release || d.why != "idle" {
 		t.Fatalf("idle: stopped=%v release=%v why=%q, want both, idle", d.stopped, d.release, d.why)
+	}
+	if want := (thread.Release{Reason: "idle", LastPosted: 1}); d.rel != want {
+		t.Fatalf("idle release %+v, want %+v: the lease goes, nothing pending", d.rel, want)
+	}
+}
+
+// The release decision is the core's: a shutdown that leaves messages
+// pending keeps the lease, so the session's close hands the thread on, and
+// says the newest post it saw, so a later one is looked at again.
+func TestCore_Decide_shutdownKeepsLeaseWhenPending(t *testing.T) {
+	for _, more := range []bool{false, true} {
+		s := memstore.New(memstore.Config{})
+		th := "keep"
+		mustPost(t, s, th, "go")
+		last := uint64(1)
+		if more {
+			last = mustPost(t, s, th, "later")
+		}
+		d := newDriver(t, s, th, thread.Config{Agent: "echo"})
+		d.input(thread.Shutdown{})
+		d.input(thread.RunFinished{RunID: d.starts[0].RunID, Err: context.Canceled})
+		want := thread.Release{Reason: "shutdown", KeepLease: more, Pending: more, LastPosted: last}
+		if !d.stopped || d.rel != want {
+			t.Fatalf("pending=%v: stopped=%v release %+v, want %+v", more, d.stopped, d.rel, want)
+		}
 	}
 }
 

@@ -67,7 +67,7 @@ func (w *world) carry(p *proc, rd thread.Ready) {
 		p.out = append(p.out, effect{kind: doSync, owner: p, by: p.holder})
 	}
 	if rd.Stop {
-		if rd.Release {
+		if rd.Release != nil {
 			c := p.core.Claim()
 			c.Lease = p.lease
 			p.out = append(p.out, effect{kind: doRelease, owner: p, by: p.holder, claim: c})

@@ -111,7 +111,7 @@ func describeReady(rd thread.Ready) string {
 	if rd.Sync {
 		parts = append(parts, "sync")
 	}
-	if rd.Release {
+	if rd.Release != nil {
 		parts = append(parts, "release")
 	}
 	if rd.Stop {

@@ -43,10 +43,7 @@ type op struct {
 	ack    func()
 	actor  *actor
 	app    thread.Append
-	why    string // a release's reason
-	// pending and lastPosted are the actor's view as it released.
-	pending    bool
-	lastPosted uint64
+	rel    thread.Release // a release's, as the core decided it
 
 	st           events.Store // the runner's handle
 	sent, zombie bool
@@ -144,7 +141,7 @@ func (w *world) exec(r *runner, o *op) {
 		o.in = thread.Synced{LastSeq: last}
 	case opRelease:
 		w.release(r, st, o)
-		w.tracef("%s release %s claim %d (%s) -> %+v", name, o.thread, o.actor.claim.Seq, o.why, o.actor.fate)
+		w.tracef("%s release %s claim %d (%s) -> %+v", name, o.thread, o.actor.claim.Seq, o.rel.Reason, o.actor.fate)
 	case opTerminate:
 	}
 }
@@ -209,26 +206,26 @@ func (w *world) release(r *runner, st events.Store, o *op) {
 			r.faults = faults{op: "append", f: w.writeFault()}
 			defer func() { r.faults = faults{} }()
 		}
-		if o.why == "shutdown" && o.pending {
-			err = events.ReleaseMarker(w.ctx, st, c, o.why, w.now())
+		if o.rel.KeepLease {
+			err = events.ReleaseMarker(w.ctx, st, c, o.rel.Reason, w.now())
 		} else {
-			err = events.ReleaseClaim(w.ctx, st, c, o.why, w.now())
+			err = events.ReleaseClaim(w.ctx, st, c, o.rel.Reason, w.now())
 		}
 	}()
 	w.res.Stats.Releases++
 	switch {
 	case err != nil:
 		a.fate.Rework = true
-	case o.why != "shutdown":
+	case o.rel.Reason != "shutdown":
 		a.fate.Released = true
 		last, lerr := st.LastSeq(w.ctx, c.Thread, events.KindPosted)
-		if o.pending || lerr != nil || last > o.lastPosted {
+		if o.rel.Pending || lerr != nil || last > o.rel.LastPosted {
 			a.fate.Rework = true
 		}
-		a.fate.Checked = max(last, o.lastPosted)
+		a.fate.Checked = max(last, o.rel.LastPosted)
 	default:
 		a.fate.Released = true
-		a.fate.Checked = o.lastPosted
+		a.fate.Checked = o.rel.LastPosted
 	}
 	if a.fate.Rework {
 		w.res.Stats.Reworks++
@@ -365,7 +362,7 @@ func (w *world) stop(r *runner, a *actor, rd thread.Ready) {
 	r.ops = slices.DeleteFunc(r.ops, func(o *op) bool {
 		return o.actor == a && !o.sent && (o.kind == opAppend || o.kind == opSync)
 	})
-	if !rd.Release {
+	if rd.Release == nil {
 		r.ops = append(r.ops, &op{kind: opTerminate, thread: a.thread, actor: a, sent: true})
 		return
 	}
@@ -376,13 +373,7 @@ func (w *world) stop(r *runner, a *actor, rd thread.Ready) {
 		w.tracef("a post races %s's release of %s", r.name, a.thread)
 		w.postTo(a.thread)
 	}
-	v := a.core.View()
-	last := v.LastPostedSubjectSeq
-	if n := len(v.Messages); n > 0 {
-		last = max(last, v.Messages[n-1].Seq)
-	}
-	r.ops = append(r.ops, &op{kind: opRelease, thread: a.thread, actor: a, why: rd.ReleaseReason,
-		pending: len(v.Pending()) > 0, lastPosted: last, st: r.store})
+	r.ops = append(r.ops, &op{kind: opRelease, thread: a.thread, actor: a, rel: *rd.Release, st: r.store})
 }
 
 // handOut checks a message handed to an agent: never twice, and only once

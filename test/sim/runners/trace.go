@@ -93,7 +93,7 @@ func describeThreadReady(rd thread.Ready) string {
 	if rd.Sync {
 		b.WriteString(" sync")
 	}
-	if rd.Release {
+	if rd.Release != nil {
 		b.WriteString(" release")
 	}
 	if rd.Stop {
