@@ -25,10 +25,10 @@ func (h *runHandle) readHistory() {
 		}
 		b := sys.NewBackoff(10*time.Millisecond, time.Second)
 		for {
-			envs, err := loadRange(h.ctx, h.a.r.store, h.a.claim.Thread, from, h.start.StartSeq-1)
+			envs, err := loadRange(h.ctx, h.a.env.store, h.a.claim.Thread, from, h.start.StartSeq-1)
 			if err == nil && from == 1 {
 				// A fork by reference: its history starts with its source's.
-				err = projections.ResolveFirst(h.ctx, h.a.r.store, envs)
+				err = projections.ResolveFirst(h.ctx, h.a.env.store, envs)
 			}
 			if err == nil {
 				h.hist, h.conv = thread.HistoryFrom(h.a.claim.Thread, h.start, envs)
@@ -85,7 +85,7 @@ func (h *runHandle) MessagesBefore(ctx context.Context, seq uint64, n int) ([]ag
 		if seq > span {
 			lo = seq - span
 		}
-		envs, err := loadRange(ctx, h.a.r.store, th, lo, seq-1)
+		envs, err := loadRange(ctx, h.a.env.store, th, lo, seq-1)
 		if err != nil {
 			return nil, err
 		}

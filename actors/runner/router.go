@@ -132,7 +132,7 @@ func (ra *runnerActor) spawn(ctx actor.Context, sp sched.Spawn, cr *claimResult)
 		history = append(history, sp.Routed...) // Core skips what it holds
 	}
 	fate := &childFate{}
-	ra.spawning = newThreadActor(ra.r, sp.Claim, cr.view, cr.snapSeq, history, sp.Probe, fate)
+	ra.spawning = newThreadActor(&ra.r.env, sp.Claim, cr.view, cr.snapSeq, history, sp.Probe, fate)
 	pid, err := ctx.SpawnNamed(ra.threadProps(), actorName(sp.Thread, sp.Claim.Seq))
 	ra.spawning = nil
 	if err != nil {

@@ -201,6 +201,7 @@ type Runner struct {
 	sys      *actor.ActorSystem
 	pid      *actor.PID
 	stats    stats
+	env      threadEnv // what its thread actors use of it, set by Start
 
 	ctx    context.Context
 	cancel context.CancelFunc
@@ -315,6 +316,8 @@ func (r *Runner) Start(ctx context.Context) error {
 		// throttle period lets its goroutine end soon after shutdown.
 		actor.WithDeadLetterThrottleInterval(50*time.Millisecond),
 	)
+	r.env = threadEnv{cfg: &r.cfg, store: r.store, stats: &r.stats, log: r.log, ctx: r.ctx, root: r.sys.Root,
+		goDo: r.goDo, now: r.now, snapshotSaved: r.snapshotSaved}
 	ra := newRunnerActor(r, r.newScheduler(sess))
 	props := actor.PropsFromProducer(func() actor.Actor { return ra },
 		actor.WithDispatcher(r.disp),

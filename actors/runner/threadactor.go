@@ -44,7 +44,7 @@ var testHookReceive func(thread string, self *actor.PID, msg any)
 // An idle claimed thread costs its actor, its core's view and one timer:
 // no goroutine, no consumer and no periodic work.
 type threadActor struct {
-	r       *Runner
+	env     *threadEnv
 	claim   events.Claim
 	view    *projections.Thread // what the claim started from (a snapshot, the replay's chunks), or nil
 	history []events.Envelope
@@ -65,8 +65,29 @@ type threadActor struct {
 	runs map[string]*runHandle
 }
 
-func newThreadActor(r *Runner, c events.Claim, view *projections.Thread, snapSeq uint64, history []events.Envelope, probe bool, fate *childFate) *threadActor {
-	return &threadActor{r: r, claim: c, view: view, snapSeq: snapSeq, history: history, probe: probe, fate: fate}
+// threadEnv is all a thread actor uses of its runner: the configuration,
+// the store, the clock and the logger, which never change once the runner
+// started, and services safe from any goroutine (the counters, the
+// goroutine group, the actor system's root). It reads no state the runner
+// actor changes: what it tells the runner goes by messages, and by its
+// childFate, which the runner reads once the actor has stopped (protoactor
+// delivers the Terminated, a system message, before user messages sent
+// earlier, so a last message could not carry it). One per runner, shared:
+// a held thread pays one pointer for it.
+type threadEnv struct {
+	cfg           *Config
+	store         events.Store
+	stats         *stats
+	log           *slog.Logger
+	ctx           context.Context // the runner's: ends when it stops
+	root          *actor.RootContext
+	goDo          func(func())
+	now           func() time.Time
+	snapshotSaved func(*pendingSnapshot, error)
+}
+
+func newThreadActor(env *threadEnv, c events.Claim, view *projections.Thread, snapSeq uint64, history []events.Envelope, probe bool, fate *childFate) *threadActor {
+	return &threadActor{env: env, claim: c, view: view, snapSeq: snapSeq, history: history, probe: probe, fate: fate}
 }
 
 // endGate orders the observer's calls: the claim ends once the actor stopped
@@ -129,10 +150,10 @@ func (a *threadActor) takeover() bool {
 // log returns the actor's logger. It is made on use: a logger with fields
 // costs memory that idle threads need not pay.
 func (a *threadActor) log() *slog.Logger {
-	return a.r.log.With("thread", a.claim.Thread, "claim_seq", a.claim.Seq)
+	return a.env.log.With("thread", a.claim.Thread, "claim_seq", a.claim.Seq)
 }
 
-func (a *threadActor) send(msg any) { a.r.sys.Root.Send(a.self, msg) }
+func (a *threadActor) send(msg any) { a.env.root.Send(a.self, msg) }
 
 // Receive implements actor.Actor.
 func (a *threadActor) Receive(ctx actor.Context) {
@@ -169,7 +190,7 @@ func (a *threadActor) Receive(ctx actor.Context) {
 		a.armIdle()
 	case drainReq:
 		a.decide(ctx, thread.Drain{})
-		a.graceTimer = a.rearm(a.graceTimer, a.r.cfg.ShutdownGrace, graceExpired{})
+		a.graceTimer = a.rearm(a.graceTimer, a.env.cfg.ShutdownGrace, graceExpired{})
 	case graceExpired:
 		a.decide(ctx, thread.Shutdown{})
 	case releaseDone:
@@ -184,9 +205,9 @@ func (a *threadActor) Receive(ctx actor.Context) {
 
 func (a *threadActor) started(ctx actor.Context) {
 	a.self = ctx.Self()
-	a.ctx, a.cancel = context.WithCancel(a.r.ctx)
-	a.r.cfg.Observer.Claimed(a.claim, a.takeover())
-	if o, ok := a.r.cfg.Observer.(StartObserver); ok {
+	a.ctx, a.cancel = context.WithCancel(a.env.ctx)
+	a.env.cfg.Observer.Claimed(a.claim, a.takeover())
+	if o, ok := a.env.cfg.Observer.(StartObserver); ok {
 		var first, last uint64
 		if n := len(a.history); n > 0 {
 			first, last = a.history[0].Seq, a.history[n-1].Seq
@@ -194,12 +215,12 @@ func (a *threadActor) started(ctx actor.Context) {
 		o.ClaimStarted(a.claim, a.snapSeq, first, last)
 	}
 	cfg := thread.Config{
-		Agent:     a.r.cfg.Agent.Name(),
-		Steerable: a.r.cfg.Agent.Steerable(),
+		Agent:     a.env.cfg.Agent.Name(),
+		Steerable: a.env.cfg.Agent.Steerable(),
 		IdleTicks: 1,
 
-		MaxEventBytes: thread.MaxEventBytesOf(a.r.store),
-		HistoryWindow: a.r.cfg.HistoryWindow,
+		MaxEventBytes: thread.MaxEventBytesOf(a.env.store),
+		HistoryWindow: a.env.cfg.HistoryWindow,
 	}
 	if a.view != nil {
 		a.core = thread.NewFromView(cfg, a.claim, a.view, a.history)
@@ -257,13 +278,13 @@ func (a *threadActor) exec(ctx actor.Context, rd thread.Ready) {
 		a.append(ap)
 	}
 	if rd.Sync {
-		a.r.goDo(a.sync)
+		a.env.goDo(a.sync)
 	}
 	if rd.Stop {
 		a.stopping = true
 		a.fate.clean.Store(true)
 		if errors.Is(rd.StopErr, events.ErrThreadBusy) {
-			a.r.stats.fenced.Add(1)
+			a.env.stats.fenced.Add(1)
 			a.log().Info("claim lost; stopping", "reason", rd.StopErr)
 		}
 		for _, h := range a.runs {
@@ -284,20 +305,20 @@ func (a *threadActor) exec(ctx actor.Context, rd thread.Ready) {
 func (a *threadActor) release(rel thread.Release) {
 	c := a.claim
 	why, pending, lastPosted := rel.Reason, rel.Pending, rel.LastPosted
-	store, fate := a.r.store, a.fate
+	store, fate := a.env.store, a.fate
 	snap := a.snapshot()
-	a.r.goDo(func() {
-		rctx, cancel := context.WithTimeout(context.WithoutCancel(a.ctx), a.r.cfg.CallTimeout)
+	a.env.goDo(func() {
+		rctx, cancel := context.WithTimeout(context.WithoutCancel(a.ctx), a.env.cfg.CallTimeout)
 		defer cancel()
 		var err error
 		if rel.KeepLease {
-			err = events.ReleaseMarker(rctx, store, c, why, a.r.now())
+			err = events.ReleaseMarker(rctx, store, c, why, a.env.now())
 		} else {
-			err = events.ReleaseClaim(rctx, store, c, why, a.r.now())
+			err = events.ReleaseClaim(rctx, store, c, why, a.env.now())
 		}
 		if snap != nil {
 			serr := snap.save(rctx)
-			a.r.snapshotSaved(snap, serr)
+			a.env.snapshotSaved(snap, serr)
 			if serr != nil {
 				// A claim then replays the thread's events after the
 				// older snapshot, or all of them: slower, not wrong.
@@ -305,7 +326,7 @@ func (a *threadActor) release(rel thread.Release) {
 			}
 		}
 		if err != nil && errors.Is(err, events.ErrNoStorage) {
-			a.r.stats.notWritten.Add(1)
+			a.env.stats.notWritten.Add(1)
 			a.log().Warn("release not written: the server is out of storage; the claim lapses with the session", "err", err)
 		}
 		switch {
@@ -345,8 +366,8 @@ func (p *pendingSnapshot) save(ctx context.Context) error {
 // started from none, or the view has moved SnapshotEvery events past the
 // one it started from: every released thread has one.
 func (a *threadActor) snapshot() *pendingSnapshot {
-	ss, ok := a.r.store.(events.SnapshotStore)
-	every := a.r.cfg.SnapshotEvery
+	ss, ok := a.env.store.(events.SnapshotStore)
+	every := a.env.cfg.SnapshotEvery
 	v := a.core.View()
 	if !ok || every < 0 || v.LastSeq == 0 || (a.snapSeq != 0 && v.LastSeq < a.snapSeq+uint64(every)) {
 		return nil
@@ -356,23 +377,23 @@ func (a *threadActor) snapshot() *pendingSnapshot {
 		a.log().Warn("snapshot not encoded", "err", err)
 		return nil
 	}
-	a.r.stats.snapshotsSaved.Add(1)
+	a.env.stats.snapshotsSaved.Add(1)
 	return &pendingSnapshot{store: ss, thread: a.claim.Thread, data: data}
 }
 
 func (a *threadActor) append(ap *thread.Append) {
 	ev := proto.Clone(ap.Event).(*eventspb.Event)
-	ev.Time = timestamppb.New(a.r.now())
+	ev.Time = timestamppb.New(a.env.now())
 	chk, id := ap.Check, ap.MsgID
 	ctx := a.ctx
-	observed := a.r.cfg.Observer.Appending(a.claim, ev, a.core.View())
+	observed := a.env.cfg.Observer.Appending(a.claim, ev, a.core.View())
 	var out *runHandle // the run whose Emit waits for this output
 	if o := ev.GetRunOutput(); o != nil {
 		out = a.runs[o.GetRunId()]
 	}
 	a.end.begin()
-	a.r.goDo(func() {
-		if hook := a.r.cfg.BeforeAppend; hook != nil {
+	a.env.goDo(func() {
+		if hook := a.env.cfg.BeforeAppend; hook != nil {
 			hook(ctx, ev)
 		}
 		// A write handed to the store waits for its verdict even if the
@@ -381,20 +402,20 @@ func (a *threadActor) append(ap *thread.Append) {
 		// So a stale write that the fence or the run's compare-and-set
 		// refuses is reported as refused, not lost as "canceled". A write
 		// not yet sent when the actor stopped is not sent.
-		sendCtx := a.r.ctx
+		sendCtx := a.env.ctx
 		if ctx.Err() != nil {
 			sendCtx = ctx
 		}
-		ack, err := a.r.store.Append(sendCtx, ev, chk, events.WithMsgID(id))
+		ack, err := a.env.store.Append(sendCtx, ev, chk, events.WithMsgID(id))
 		observed(ack, err)
 		if out != nil {
 			out.written(len(ev.GetRunOutput().GetText()))
 		}
 		if a.end.done() {
-			a.r.cfg.Observer.ClaimEnded(a.claim)
+			a.env.cfg.Observer.ClaimEnded(a.claim)
 		}
 		if err == nil && !ack.Duplicate && events.TypeOf(ev) == events.TypeRunAbandoned {
-			a.r.stats.abandoned.Add(1)
+			a.env.stats.abandoned.Add(1)
 		}
 		if err != nil && errors.Is(err, events.ErrThreadBusy) {
 			a.log().Info("fenced write refused", "type", events.TypeOf(ev), "err", err)
@@ -402,7 +423,7 @@ func (a *threadActor) append(ap *thread.Append) {
 		if err != nil && errors.Is(err, events.ErrNoStorage) {
 			// The core tries again (or, stopping, gives up): not at once,
 			// the store stays full for a while.
-			a.r.stats.notWritten.Add(1)
+			a.env.stats.notWritten.Add(1)
 			a.log().Warn("not written: the server is out of storage", "type", events.TypeOf(ev))
 			sys.Sleep(a.ctx, noStorageRetry)
 		}
@@ -418,7 +439,7 @@ const noStorageRetry = time.Second
 func (a *threadActor) sync() {
 	b := sys.NewBackoff(10*time.Millisecond, time.Second)
 	for {
-		last, err := events.ThreadLastSeq(a.ctx, a.r.store, a.claim.Thread)
+		last, err := events.ThreadLastSeq(a.ctx, a.env.store, a.claim.Thread)
 		if err == nil {
 			a.send(thread.Synced{LastSeq: last})
 			return
@@ -436,10 +457,10 @@ func (a *threadActor) armIdle() {
 		return
 	}
 	if a.idleTimer == nil {
-		a.idleTimer = time.AfterFunc(a.r.cfg.IdleTimeout, func() { a.send(idleDue{}) })
+		a.idleTimer = time.AfterFunc(a.env.cfg.IdleTimeout, func() { a.send(idleDue{}) })
 		return
 	}
-	a.idleTimer.Reset(a.r.cfg.IdleTimeout)
+	a.idleTimer.Reset(a.env.cfg.IdleTimeout)
 }
 
 // rearm replaces a one-shot timer; re-armed timers stand in for
@@ -469,7 +490,7 @@ func (a *threadActor) stopAll() {
 	if a.cancel != nil {
 		a.cancel()
 		if a.end.stop() {
-			a.r.cfg.Observer.ClaimEnded(a.claim)
+			a.env.cfg.Observer.ClaimEnded(a.claim)
 		}
 	}
 }
@@ -479,23 +500,23 @@ func (a *threadActor) startRun(s thread.StartRun) {
 		a.runs = make(map[string]*runHandle)
 	}
 	rctx, cancel := context.WithCancel(a.ctx)
-	rctx = a.r.cfg.Observer.RunContext(rctx, a.claim, s.RunID)
+	rctx = a.env.cfg.Observer.RunContext(rctx, a.claim, s.RunID)
 	h := &runHandle{
 		a: a, id: s.RunID, start: s, cancel: cancel, ctx: rctx,
 		answers: make(map[string]chan agent.Message), wrote: make(chan struct{}, 1),
 		steered: make(chan struct{}),
 	}
 	a.runs[s.RunID] = h
-	a.r.goDo(func() {
+	a.env.goDo(func() {
 		defer cancel()
-		out, err := runAgent(rctx, a.r.cfg.Agent, h)
+		out, err := runAgent(rctx, a.env.cfg.Agent, h)
 		if err == nil && rctx.Err() != nil {
 			err = rctx.Err()
 		}
 		if err != nil {
-			a.r.stats.failed.Add(1)
+			a.env.stats.failed.Add(1)
 		} else {
-			a.r.stats.completed.Add(1)
+			a.env.stats.completed.Add(1)
 		}
 		a.send(thread.RunFinished{RunID: s.RunID, Output: out, Err: err})
 	})
@@ -577,7 +598,7 @@ func (h *runHandle) Steer(ctx context.Context) ([]agent.Message, error) {
 	if err := ctx.Err(); err != nil {
 		return nil, fmt.Errorf("%w: %w", agent.ErrRunEnded, err)
 	}
-	if h.a.r.cfg.Agent.Steerable() {
+	if h.a.env.cfg.Agent.Steerable() {
 		h.mu.Lock()
 		h.steerAsks++
 		ask := h.steerAsks
