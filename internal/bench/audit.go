@@ -6,9 +6,7 @@ import (
 	"fmt"
 	"io"
 	"log/slog"
-	"os"
 	"runtime"
-	"runtime/pprof"
 	"slices"
 	"time"
 
@@ -76,15 +74,11 @@ func Audit(ctx context.Context, cfg AuditConfig) (AuditResult, error) {
 		return res, fmt.Errorf("stream holds %d events, want %d (err %v)", last, f.Events, err)
 	}
 	if f.Profile != "" {
-		pf, err := os.Create(f.Profile)
+		stop, err := cpuProfile(f.Profile)
 		if err != nil {
 			return res, err
 		}
-		defer pf.Close()
-		if err := pprof.StartCPUProfile(pf); err != nil {
-			return res, err
-		}
-		defer pprof.StopCPUProfile()
+		defer stop()
 	}
 
 	var bestRaw, bestAudit readRate

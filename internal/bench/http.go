@@ -11,7 +11,6 @@ import (
 	"net/http"
 	"os"
 	"os/exec"
-	"runtime/pprof"
 	"strings"
 	"sync"
 	"time"
@@ -174,15 +173,11 @@ func httpPhase(ctx context.Context, cfg *HTTPConfig, url string, round int) (Pha
 		return Phase{}, 0, 0, err
 	}
 	if cfg.CPUProfile != "" && round == 0 {
-		pf, err := os.Create(cfg.CPUProfile)
+		stop, err := cpuProfile(cfg.CPUProfile)
 		if err != nil {
 			return Phase{}, 0, 0, err
 		}
-		defer pf.Close()
-		if err := pprof.StartCPUProfile(pf); err != nil {
-			return Phase{}, 0, 0, err
-		}
-		defer pprof.StopCPUProfile()
+		defer stop()
 	}
 	cpu1 := cpuTime()
 	got, err := cmd.Output()

@@ -113,15 +113,11 @@ func Scale(ctx context.Context, cfg ScaleConfig) (*ScaleResult, error) {
 	progress("bench scale: %d threads, embedded server (fsync %v), one runner, echo agent; RSS before %s", cfg.Threads, cfg.Sync, MiB(rssBefore))
 
 	if cfg.CPUProfile != "" {
-		pf, err := os.Create(cfg.CPUProfile)
+		stop, err := cpuProfile(cfg.CPUProfile)
 		if err != nil {
 			return nil, err
 		}
-		defer pf.Close()
-		if err := pprof.StartCPUProfile(pf); err != nil {
-			return nil, err
-		}
-		defer pprof.StopCPUProfile()
+		defer stop()
 	}
 	start, loadCPU := time.Now(), cpuTime()
 	var next atomic.Int64

@@ -2,6 +2,8 @@ package bench
 
 import (
 	"context"
+	"os"
+	"runtime/pprof"
 	"slices"
 	"sync"
 	"syscall"
@@ -94,4 +96,18 @@ func cpuTime() time.Duration {
 		return 0
 	}
 	return time.Duration(ru.Utime.Nano() + ru.Stime.Nano())
+}
+
+// cpuProfile starts a CPU profile written to path; stop ends it and
+// closes the file.
+func cpuProfile(path string) (stop func(), err error) {
+	f, err := os.Create(path)
+	if err != nil {
+		return nil, err
+	}
+	if err := pprof.StartCPUProfile(f); err != nil {
+		f.Close()
+		return nil, err
+	}
+	return func() { pprof.StopCPUProfile(); f.Close() }, nil
 }
