@@ -3,7 +3,6 @@ package runners_test
 import (
 	"context"
 	"flag"
-	"strconv"
 	"testing"
 	"time"
 
@@ -68,27 +67,10 @@ func keepStreamsDir(url string) error {
 // from a printed base.
 func TestRunners_nats(t *testing.T) {
 	cfg := runners.Config{Steps: *flagSteps, NATS: natsEnv(t)}
-	if *flagSeed != "" {
-		seed, err := strconv.ParseUint(*flagSeed, 10, 64)
-		if err != nil {
-			t.Fatalf("-runners.seed %q: %v", *flagSeed, err)
-		}
-		cfg.Trace = true
-		r := runners.Run(seed, cfg)
-		t.Logf("seed %d on natsstore: %d steps, %d events, stats %+v\n%s", seed, r.Steps, r.Events, r.Stats, r.FormatTrace())
-		if r.Failed() {
-			t.Fatalf("seed %d on natsstore: %s: %s", seed, r.Check, r.Failure)
-		}
+	if replayed(t, cfg, " on natsstore") {
 		return
 	}
-	base := uint64(time.Now().UnixNano()) & (1<<40 - 1)
-	if *flagBase != "" {
-		b, err := strconv.ParseUint(*flagBase, 10, 64)
-		if err != nil {
-			t.Fatalf("-runners.base %q: %v", *flagBase, err)
-		}
-		base = b
-	}
+	base := baseSeed(t)
 	n := natsSeeds()
 	seeds := append([]uint64(nil), natsFixed...)
 	for i := range n {

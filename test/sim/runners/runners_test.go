@@ -40,27 +40,10 @@ func seeds() int {
 // replayed with its trace.
 func TestRunners(t *testing.T) {
 	cfg := runners.Config{Steps: *flagSteps}
-	if *flagSeed != "" {
-		seed, err := strconv.ParseUint(*flagSeed, 10, 64)
-		if err != nil {
-			t.Fatalf("-runners.seed %q: %v", *flagSeed, err)
-		}
-		cfg.Trace = true
-		r := runners.Run(seed, cfg)
-		t.Logf("seed %d: %d steps, %d events, stats %+v\n%s", seed, r.Steps, r.Events, r.Stats, r.FormatTrace())
-		if r.Failed() {
-			t.Fatalf("seed %d: %s: %s", seed, r.Check, r.Failure)
-		}
+	if replayed(t, cfg, "") {
 		return
 	}
-	base := uint64(time.Now().UnixNano()) & (1<<40 - 1)
-	if *flagBase != "" {
-		b, err := strconv.ParseUint(*flagBase, 10, 64)
-		if err != nil {
-			t.Fatalf("-runners.base %q: %v", *flagBase, err)
-		}
-		base = b
-	}
+	base := baseSeed(t)
 	n := seeds()
 	t.Logf("base seed %d: seeds %d..%d, %d steps each (-runners.base=%d reruns them)", base, base, base+uint64(n)-1, cfg.Steps, base)
 	start := time.Now()
@@ -128,4 +111,37 @@ func TestRunners_deterministic(t *testing.T) {
 	if a.FormatTrace() != b.FormatTrace() {
 		t.Fatalf("seed 42 ran two ways")
 	}
+}
+
+// replayed replays the seed -runners.seed names, with its trace, and
+// reports whether there was one. where names the store in its lines.
+func replayed(t *testing.T, cfg runners.Config, where string) bool {
+	t.Helper()
+	if *flagSeed == "" {
+		return false
+	}
+	seed, err := strconv.ParseUint(*flagSeed, 10, 64)
+	if err != nil {
+		t.Fatalf("-runners.seed %q: %v", *flagSeed, err)
+	}
+	cfg.Trace = true
+	r := runners.Run(seed, cfg)
+	t.Logf("seed %d%s: %d steps, %d events, stats %+v\n%s", seed, where, r.Steps, r.Events, r.Stats, r.FormatTrace())
+	if r.Failed() {
+		t.Fatalf("seed %d%s: %s: %s", seed, where, r.Check, r.Failure)
+	}
+	return true
+}
+
+// baseSeed is the first seed: -runners.base, or one drawn from the clock.
+func baseSeed(t *testing.T) uint64 {
+	t.Helper()
+	if *flagBase == "" {
+		return uint64(time.Now().UnixNano()) & (1<<40 - 1)
+	}
+	b, err := strconv.ParseUint(*flagBase, 10, 64)
+	if err != nil {
+		t.Fatalf("-runners.base %q: %v", *flagBase, err)
+	}
+	return b
 }
