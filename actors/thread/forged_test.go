@@ -176,3 +176,45 @@ func checkForgedAudit(t *testing.T, s events.Store, th string, want string) {
 		t.Errorf("violations %+v: the forgery is not flagged %s", r.Violations, want)
 	}
 }
+
+// Issue 23: a forged run_started that names a newer message than the oldest
+// pending one consumes that message alone. The message it passed over stays
+// pending, so the holder runs it next: before, the fold's cursor moved past
+// it and no runner would ever take it.
+func TestCore_Decide_forgedSkipStrandsNothing(t *testing.T) {
+	base := memstore.New(memstore.Config{})
+	s := &racer{Store: base}
+	th := "skipped"
+	mustPost(t, s, th, "go")
+	d := newDriver(t, s, th, thread.Config{Agent: "echo"})
+	run := d.starts[0].RunID
+	var two, three uint64
+	s.before = func() {
+		two = mustPost(t, base, th, "two")
+		three = mustPost(t, base, th, "three")
+		c := d.core.Claim()
+		forge(t, base, events.NewRunStarted(c, c.Lease.Expires, "evil", three, "evil"), events.Fenced(c), "x:1")
+	}
+	d.input(thread.RunOutput{RunID: run, Text: "working"})
+	if two == 0 {
+		t.Fatal("the forger did not race the output")
+	}
+	if p := d.core.View().Pending(); len(p) != 1 || p[0].Seq != two {
+		t.Fatalf("pending %+v, want message %d, which the forgery passed over", p, two)
+	}
+	// The holder's run, displaced by the forged one, ends; its report is
+	// rejected, and the holder plans again at its next tick.
+	var rej *thread.RejectError
+	if _, err := d.core.Decide(thread.RunFinished{RunID: run, Output: "late"}); !errors.As(err, &rej) {
+		t.Fatalf("the displaced run's end: %v, want it rejected", err)
+	}
+	d.input(thread.Tick{})
+	if len(d.starts) != 2 || d.starts[1].Prompt.Seq != two {
+		t.Fatalf("starts %+v, want a run for message %d", d.starts, two)
+	}
+	d.input(thread.RunFinished{RunID: d.starts[1].RunID, Output: "done"})
+	if len(d.starts) != 2 {
+		t.Fatalf("starts %+v: message %d, which the forgery consumed, ran", d.starts, three)
+	}
+	checkForgedAudit(t, base, th, audit.CheckNoneSkipped)
+}
