@@ -119,6 +119,7 @@ type Log struct {
 	// window (natsstore keeps them in a bucket).
 	postIDs  map[string]uint64
 	leases   map[string]*lease
+	parts    map[int]*lease // partition leases, apart from the watched keys
 	leaseRev uint64
 	feed     leaseFeed     // lease changes, for watches
 	notify   chan struct{} // closed and replaced on every write
