@@ -104,6 +104,10 @@ type LogConfig struct {
 	// renewed in time. Default time.AfterFunc; a simulation on a simulated
 	// clock passes its own, so that sessions lapse in simulated time.
 	AfterFunc func(d time.Duration, f func())
+	// SessionID, if set, draws the random part of each new session's id
+	// (a random hex string by default), so that a simulation that hashes
+	// session ids replays exactly.
+	SessionID func() string
 }
 
 // Log is an in-memory stream shared by any number of [Store] handles, as a

@@ -17,7 +17,7 @@ func sessions(rng *rand.Rand, n int) []string {
 	return out
 }
 
-// Every partition falls to one of the sessions, none gets more than
+// Every partition falls to one of the sessions, each gets ⌊P/R⌋ or
 // ⌈P/R⌉, and the order of the sessions (or a repeat) changes nothing.
 func TestAssign_balanced(t *testing.T) {
 	rng := rand.New(rand.NewPCG(1, 2))
@@ -32,9 +32,10 @@ func TestAssign_balanced(t *testing.T) {
 			}
 			count[s]++
 		}
+		lo, hi := P/R, (P+R-1)/R
 		for _, s := range ss {
-			if c, hi := count[s], (P+R-1)/R; c > hi {
-				t.Fatalf("P=%d R=%d: %s has %d, more than %d", P, R, s, c, hi)
+			if c := count[s]; c < lo || c > hi {
+				t.Fatalf("P=%d R=%d: %s has %d, want %d..%d", P, R, s, c, lo, hi)
 			}
 		}
 		shuffled := slices.Clone(ss)

@@ -15,9 +15,9 @@
 // # The rules
 //
 //   - assignment: every runner computes [Assign] over the live sessions it
-//     knows (its own included): rendezvous hashing with a capacity, so no
-//     runner gets more than ⌈P/R⌉ partitions, and a join or a leave moves
-//     few of them. Runners that see the same sessions agree without
+//     knows (its own included): rendezvous hashing with a capacity, so
+//     each runner gets ⌊P/R⌋ or ⌈P/R⌉ partitions, and a join or a leave
+//     moves few of them. Runners that see the same sessions agree without
 //     talking; runners that do not yet are safe all the same (below).
 //   - acquire: a partition that falls to this runner and whose lease, as
 //     last read, is free, lapsed, or its own session's, is acquired by
