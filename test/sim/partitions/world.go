@@ -49,9 +49,9 @@ type Config struct {
 	Threads    int // the thread id space: posts pick ids from it
 	// Hot is a few threads that get half of the posts, so that threads
 	// get several messages and runs overlap claims; 0 spreads all posts.
-	Hot int
-	Posts      int // posts during the faults
-	Changes    int // membership changes during the faults, spread over the posts
+	Hot     int
+	Posts   int // posts during the faults
+	Changes int // membership changes during the faults, spread over the posts
 	// Unfenced wraps every runner's store with eventstest.Unfenced: the
 	// control.
 	Unfenced bool
