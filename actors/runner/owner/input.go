@@ -26,8 +26,9 @@ type (
 	// thread claims are gone, so it gives up every partition too.
 	SessionLost struct{}
 	// Members is the set of live runner sessions, from the lease watch
-	// (its session keys), whole each time it changes. The runner's own
-	// session counts whether or not it is listed.
+	// (its session keys), whole each time it changes, and first once the
+	// watch caught up: until then the core acquires nothing. The runner's
+	// own session counts whether or not it is listed.
 	Members struct{ Live []string }
 	// Leases is a read of the partition leases asked for by [Ready.Read]
 	// (events.PartitionLeaser.PartitionLeases), or its error.

@@ -53,7 +53,8 @@ type part struct {
 type Stats struct {
 	Acquired int64 // partitions taken
 	Released int64 // partitions given back after a drain
-	Lost     int64 // partitions lost: a renewal refused, or the lease lapsed
+	Lost     int64 // partitions lost: a renewal refused
+	Lapsed   int64 // partitions given up as their lease expired unrenewed (a stall)
 	Drains   int64 // drains started
 	Refused  int64 // acquisitions refused (held by another)
 }
@@ -63,11 +64,14 @@ type Stats struct {
 // clock: each [Input] carries the time, and each [Ready] says what to do.
 // It is not safe for concurrent use; one loop owns it.
 type Core struct {
-	cfg    Config
-	now    time.Time
-	rd     Ready
-	me     string   // the runner's session; "" while it has none
-	live   []string // the live sessions, as Members said
+	cfg  Config
+	now  time.Time
+	rd   Ready
+	me   string   // the runner's session; "" while it has none
+	live []string // the live sessions, as Members said
+	// known says Members came: until the lease watch caught up, the
+	// runner would think itself alone and take partitions others hold.
+	known  bool
 	target []string // Assign(P, live + me), kept until they change
 	parts  []part
 	// seen is the last read of the partition leases; nil before the first.
@@ -102,6 +106,7 @@ func (c *Core) Step(in Input) Ready {
 		c.retarget()
 	case Members:
 		c.live = slices.Clone(ev.Live)
+		c.known = true
 		c.retarget()
 		c.maybeRead()
 	case Leases:
@@ -160,7 +165,7 @@ func (c *Core) maybeRead() {
 
 // mine reports whether p falls to this runner now.
 func (c *Core) mine(p int) bool {
-	return c.me != "" && !c.leaving && c.target != nil && c.target[p] == c.me
+	return c.me != "" && !c.leaving && c.known && c.target[p] == c.me
 }
 
 // plan drains what is no longer this runner's, or whose lease lapsed, and
@@ -175,7 +180,7 @@ func (c *Core) plan() {
 				// hold it already. Its fence keeps both safe; stop
 				// claiming there at once all the same.
 				pt.lost = true
-				c.stats.Lost++
+				c.stats.Lapsed++
 				c.becomeDraining(p)
 			} else if !c.mine(p) {
 				c.becomeDraining(p)

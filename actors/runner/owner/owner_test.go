@@ -31,6 +31,22 @@ func TestCore_start(t *testing.T) {
 	}
 }
 
+// A runner takes nothing before its lease watch caught up: it would think
+// itself alone.
+func TestCore_waitsForMembers(t *testing.T) {
+	w := newGroup(t, parts)
+	a := w.addQuiet("a", nil)
+	a.settle()
+	a.step(owner.Tick{})
+	a.settle()
+	if got := a.since(0, acquires); len(got) != 0 {
+		t.Fatalf("acquired %v before Members", got)
+	}
+	a.step(owner.Members{Live: []string{"a"}})
+	a.settle()
+	w.settled()
+}
+
 // A join: the owner drains exactly the newcomer's share, releases each only
 // once its threads were handed over, and the newcomer takes them at its
 // next read.
@@ -138,8 +154,8 @@ func TestCore_comeBack(t *testing.T) {
 	if got := b.since(from, releases); len(got) != 0 {
 		t.Fatalf("b released leases it lost: %v", got)
 	}
-	if st := b.core.Stats(); st.Lost != int64(len(bs)) {
-		t.Fatalf("lost %d, want %d", st.Lost, len(bs))
+	if st := b.core.Stats(); st.Lapsed != int64(len(bs)) {
+		t.Fatalf("lapsed %d, want %d", st.Lapsed, len(bs))
 	}
 	// Its renewal fails too (SessionLost from the runner); a new session.
 	b.step(owner.SessionLost{})

@@ -101,11 +101,13 @@ func (w *world) watchSessions() {
 	if !changed {
 		return
 	}
-	before := w.lastAssign
-	w.lastAssign = w.assign()
+	before, rBefore := w.lastAssign, w.lastR
+	w.lastAssign, w.lastR = w.assign(), len(w.live)
 	if before != nil {
-		w.res.Figures.Changes++
-		w.res.Figures.Moved = append(w.res.Figures.Moved, owner.Moved(before, w.lastAssign))
+		fg := &w.res.Figures
+		fg.Changes++
+		fg.Moved = append(fg.Moved, owner.Moved(before, w.lastAssign))
+		fg.Least = append(fg.Least, float64(w.cfg.Partitions)/float64(max(rBefore, w.lastR, 1)))
 	}
 	live := make([]string, 0, len(w.live))
 	for s := range w.live {

@@ -117,14 +117,16 @@ func TestPartitions_large(t *testing.T) {
 		t.Fatalf("seed %d: %s: %s", seed, r.Check, r.Failure)
 	}
 	fg := r.Figures
-	sum := 0
-	for _, m := range fg.Moved {
+	sum, least := 0, 0.0
+	for i, m := range fg.Moved {
 		sum += m
+		least += fg.Least[i]
 	}
 	t.Logf("seed %d, %+v", seed, cfg)
 	t.Logf("%s wall, %.0f MiB allocated in all, heap %.0f MiB at the end; %d steps, %d events; %d posts to %d threads, all consumed once; %d fenced out; simulated %s",
 		d.Round(time.Millisecond), float64(after.TotalAlloc-before.TotalAlloc)/(1<<20), float64(after.HeapAlloc)/(1<<20), r.Steps, r.Events, fg.Posts, fg.Threads, fg.Fenced, fg.SimTime.Round(time.Second))
-	t.Logf("%d membership changes moved %v partitions (%.1f a change); %d partition acquisitions in all", fg.Changes, fg.Moved, float64(sum)/float64(max(fg.Changes, 1)), fg.Acquired)
+	t.Logf("%d membership changes moved %v partitions (%.1f a change, %.2f times the least, P/R); %d partition acquisitions in all; the cores' counters %+v",
+		fg.Changes, fg.Moved, float64(sum)/float64(max(fg.Changes, 1)), float64(sum)/max(least, 1), fg.Acquired, fg.Core)
 	t.Logf("at the end %d runners own %v: max/mean %.3f, bound ⌈P/R⌉/(P/R) = %.3f; settled %s after the faults stopped, max lag %s (bound %s)",
 		len(fg.Owned), fg.Owned, fg.Balance, fg.BalanceBound, fg.Settle, fg.MaxLag, partitions.Bound)
 }

@@ -166,7 +166,11 @@ func (w *world) deliver(r *runner) {
 // coreStep steps r's core and carries out its Ready: the lease calls at
 // once, their reports into the inbox for a later step.
 func (w *world) coreStep(r *runner, ev owner.Event) {
+	lapsed := r.core.Stats().Lapsed
 	rd := r.core.Step(owner.Input{Now: w.now(), Event: ev})
+	if n := r.core.Stats().Lapsed - lapsed; n > 0 {
+		w.tracef("%s: %d partition leases lapsed unrenewed (on %T, wake was %s)", r.name, n, ev, r.wake.Sub(eventstest.Epoch))
+	}
 	r.wake = rd.Wake
 	if rd.Read {
 		ls, err := r.leases.PartitionLeases(w.ctx, w.cfg.Partitions)

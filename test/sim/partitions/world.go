@@ -97,8 +97,13 @@ type Figures struct {
 	// each, the partitions whose assigned runner changed.
 	Changes int
 	Moved   []int
-	// Acquired counts partition acquisitions by every runner.
+	// Least is, for each change, the least that must move: P over the
+	// larger of the runner counts before and after.
+	Least []float64
+	// Acquired counts partition acquisitions by every runner; Core sums
+	// their cores' counters.
 	Acquired int64
+	Core     owner.Stats
 	// MaxLag is the longest wait of a message consumed after the faults
 	// stopped, from then or its post.
 	MaxLag time.Duration
@@ -144,6 +149,7 @@ type world struct {
 	watch      events.LeaseWatch
 	live       map[string]bool
 	lastAssign []string // the assignment of live, as last computed
+	lastR      int      // the number of live sessions then
 
 	// The checker's copy of the log.
 	tail      events.Tail
@@ -173,6 +179,15 @@ func Run(seed uint64, cfg Config) Result {
 	w.res.Seed, w.res.Events, w.res.Trace = seed, w.events, w.trace
 	w.res.Figures.SimTime = w.now().Sub(eventstest.Epoch)
 	w.res.Figures.Threads = len(w.folds)
+	for _, r := range w.runners {
+		st, c := r.core.Stats(), &w.res.Figures.Core
+		c.Acquired += st.Acquired
+		c.Released += st.Released
+		c.Lost += st.Lost
+		c.Lapsed += st.Lapsed
+		c.Drains += st.Drains
+		c.Refused += st.Refused
+	}
 	return w.res
 }
 
@@ -291,12 +306,18 @@ func (w *world) change() {
 		}
 	}
 	var opts []func()
-	if len(up)+len(frozen) < w.cfg.MaxRunners {
+	n := len(up) + len(frozen)
+	if n < w.cfg.MaxRunners {
 		opts = append(opts, w.join)
 	}
+	if n < w.cfg.Runners {
+		opts = append(opts, w.join) // drift back towards the starting count
+	}
 	if len(up) > 1 {
-		opts = append(opts, func() { w.leave(up[w.rng.IntN(len(up))]) })
 		opts = append(opts, func() { w.freeze(up[w.rng.IntN(len(up))]) })
+		if n > (w.cfg.Runners+1)/2 {
+			opts = append(opts, func() { w.leave(up[w.rng.IntN(len(up))]) })
+		}
 	}
 	if len(frozen) > 0 {
 		opts = append(opts, func() { w.thaw(frozen[w.rng.IntN(len(frozen))]) })
@@ -306,11 +327,14 @@ func (w *world) change() {
 	}
 }
 
-// renewDue returns an alive runner whose session renewal is due: time
-// does not pass it, as a live process renews on time.
+// renewDue returns an alive runner with a renewal due (its session's, or
+// its core's timer, which renews its partition leases), or lease calls
+// whose reports it has not read: time does not pass them, as a live
+// process renews on time and its lease calls take far less than a TTL.
+// A stall is a freeze.
 func (w *world) renewDue() *runner {
 	for _, r := range w.runners {
-		if r.state == alive && !r.renewAt.After(w.now()) {
+		if r.state == alive && (!r.renewAt.After(w.now()) || (!r.wake.IsZero() && !r.wake.After(w.now())) || len(r.inbox) > 0) {
 			return r
 		}
 	}
@@ -321,8 +345,14 @@ func (w *world) renewDue() *runner {
 func (w *world) advance() {
 	to := w.now().Add(time.Duration(1+w.rng.IntN(int(TTL/time.Millisecond)/4)) * time.Millisecond)
 	for _, r := range w.runners {
-		if r.state == alive && r.renewAt.Before(to) {
+		if r.state != alive {
+			continue
+		}
+		if r.renewAt.Before(to) {
 			to = r.renewAt
+		}
+		if !r.wake.IsZero() && r.wake.Before(to) {
+			to = r.wake
 		}
 	}
 	w.advanceTo(to)
