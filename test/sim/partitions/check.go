@@ -155,7 +155,7 @@ func (w *world) drain() {
 			break
 		}
 		if n > 50*w.cfg.Posts+100000 {
-			w.fail(CheckExactlyOnce, fmt.Sprintf("not settled after %d actions with no faults: %s", n, w.pending()))
+			w.fail(w.unsettledCheck(), fmt.Sprintf("not settled after %d actions with no faults: %s", n, w.pending()))
 			return
 		}
 		w.opts = w.opts[:0]
@@ -171,13 +171,21 @@ func (w *world) drain() {
 		}
 		next := w.nextDue()
 		if next.IsZero() || next.After(deadline) {
-			w.fail(CheckExactlyOnce, fmt.Sprintf("%s after the faults stopped, nothing left to do: %s", w.now().Sub(w.calm), w.pending()))
+			w.fail(w.unsettledCheck(), fmt.Sprintf("%s after the faults stopped, nothing left to do: %s", w.now().Sub(w.calm), w.pending()))
 			return
 		}
 		w.advanceTo(next)
 	}
 	w.res.Figures.Settle = w.now().Sub(w.calm)
 	w.verify()
+}
+
+// unsettledCheck names the check a run that does not settle breaks.
+func (w *world) unsettledCheck() string {
+	if len(w.unsettled) > 0 {
+		return CheckExactlyOnce
+	}
+	return CheckOwnership
 }
 
 // settled reports whether every post is consumed, no run is active, and
