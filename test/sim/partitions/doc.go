@@ -52,7 +52,7 @@
 //
 // TestPartitions_unfencedControl runs seeds with the fence switched off
 // (eventstest.Unfenced on every runner's handle): within 200 seeds one
-// must break I1 or I3 (seed 6 today: a thawed runner starts a run for a
+// must break I1 or I3 (seed 10 today: a thawed runner starts a run for a
 // message the partition's new owner consumed).
 //
 // # Usage
