@@ -20,6 +20,7 @@ const ttl = eventstest.TTL
 type node struct {
 	t       *testing.T
 	sess    string
+	parts   int
 	core    *owner.Core
 	store   events.PartitionLeaser
 	clock   *eventstest.Clock
@@ -57,7 +58,7 @@ func (w *group) addQuiet(sess string, clock *eventstest.Clock) *node {
 	if clock == nil {
 		clock = w.clock
 	}
-	n := &node{t: w.t, sess: sess, clock: clock, core: owner.New(owner.Config{Partitions: w.parts, TTL: ttl}),
+	n := &node{t: w.t, sess: sess, parts: w.parts, clock: clock, core: owner.New(owner.Config{Partitions: w.parts, TTL: ttl}),
 		store: w.log.Open(memstore.Config{Now: clock.Now})}
 	w.nodes = append(w.nodes, n)
 	n.step(owner.SessionOpened{ID: sess})
@@ -85,7 +86,7 @@ func (n *node) step(ev owner.Event) owner.Ready {
 	n.seen = append(n.seen, rd)
 	ctx := context.Background()
 	if rd.Read {
-		ls, err := n.store.PartitionLeases(ctx, len(n.core.Target()))
+		ls, err := n.store.PartitionLeases(ctx, n.parts)
 		n.pending = append(n.pending, owner.Leases{Leases: ls, Err: err})
 	}
 	for _, p := range rd.Acquire {
@@ -213,8 +214,10 @@ func (n *node) since(from int, f func(owner.Ready) []int) []int {
 	return out
 }
 
-func drains(rd owner.Ready) []int   { return rd.Drain }
-func acquires(rd owner.Ready) []int { return rd.Acquire }
+func drains(rd owner.Ready) []int    { return rd.Drain }
+func follows(rd owner.Ready) []int   { return rd.Follow }
+func unfollows(rd owner.Ready) []int { return rd.Unfollow }
+func acquires(rd owner.Ready) []int  { return rd.Acquire }
 func releases(rd owner.Ready) []int {
 	var out []int
 	for _, l := range rd.Release {

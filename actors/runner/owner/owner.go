@@ -345,6 +345,13 @@ func (c *Core) Claims(p int) bool {
 	return pt != nil && pt.phase == owned
 }
 
+// Follows reports whether the runner follows partition p: it owns p, or
+// is handing it over.
+func (c *Core) Follows(p int) bool {
+	pt := c.part(p)
+	return pt != nil && (pt.phase == owned || pt.phase == draining)
+}
+
 // Owned returns the partitions the runner may claim threads of, in order.
 func (c *Core) Owned() []int { return c.inPhase(owned) }
 

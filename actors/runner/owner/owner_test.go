@@ -25,6 +25,9 @@ func TestCore_start(t *testing.T) {
 	if got := a.since(0, acquires); len(got) != parts {
 		t.Fatalf("acquired %v, want all %d", got, parts)
 	}
+	if got := a.since(0, follows); len(got) != parts {
+		t.Fatalf("follows %v, want all %d", got, parts)
+	}
 	w.settled()
 	if rd := a.step(owner.Tick{}); !rd.Wake.After(a.clock.Now()) {
 		t.Fatalf("wake %v is not ahead of now %v", rd.Wake, a.clock.Now())
@@ -73,12 +76,21 @@ func TestCore_join(t *testing.T) {
 	if got := b.core.Owned(); len(got) != 0 {
 		t.Fatalf("b owns %v while a holds them", got)
 	}
+	if got := a.since(from, unfollows); len(got) != 0 {
+		t.Fatalf("a stopped following %v before its threads were handed over", got)
+	}
 	a.drained()
 	if got := a.since(from, releases); !slices.Equal(got, share) {
 		t.Fatalf("a released %v, want %v", got, share)
 	}
+	if got := a.since(from, unfollows); !slices.Equal(got, share) {
+		t.Fatalf("a stopped following %v, want %v", got, share)
+	}
 	w.run(ttl)
 	w.settled()
+	if got := b.since(0, follows); !slices.Equal(got, share) {
+		t.Fatalf("b follows %v, want %v", got, share)
+	}
 }
 
 // A graceful leave drains and releases everything, ends with Done, and the
@@ -243,8 +255,8 @@ func TestCore_sessionLost(t *testing.T) {
 	if got := a.since(from, releases); len(got) != parts {
 		t.Fatalf("released %v", got)
 	}
-	if len(a.core.Following()) != 0 {
-		t.Fatalf("still follows %v", a.core.Following())
+	if f := a.core.Following(); len(f) != 0 || a.core.Follows(0) {
+		t.Fatalf("still follows %v", f)
 	}
 }
 

@@ -42,7 +42,7 @@ func (w *world) catchUp() {
 			w.postedAt[env.Seq] = env.Event.GetTime().AsTime()
 			p := partition(th, w.cfg.Partitions)
 			for _, r := range w.runners {
-				if r.state != gone && slices.Contains(r.core.Following(), p) {
+				if r.state != gone && r.core.Follows(p) {
 					w.routed(r, th, env.Seq)
 				}
 			}
