@@ -1,8 +1,6 @@
 package owner_test
 
 import (
-	"time"
-
 	"github.com/artifactr/artifactr/events/eventspb"
 	"github.com/artifactr/artifactr/events/eventstest"
 	"github.com/artifactr/artifactr/events/memstore"
@@ -13,5 +11,3 @@ func memstoreConfig(c *eventstest.Clock) memstore.Config { return memstore.Confi
 func postMsg(id string) *eventspb.MessagePosted {
 	return &eventspb.MessagePosted{MessageId: id, Author: "test", Text: id}
 }
-
-var _ = time.Second
