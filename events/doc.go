@@ -10,6 +10,9 @@
 // atomically against the last sequence on threads.T.claim. A refused fence
 // returns [ErrThreadBusy] and writes nothing.
 //
+// Runners divide a partitioned stream's partitions through leases of their
+// own ([PartitionLeaser]); like every lease they decide liveness only.
+//
 // # Usage
 //
 //	sess, err := store.OpenSession(ctx, runnerID, ttl) // renewed every ttl/3
