@@ -64,8 +64,8 @@ func TestPartitions(t *testing.T) {
 		if r.Failed() {
 			report(t, seed, cfg, r)
 		}
-		t.Logf("seed %d in %s: %d steps, %d events, %d posts to %d threads, %d fenced out, %d membership changes moving %v partitions, %d acquisitions, owned %v (max/mean %.2f, bound %.2f), settled %s after the faults, max lag %s",
-			seed, time.Since(start).Round(time.Millisecond), r.Steps, r.Events, r.Figures.Posts, r.Figures.Threads, r.Figures.Fenced,
+		t.Logf("seed %d in %s: %d steps, %d events, %d posts to %d threads, %d fenced out, %d runs started by one of two believed owners (%d refused), %d membership changes moving %v partitions, %d acquisitions, owned %v (max/mean %.2f, bound %.2f), settled %s after the faults, max lag %s",
+			seed, time.Since(start).Round(time.Millisecond), r.Steps, r.Events, r.Figures.Posts, r.Figures.Threads, r.Figures.Fenced, r.Figures.Shared, r.Figures.SharedRefused,
 			r.Figures.Changes, r.Figures.Moved, r.Figures.Acquired, r.Figures.Owned, r.Figures.Balance, r.Figures.BalanceBound, r.Figures.Settle, r.Figures.MaxLag)
 	}
 }
@@ -123,8 +123,8 @@ func TestPartitions_large(t *testing.T) {
 		least += fg.Least[i]
 	}
 	t.Logf("seed %d, %+v", seed, cfg)
-	t.Logf("%s wall, %.0f MiB allocated in all, heap %.0f MiB at the end; %d steps, %d events; %d posts to %d threads, all consumed once; %d fenced out; simulated %s",
-		d.Round(time.Millisecond), float64(after.TotalAlloc-before.TotalAlloc)/(1<<20), float64(after.HeapAlloc)/(1<<20), r.Steps, r.Events, fg.Posts, fg.Threads, fg.Fenced, fg.SimTime.Round(time.Second))
+	t.Logf("%s wall, %.0f MiB allocated in all, heap %.0f MiB at the end; %d steps, %d events; %d posts to %d threads, all consumed once; %d fenced out; %d runs started while two runners believed they owned the partition, %d of them refused by the fence; simulated %s",
+		d.Round(time.Millisecond), float64(after.TotalAlloc-before.TotalAlloc)/(1<<20), float64(after.HeapAlloc)/(1<<20), r.Steps, r.Events, fg.Posts, fg.Threads, fg.Fenced, fg.Shared, fg.SharedRefused, fg.SimTime.Round(time.Second))
 	t.Logf("%d membership changes moved %v partitions (%.1f a change, %.2f times the least, P/R); %d partition acquisitions in all; the cores' counters %+v",
 		fg.Changes, fg.Moved, float64(sum)/float64(max(fg.Changes, 1)), float64(sum)/max(least, 1), fg.Acquired, fg.Core)
 	t.Logf("at the end %d runners own %v: max/mean %.3f, bound ⌈P/R⌉/(P/R) = %.3f; settled %s after the faults stopped, max lag %s (bound %s)",

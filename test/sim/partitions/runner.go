@@ -324,6 +324,15 @@ func (w *world) work(r *runner, wk *work) {
 			wk.run, wk.lastRun = "", ack.Seq
 		}
 	case len(wk.pending) > 0 && !wk.drain && r.core.Claims(wk.p):
+		shared := w.sharedWith(r, wk.p)
+		defer func() {
+			if shared {
+				w.res.Figures.Shared++
+				if err != nil {
+					w.res.Figures.SharedRefused++
+				}
+			}
+		}()
 		r.holders++
 		run := fmt.Sprintf("%s-run%d", r.name, r.holders)
 		var ack events.Ack
@@ -349,6 +358,16 @@ func (w *world) work(r *runner, wk *work) {
 	case err != nil:
 		w.fail(CheckStore, fmt.Sprintf("%s: append to %s: %v", r.name, wk.thread, err))
 	}
+}
+
+// sharedWith reports whether another live runner believes it owns p too.
+func (w *world) sharedWith(r *runner, p int) bool {
+	for _, o := range w.runners {
+		if o != r && o.state == alive && o.core.Claims(p) {
+			return true
+		}
+	}
+	return false
 }
 
 // rechecked queues again the threads whose recheck is due.

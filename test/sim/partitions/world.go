@@ -93,6 +93,11 @@ type Figures struct {
 	Threads  int // distinct threads posted to
 	Consumed int // run_started events
 	Fenced   int // consuming writes refused by the fence
+	// Shared counts the consuming writes made while another live runner
+	// also believed it owned the thread's partition (a thawed runner
+	// before its core stepped, views of the sessions that differ), and
+	// SharedRefused those of them the fence refused.
+	Shared, SharedRefused int
 	// Changes are the membership changes the lease watch saw; Moved, for
 	// each, the partitions whose assigned runner changed.
 	Changes int
