@@ -69,13 +69,38 @@
 //		// arm a timer for rd.Wake that feeds owner.Tick{}; stop once rd.Done after owner.Leave{}.
 //	}
 //
-// sched's ownership rule (owns: a free thread falls to one live session by
-// a hash) becomes oc.Claims(events.Partition(thread, P)): a runner claims,
-// peeks and rechecks only the threads of the partitions it owns, and its
-// follow routes only their events. On a Drain, the runner tells the actors
-// of p's threads to drain (as sched's Drain does for all of them), and
-// reports Drained once the last one terminated. On SessionLost, the core
-// drains everything; its leases, which name the lost session, are released.
+// What changes in the runner when this is wired in (not yet: it waits for
+// the partitioned layout, events.Partition):
+//
+//   - Its loop owns a Core next to its sched.Scheduler, opened with the
+//     runner's session (owner.SessionOpened, and SessionLost when sched
+//     gets one), and feeds it the live set of sessions from the lease
+//     watch it already has (the updates with Thread "", and the first set
+//     at CaughtUp).
+//   - Follow: one consumer per owned partition on that partition's
+//     stream, from the first sequence whose work may be pending (the
+//     partition's consumed checkpoint, or its start), routing into sched
+//     as the one follow does today; Unfollow stops it. The shared work
+//     queue, if any, is read per partition the same way.
+//   - sched takes an ownership hook, Config.Owns func(thread string) bool
+//     = oc.Claims(events.Partition(thread, P)), in place of its hash over
+//     the live sessions (owns): route, woken, orphaned and rechecked claim
+//     a thread only when the hook says so, and leave it alone otherwise
+//     (its partition's owner follows it). A lapsed session's thread is
+//     then taken by the owner of its partition, not by hash.
+//   - Drain(p) becomes a sched input, DrainPartition{P}: sched claims
+//     nothing of p any more, drops its queued claims and parked wake-ups
+//     of p (unacknowledged: they go to p's next owner), and returns the
+//     actors of p's threads in Ready.Drain, as its Drain does for all of
+//     them. Once the last of them terminated (or none was held), the loop
+//     feeds owner.Drained{P}; the actors released their claims, so the
+//     next owner finds the threads' leases free.
+//   - On SessionLost the core drains everything (sched already tells the
+//     actors SessionGone); the partition leases, which name the lost
+//     session, are released once drained, and the runner takes its share
+//     again under its new session.
+//   - A graceful stop feeds owner.Leave before sched's Drain, and closes
+//     the session only once the core's Ready says Done.
 //
 // test/sim/partitions drives Cores with their shells over memstore: runners
 // join, leave, freeze and thaw while posts flood a million thread ids, and
