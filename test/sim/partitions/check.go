@@ -108,6 +108,7 @@ func (w *world) watchSessions() {
 		fg.Changes++
 		fg.Moved = append(fg.Moved, owner.Moved(before, w.lastAssign))
 		fg.Least = append(fg.Least, float64(w.cfg.Partitions)/float64(max(rBefore, w.lastR, 1)))
+		fg.Grew = append(fg.Grew, w.lastR > rBefore)
 	}
 	live := make([]string, 0, len(w.live))
 	for s := range w.live {

@@ -118,9 +118,25 @@ func TestPartitions_large(t *testing.T) {
 	}
 	fg := r.Figures
 	sum, least := 0, 0.0
+	var by [2]struct {
+		n, moved int
+		least    float64
+	}
 	for i, m := range fg.Moved {
 		sum += m
 		least += fg.Least[i]
+		k := 0
+		if fg.Grew[i] {
+			k = 1
+		}
+		by[k].n++
+		by[k].moved += m
+		by[k].least += fg.Least[i]
+	}
+	for k, what := range []string{"leaves and lapses", "joins and rejoins"} {
+		if b := by[k]; b.n > 0 {
+			t.Logf("%d %s moved %.1f partitions each, %.2f times the least", b.n, what, float64(b.moved)/float64(b.n), float64(b.moved)/b.least)
+		}
 	}
 	t.Logf("seed %d, %+v", seed, cfg)
 	t.Logf("%s wall, %.0f MiB allocated in all, heap %.0f MiB at the end; %d steps, %d events; %d posts to %d threads, all consumed once; %d fenced out; %d runs started while two runners believed they owned the partition, %d of them refused by the fence; simulated %s",

@@ -102,6 +102,9 @@ type Figures struct {
 	// each, the partitions whose assigned runner changed.
 	Changes int
 	Moved   []int
+	// Grew says, for each change, whether a session came (a join or a
+	// rejoin) rather than went (a leave or a lapse).
+	Grew []bool
 	// Least is, for each change, the least that must move: P over the
 	// larger of the runner counts before and after.
 	Least []float64
