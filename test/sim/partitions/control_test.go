@@ -34,3 +34,22 @@ func TestPartitions_unfencedControl(t *testing.T) {
 	}
 	t.Fatalf("without the fence, no seed of 1..%d broke I1 or I3 (others broke %v): the checks cannot fail", controlSeeds, other)
 }
+
+// TestPartitions_twoBelievedOwners shows the fence at work with ownership
+// in doubt: within 50 seeds, one has a run started for a thread whose
+// partition two live runners both believed they owned (a thawed runner
+// before its core stepped) refused by the fence, and every check holds.
+func TestPartitions_twoBelievedOwners(t *testing.T) {
+	cfg := partitions.Small()
+	for seed := uint64(1); seed <= 50; seed++ {
+		r := partitions.Run(seed, cfg)
+		if r.Failed() {
+			t.Fatalf("seed %d: %s: %s", seed, r.Check, r.Failure)
+		}
+		if r.Figures.SharedRefused > 0 {
+			t.Logf("seed %d: %d runs started by one of two believed owners, %d refused by the fence", seed, r.Figures.Shared, r.Figures.SharedRefused)
+			return
+		}
+	}
+	t.Fatal("no seed of 1..50 had a write of one of two believed owners refused: the simulation does not reach the case")
+}

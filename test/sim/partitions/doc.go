@@ -54,6 +54,9 @@
 // (eventstest.Unfenced on every runner's handle): within 200 seeds one
 // must break I1 or I3 (seed 10 today: a thawed runner starts a run for a
 // message the partition's new owner consumed).
+// TestPartitions_twoBelievedOwners is its fenced twin: with the fence on,
+// the same seed's write, made while two live runners both believed they
+// owned the partition, is refused, and every check holds.
 //
 // # Usage
 //
