@@ -290,3 +290,36 @@ func TestCore_refusedWaitsForRead(t *testing.T) {
 		t.Fatalf("acquisitions %v: want one, on the read the stale view made", got)
 	}
 }
+
+// A leave that comes while acquisitions are in flight gives those back too
+// once they report, and ends with nothing held.
+func TestCore_leaveWhileAcquiring(t *testing.T) {
+	w := newGroup(t, parts)
+	a := w.addQuiet("a", nil)
+	a.settle() // the first read
+	a.step(owner.Members{Live: []string{"a"}})
+	inFlight := a.since(0, acquires)
+	if len(inFlight) == 0 {
+		t.Fatal("no acquisition in flight")
+	}
+	from := len(a.seen)
+	if rd := a.step(owner.Leave{}); rd.Done {
+		t.Fatal("done with acquisitions in flight")
+	}
+	a.settle()
+	if got := a.since(from, releases); !slices.Equal(got, inFlight) {
+		t.Fatalf("released %v, want the acquired %v", got, inFlight)
+	}
+	if last := a.seen[len(a.seen)-1]; !last.Done || len(a.core.Owned()) != 0 {
+		t.Fatalf("after the leave: %+v, owns %v", last, a.core.Owned())
+	}
+	ls, err := a.store.PartitionLeases(context.Background(), parts)
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, l := range ls {
+		if l.Live {
+			t.Fatalf("lease %+v left behind", l)
+		}
+	}
+}
