@@ -2,9 +2,9 @@ package natsstore
 
 import (
 	"context"
-	"errors"
 	"fmt"
 	"strconv"
+	"time"
 
 	"github.com/nats-io/nats.go/jetstream"
 
@@ -111,22 +111,24 @@ func (s *Store) checkLayout(p int, c jetstream.StreamConfig) error {
 	return nil
 }
 
-// otherLayout looks, when a partition's stream is missing, for the stream
-// another partition count would have made, and returns an error wrapping
-// [events.ErrLayout] naming that count if there is one: a store opened
-// with one partition on a deployment of four must not create or look for
-// a stream of its own.
+// otherLayout looks, when a partition's stream is missing (under NoCreate)
+// or cannot be made (its subjects overlap another stream's), for the
+// stream another partition count would have made, and returns an error
+// wrapping [events.ErrLayout] naming that count if there is one: a store
+// opened with one partition on a deployment of four must neither create a
+// stream of its own nor report a mere missing stream. It returns nil when
+// it finds none or cannot look (a role that may not read that stream: a
+// denied request times out, so the look is bounded by a second).
 func (s *Store) otherLayout(ctx context.Context) error {
 	probe := PartitionStream(s.cfg.Stream, 0, 2) // a partitioned layout's first stream
 	if s.subj.Partitioned() {
 		probe = s.cfg.Stream // the one-partition layout's stream
 	}
+	ctx, cancel := context.WithTimeout(ctx, time.Second)
+	defer cancel()
 	st, err := s.js.Stream(ctx, probe)
-	if errors.Is(err, jetstream.ErrStreamNotFound) {
-		return nil
-	}
 	if err != nil {
-		return err
+		return nil
 	}
 	n, _, lerr := layoutOf(st.CachedInfo().Config)
 	if lerr != nil {

@@ -24,9 +24,9 @@ const markerTTL = 15 * time.Minute
 // per-message TTLs are all off. Its metadata records the layout.
 func (s *Store) streamConfig(p int) jetstream.StreamConfig {
 	return jetstream.StreamConfig{
-		Name:              s.streamName(p),
-		Description:       "artifactr thread events (audit log: never delete, purge, roll up or expire)",
-		Subjects:          []string{s.subj.PartitionAll(p)},
+		Name:        s.streamName(p),
+		Description: "artifactr thread events (audit log: never delete, purge, roll up or expire)",
+		Subjects:    []string{s.subj.PartitionAll(p)},
 		Metadata: map[string]string{
 			MetaPartitions: strconv.Itoa(s.cfg.Partitions),
 			MetaPartition:  strconv.Itoa(p),
@@ -99,12 +99,10 @@ func (s *Store) ensureStreams(ctx context.Context) error {
 func (s *Store) ensureStream(ctx context.Context, p int) error {
 	name := s.streamName(p)
 	st, err := s.js.Stream(ctx, name)
-	if errors.Is(err, jetstream.ErrStreamNotFound) {
+	if errors.Is(err, jetstream.ErrStreamNotFound) && s.cfg.NoCreate {
 		if lerr := s.otherLayout(ctx); lerr != nil {
 			return lerr
 		}
-	}
-	if errors.Is(err, jetstream.ErrStreamNotFound) && s.cfg.NoCreate {
 		return &notSetUp{fmt.Sprintf("natsstore: no artifactr stream %s at %s", name, s.where())}
 	}
 	if errors.Is(err, jetstream.ErrStreamNotFound) {
@@ -114,6 +112,10 @@ func (s *Store) ensureStream(ctx context.Context, p int) error {
 			st, err = s.js.Stream(ctx, name)
 		}
 		if apiCode(err) == 10065 { // subjects overlap with an existing stream
+			// Another partition count's streams hold our subjects?
+			if lerr := s.otherLayout(ctx); lerr != nil {
+				return lerr
+			}
 			return s.overlapError(ctx, p, err)
 		}
 	}
