@@ -306,3 +306,54 @@ func TestPartition_mainStreamOpensUnchanged(t *testing.T) {
 		t.Fatalf("a partition stream was made: %v", names)
 	}
 }
+
+// On a 3-node cluster with R3 each partition's stream has its own Raft
+// group and leader, placed by JetStream independently, and a leader change
+// in one partition leaves the fence holding in every partition.
+func TestPartition_R3leaders(t *testing.T) {
+	const n = 6
+	c := natsembedtest.StartCluster(t, 3)
+	nc, err := nats.Connect(c.ClientURLs(), nats.MaxReconnects(-1))
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(nc.Close)
+	s, err := New(ctxT(t), Config{Conn: nc, Replicas: 3, Partitions: n, Timeout: 10 * time.Second})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer s.Close()
+	leaders := map[string][]int{}
+	for p, name := range s.StreamNames() {
+		l := c.WaitForStreamLeader(name, 30*time.Second)
+		leaders[l.Name()] = append(leaders[l.Name()], p)
+	}
+	t.Logf("partition leaders by node: %v", leaders)
+	claims := make([]events.Claim, n)
+	threads := make([]string, n)
+	for p := range n {
+		threads[p] = threadIn(t, p, n)
+		claims[p] = claim(t, s, threads[p], "A")
+	}
+	// Partition 0's leader steps down; every partition's holder still
+	// writes, and a stale claim is still fenced.
+	stream0 := s.StreamNames()[0]
+	old := c.StreamLeader(stream0)
+	if err := natsembedtest.StepDownStream(ctxT(t), nc, stream0); err != nil {
+		t.Fatal(err)
+	}
+	c.WaitForStreamLeader(stream0, 30*time.Second)
+	if l := c.StreamLeader(stream0); l == old {
+		t.Logf("partition 0's leader is %s again", l.Name())
+	}
+	for p, th := range threads {
+		seq := post(t, s, th, "m1")
+		if _, err := s.Append(ctxT(t), events.NewRunStarted(claims[p], time.Now(), "r1", seq, "echo"), events.Fenced(claims[p])); err != nil {
+			t.Fatalf("partition %d: fenced append: %v", p, err)
+		}
+		newerClaim(t, s, claims[p], "B")
+		if _, err := s.Append(ctxT(t), events.NewRunAbandoned(claims[p], time.Now(), "r1", claims[p].Seq, "x"), events.Fenced(claims[p])); !errors.Is(err, events.ErrThreadBusy) {
+			t.Fatalf("partition %d: stale fenced append: %v, want ErrThreadBusy", p, err)
+		}
+	}
+}
