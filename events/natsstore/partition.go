@@ -2,7 +2,9 @@ package natsstore
 
 import (
 	"context"
+	"encoding/json"
 	"fmt"
+	"slices"
 	"strconv"
 	"time"
 
@@ -136,4 +138,116 @@ func (s *Store) otherLayout(ctx context.Context) error {
 	}
 	return fmt.Errorf("natsstore: %w: the deployment at %s has %d partition(s) (stream %s), but the store was opened with %d: open it with --partitions %d",
 		events.ErrLayout, s.where(), n, probe, s.cfg.Partitions, n)
+}
+
+// leaderWait bounds how long SpreadLeaders waits for a moved leader.
+const leaderWait = 10 * time.Second
+
+// SpreadLeaders moves the partition streams' leaders so that no server
+// leads more than ⌈P/N⌉ of them, N the servers holding their replicas:
+// JetStream places each stream's leader on its own, at random, so six
+// partitions on three servers can all be led by one. A move is a leader
+// step-down naming a current replica as the preferred leader; the writes
+// in flight then stall for a moment and are retried. It returns the
+// partitions each server leads afterwards. Without partitions, or on
+// single-replica streams, it moves nothing.
+func (s *Store) SpreadLeaders(ctx context.Context) (map[string][]int, error) {
+	if err := s.checkOpen(); err != nil {
+		return nil, err
+	}
+	leaders, infos, err := s.leaders(ctx)
+	if err != nil || len(s.streams) < 2 {
+		return leaders, err
+	}
+	count := map[string]int{}
+	for _, info := range infos {
+		if info == nil {
+			continue
+		}
+		count[info.Leader]++
+		for _, r := range info.Replicas {
+			count[r.Name] += 0
+		}
+	}
+	if len(count) < 2 {
+		return leaders, nil
+	}
+	limit := (len(s.streams) + len(count) - 1) / len(count)
+	moved := false
+	for p, info := range infos {
+		if info == nil || count[info.Leader] <= limit {
+			continue
+		}
+		to := ""
+		for _, r := range info.Replicas {
+			if r.Current && !r.Offline && count[r.Name] < limit && (to == "" || count[r.Name] < count[to]) {
+				to = r.Name
+			}
+		}
+		if to == "" {
+			continue
+		}
+		if err := s.stepDown(ctx, s.streamName(p), to); err != nil {
+			return leaders, err
+		}
+		count[info.Leader]--
+		count[to]++
+		moved = true
+	}
+	if !moved {
+		return leaders, nil
+	}
+	// Wait for the elections, then report where the leaders are.
+	deadline := time.Now().Add(leaderWait)
+	for {
+		leaders, infos, err = s.leaders(ctx)
+		if err == nil && !slices.Contains(infos, nil) || time.Now().After(deadline) {
+			return leaders, err
+		}
+		time.Sleep(100 * time.Millisecond)
+	}
+}
+
+// leaders returns the partitions each server leads, and each partition
+// stream's cluster info (nil for one without a leader now).
+func (s *Store) leaders(ctx context.Context) (map[string][]int, []*jetstream.ClusterInfo, error) {
+	ctx, cancel := s.bound(ctx)
+	defer cancel()
+	out := map[string][]int{}
+	infos := make([]*jetstream.ClusterInfo, len(s.streams))
+	for p, st := range s.streams {
+		info, err := st.Info(ctx)
+		if err != nil {
+			return nil, nil, unavailable("stream info of "+s.streamName(p), err)
+		}
+		if c := info.Cluster; c != nil && c.Leader != "" {
+			infos[p] = c
+			out[c.Leader] = append(out[c.Leader], p)
+		}
+	}
+	return out, infos, nil
+}
+
+// stepDown asks stream's leader to step down in favour of server to.
+func (s *Store) stepDown(ctx context.Context, stream, to string) error {
+	ctx, cancel := s.bound(ctx)
+	defer cancel()
+	body, err := json.Marshal(map[string]any{"placement": map[string]string{"preferred": to}})
+	if err != nil {
+		return err
+	}
+	resp, err := s.nc.RequestWithContext(ctx, s.api.subject("STREAM.LEADER.STEPDOWN."+stream), body)
+	if err != nil {
+		return unavailable("move the leader of "+stream+" to "+to, err)
+	}
+	var r struct {
+		Error *jetstream.APIError `json:"error"`
+	}
+	if err := json.Unmarshal(resp.Data, &r); err != nil {
+		return fmt.Errorf("natsstore: move the leader of %s: bad reply: %w", stream, err)
+	}
+	if r.Error != nil {
+		return fmt.Errorf("natsstore: move the leader of %s to %s: %w", stream, to, r.Error)
+	}
+	return nil
 }

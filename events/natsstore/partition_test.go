@@ -3,6 +3,7 @@ package natsstore
 import (
 	"errors"
 	"fmt"
+	"maps"
 	"os"
 	"path/filepath"
 	"slices"
@@ -323,12 +324,23 @@ func TestPartition_R3leaders(t *testing.T) {
 		t.Fatal(err)
 	}
 	defer s.Close()
+	// New spread the leaders of the streams it made: at most ⌈6/3⌉ each.
 	leaders := map[string][]int{}
 	for p, name := range s.StreamNames() {
 		l := c.WaitForStreamLeader(name, 30*time.Second)
 		leaders[l.Name()] = append(leaders[l.Name()], p)
 	}
 	t.Logf("partition leaders by node: %v", leaders)
+	for node, ps := range leaders {
+		if len(ps) > 2 {
+			t.Errorf("%s leads partitions %v, more than 2 of 6 on 3 nodes", node, ps)
+		}
+	}
+	// Spreading again moves nothing.
+	again, err := s.SpreadLeaders(ctxT(t))
+	if err != nil || !maps.EqualFunc(again, leaders, slices.Equal) {
+		t.Errorf("spread again: %v %v, was %v", again, err, leaders)
+	}
 	claims := make([]events.Claim, n)
 	threads := make([]string, n)
 	for p := range n {

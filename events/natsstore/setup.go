@@ -84,19 +84,30 @@ func (s *Store) overlapError(ctx context.Context, p int, err error) error {
 		cfg.Name, cfg.Subjects, strings.Join(names, ", "), err)
 }
 
-// ensureStreams creates or checks every partition's stream.
+// ensureStreams creates or checks every partition's stream. Replicated
+// partition streams it created are given leaders on different servers
+// (SpreadLeaders): a fresh deployment has no writes in flight to disturb.
 func (s *Store) ensureStreams(ctx context.Context) error {
 	s.streams = make([]jetstream.Stream, s.cfg.Partitions)
 	s.direct = true
+	created := 0
 	for p := range s.streams {
-		if err := s.ensureStream(ctx, p); err != nil {
+		if err := s.ensureStream(ctx, p, &created); err != nil {
 			return err
+		}
+	}
+	if created > 1 && s.cfg.Replicas > 1 {
+		leaders, err := s.SpreadLeaders(ctx)
+		if err != nil {
+			s.cfg.Logger.Warn("natsstore: could not spread the partitions' leaders", "err", err)
+		} else {
+			s.cfg.Logger.Info("natsstore: partition leaders", "by_server", fmt.Sprint(leaders))
 		}
 	}
 	return nil
 }
 
-func (s *Store) ensureStream(ctx context.Context, p int) error {
+func (s *Store) ensureStream(ctx context.Context, p int, created *int) error {
 	name := s.streamName(p)
 	st, err := s.js.Stream(ctx, name)
 	if errors.Is(err, jetstream.ErrStreamNotFound) && s.cfg.NoCreate {
@@ -107,6 +118,9 @@ func (s *Store) ensureStream(ctx context.Context, p int) error {
 	}
 	if errors.Is(err, jetstream.ErrStreamNotFound) {
 		st, err = s.js.CreateStream(ctx, s.streamConfig(p))
+		if err == nil {
+			*created++
+		}
 		if errors.Is(err, jetstream.ErrStreamNameAlreadyInUse) {
 			// Created meanwhile by another process: check theirs.
 			st, err = s.js.Stream(ctx, name)
