@@ -29,6 +29,10 @@ type Config struct {
 	// Stream is the JetStream stream holding the threads. Default
 	// natsstore.DefaultStream.
 	Stream string
+	// Partitions is the deployment's partition count
+	// (natsstore.Config.Partitions). Default 1; Dial fails with an error
+	// wrapping events.ErrLayout when it differs from the deployment's.
+	Partitions int
 	// Timeout bounds connecting and each NATS call when the call's context
 	// has no earlier deadline. Default natsstore.DefaultTimeout.
 	Timeout time.Duration
@@ -83,6 +87,7 @@ func Dial(ctx context.Context, cfg Config) (*Client, error) {
 	s, err := natsstore.New(ctx, natsstore.Config{
 		URL:            cfg.URL,
 		Stream:         cfg.Stream,
+		Partitions:     cfg.Partitions,
 		Timeout:        cfg.Timeout,
 		Logger:         cfg.Logger,
 		NoCreate:       cfg.ReadOnly,

@@ -10,6 +10,16 @@
 // atomically against the last sequence on threads.T.claim. A refused fence
 // returns [ErrThreadBusy] and writes nothing.
 //
+// # Partitions
+//
+// A deployment may split its threads across P streams ([Subjects.Partitions]),
+// each with its own leader. Thread T is then in partition [Partition](T, P),
+// the FNV-1a 32-bit hash of its id mod P (what nats-server's subject mapping
+// {{partition(P,1)}} computes), and its subjects are threads.<p>.T.<kind>.
+// P = 1 is the single stream above. A thread's events are all in one
+// stream, so its sequences, and the fence, mean what they did; reads of
+// more than one thread go partition by partition. See docs/partitions.md.
+//
 // Runners divide a partitioned stream's partitions through leases of their
 // own ([PartitionLeaser]); like every lease they decide liveness only.
 //

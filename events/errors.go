@@ -42,3 +42,9 @@ var ErrClosed = errors.New("events: closed")
 // space is freed. Wrapped together with [ErrUnavailable], an earlier
 // attempt of the same call may have landed: the outcome is unknown.
 var ErrNoStorage = errors.New("events: not written: the server is out of storage")
+
+// ErrLayout is returned (wrapped) when a store's partition layout does not
+// fit what was asked: a store opened with another partition count than its
+// deployment's streams record, or a read on a filter that spans several
+// partitions' streams.
+var ErrLayout = errors.New("events: partition layout")

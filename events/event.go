@@ -228,7 +228,11 @@ func Decode(subjects Subjects, subject string, seq uint64, stored time.Time, h H
 	thread, kind, ok := subjects.Parse(subject)
 	env.Thread, env.Kind = thread, kind
 	if !ok {
-		env.Err = errors.Join(env.Err, fmt.Errorf("subject %q is not %s.<thread>.<posted|claim|run>", subject, subjects.prefix()))
+		form := subjects.prefix() + ".<thread>.<posted|claim|run>"
+		if subjects.Partitioned() {
+			form = subjects.prefix() + ".<the thread's partition>.<thread>.<posted|claim|run>"
+		}
+		env.Err = errors.Join(env.Err, fmt.Errorf("subject %q is not %s", subject, form))
 		return env
 	}
 	ev := new(eventspb.Event)

@@ -2,6 +2,7 @@ package events
 
 import (
 	"fmt"
+	"strconv"
 	"strings"
 	"unicode"
 	"unicode/utf8"
@@ -79,35 +80,146 @@ func checkToken(id string, max int) string {
 	return ""
 }
 
-// Subjects names the subjects of a stream with a given prefix.
+// MaxPartitions is the largest partition count a layout may have.
+const MaxPartitions = 1024
+
+// Partition returns thread's partition among p: the FNV-1a 32-bit hash of
+// the thread id's bytes, modulo p. It is what nats-server's subject mapping
+// function {{partition(p,1)}} computes over the thread token
+// (server/subject_transform.go, getHashPartition), so a server-side mapping
+// and a client that computes it agree. p <= 1 is one partition: 0.
+//
+// In any language: h = 2166136261; for each byte b of the id:
+// h = (h XOR b) * 16777619 mod 2^32; the partition is h mod p.
+func Partition(thread string, p int) int {
+	if p <= 1 {
+		return 0
+	}
+	h := uint32(2166136261)
+	for i := 0; i < len(thread); i++ {
+		h ^= uint32(thread[i])
+		h *= 16777619
+	}
+	return int(h % uint32(p))
+}
+
+// Subjects names the subjects of a deployment's streams: a prefix, and a
+// partition count.
+//
+// With one partition (Partitions 0 or 1, today's layout) there is one stream
+// and a thread's subjects are <prefix>.T.<kind>. With P > 1 there is one
+// stream per partition, and a thread's subjects are <prefix>.<p>.T.<kind>,
+// p = [Partition](T, P): partition p's stream holds <prefix>.<p>.>. A
+// thread lives in exactly one stream, so its sequences keep their meaning;
+// sequences of threads in different partitions are not comparable.
 type Subjects struct {
 	Prefix string
+	// Partitions is the partition count; 0 means 1.
+	Partitions int
 }
 
-// Thread returns the subject of kind k for thread t, such as threads.T.run.
+// PartitionCount returns the number of partitions, at least 1.
+func (s Subjects) PartitionCount() int { return max(s.Partitions, 1) }
+
+// Partitioned reports whether there is more than one partition.
+func (s Subjects) Partitioned() bool { return s.Partitions > 1 }
+
+// PartitionOf returns thread t's partition.
+func (s Subjects) PartitionOf(t string) int { return Partition(t, s.Partitions) }
+
+// base returns the subject prefix of t's partition, without a trailing dot:
+// threads, or threads.<p>.
+func (s Subjects) base(t string) string {
+	if !s.Partitioned() {
+		return s.prefix()
+	}
+	return s.prefix() + "." + strconv.Itoa(s.PartitionOf(t))
+}
+
+// Thread returns the subject of kind k for thread t, such as threads.T.run,
+// or threads.<p>.T.run when partitioned.
 func (s Subjects) Thread(t string, k Kind) string {
-	return s.prefix() + "." + t + "." + string(k)
+	return s.base(t) + "." + t + "." + string(k)
 }
 
-// ThreadAll returns the wildcard subject of all of t's events: threads.T.>.
-func (s Subjects) ThreadAll(t string) string { return s.prefix() + "." + t + ".>" }
+// ThreadAll returns the wildcard subject of all of t's events: threads.T.>
+// (threads.<p>.T.> when partitioned).
+func (s Subjects) ThreadAll(t string) string { return s.base(t) + "." + t + ".>" }
 
-// All returns the wildcard subject of every thread's events: threads.>.
+// All returns the wildcard subject of every thread's events in every
+// partition: threads.>. With more than one partition no stream holds all
+// of it, so a store can tail or consume it only partition by partition
+// ([Subjects.PartitionAll]).
 func (s Subjects) All() string { return s.prefix() + ".>" }
 
-// AllOf returns the wildcard subject of one kind across threads: threads.*.posted.
-func (s Subjects) AllOf(k Kind) string { return s.prefix() + ".*." + string(k) }
+// AllOf returns the wildcard subject of one kind across threads and
+// partitions: threads.*.posted, or threads.*.*.posted when partitioned.
+func (s Subjects) AllOf(k Kind) string {
+	if s.Partitioned() {
+		return s.prefix() + ".*.*." + string(k)
+	}
+	return s.prefix() + ".*." + string(k)
+}
+
+// PartitionAll returns the wildcard subject of partition p's events, which
+// its stream holds: threads.<p>.>, or All with one partition.
+func (s Subjects) PartitionAll(p int) string {
+	if !s.Partitioned() {
+		return s.All()
+	}
+	return s.prefix() + "." + strconv.Itoa(p) + ".>"
+}
+
+// PartitionAllOf returns the wildcard subject of one kind in partition p:
+// threads.<p>.*.posted, or AllOf with one partition.
+func (s Subjects) PartitionAllOf(p int, k Kind) string {
+	if !s.Partitioned() {
+		return s.AllOf(k)
+	}
+	return s.prefix() + "." + strconv.Itoa(p) + ".*." + string(k)
+}
+
+// FilterPartition returns the one partition whose stream holds every
+// subject filter matches, and false when it spans several (or none).
+// With one partition it is always 0.
+func (s Subjects) FilterPartition(filter string) (int, bool) {
+	if !s.Partitioned() {
+		return 0, true
+	}
+	rest, found := strings.CutPrefix(filter, s.prefix()+".")
+	if !found {
+		return 0, false
+	}
+	tok, _, _ := strings.Cut(rest, ".")
+	p, err := strconv.Atoi(tok)
+	if err != nil || p < 0 || p >= s.Partitions || strconv.Itoa(p) != tok {
+		return 0, false
+	}
+	return p, true
+}
 
 // Parse splits a subject into thread and kind. ok is false for a subject that
-// is not prefix.T.kind with a valid thread id and a known kind.
+// is not prefix.T.kind (prefix.<p>.T.kind when partitioned, with p the
+// thread's partition) with a valid thread id and a known kind.
 func (s Subjects) Parse(subject string) (thread string, kind Kind, ok bool) {
 	rest, found := strings.CutPrefix(subject, s.prefix()+".")
 	if !found {
 		return "", "", false
 	}
+	var part string
+	if s.Partitioned() {
+		if part, rest, found = strings.Cut(rest, "."); !found {
+			return "", "", false
+		}
+	}
 	thread, k, found := strings.Cut(rest, ".")
 	if !found || ValidateThreadID(thread) != nil {
 		return "", "", false
+	}
+	if s.Partitioned() && part != strconv.Itoa(s.PartitionOf(thread)) {
+		// A subject in the wrong partition was not written by a store of
+		// this layout: report it, never route it.
+		return thread, "", false
 	}
 	switch Kind(k) {
 	case KindPosted, KindClaim, KindRun:

@@ -52,8 +52,10 @@ func startObs(cfg Config) (*observability, error) {
 		if !store.Conn().IsConnected() {
 			return errors.New("not connected to NATS")
 		}
-		if _, err := store.LastStreamSeq(ctx); err != nil {
-			return fmt.Errorf("stream: %w", err)
+		for p := range store.Partitions() {
+			if _, err := store.LastPartitionSeq(ctx, p); err != nil {
+				return fmt.Errorf("stream: %w", err)
+			}
 		}
 		if !o.started.Load() {
 			return errors.New("runner not started")

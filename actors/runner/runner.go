@@ -222,7 +222,7 @@ type Runner struct {
 	timerAt   time.Time  // when runTimer must tick; zero for never
 	timerKick chan struct{}
 
-	followed atomic.Uint64 // the last stream sequence the follow routed
+	followed atomic.Uint64 // the last stream sequence the follow routed (partition 0's)
 	// stopCalled says Stop or Kill was called, so Wake sends nothing to
 	// an actor system going down. Whether the runner drains is the
 	// scheduler's to know.
@@ -267,7 +267,8 @@ func (r *Runner) Stats() Stats {
 }
 
 // Followed returns the stream sequence of the last event the runner's follow
-// of the stream handed to its actors: how far behind the log it is.
+// of the stream handed to its actors: how far behind the log it is. With
+// partitions it is partition 0's.
 func (r *Runner) Followed() uint64 { return r.followed.Load() }
 
 func (r *Runner) now() time.Time { return r.cfg.Now() }
@@ -298,14 +299,27 @@ func (r *Runner) Start(ctx context.Context) error {
 	default:
 		r.stats.sessions.Add(1)
 	}
-	tail, err := r.store.Tail(sctx, r.subjects.All(), 0)
-	if err != nil {
-		r.cancel()
-		return fmt.Errorf("runner: follow the stream: %w", err)
+	// One follow per partition: each partition is a stream of its own,
+	// with its own sequences.
+	tails := make([]events.Tail, r.subjects.PartitionCount())
+	stopTails := func() {
+		for _, t := range tails {
+			if t != nil {
+				t.Stop()
+			}
+		}
+	}
+	for p := range tails {
+		tails[p], err = r.store.Tail(sctx, r.subjects.PartitionAll(p), 0)
+		if err != nil {
+			stopTails()
+			r.cancel()
+			return fmt.Errorf("runner: follow the stream: %w", err)
+		}
 	}
 	watch, err := r.store.WatchLeases(sctx)
 	if err != nil {
-		tail.Stop()
+		stopTails()
 		r.cancel()
 		return fmt.Errorf("runner: watch leases: %w", err)
 	}
@@ -329,13 +343,15 @@ func (r *Runner) Start(ctx context.Context) error {
 		})))
 	pid, err := r.sys.Root.SpawnNamed(props, "runner")
 	if err != nil {
-		tail.Stop()
+		stopTails()
 		watch.Stop()
 		r.cancel()
 		return fmt.Errorf("runner: spawn: %w", err)
 	}
 	r.pid = pid
-	r.goDo(func() { r.follow(tail) })
+	for p, t := range tails {
+		r.goDo(func() { r.follow(p, t) })
+	}
 	r.goDo(func() { r.watchLeases(watch) })
 	r.goDo(func() { r.keepSession(sess) })
 	r.goDo(r.runTimer)
@@ -360,18 +376,20 @@ func (r *Runner) newScheduler(sess events.Session) *sched.Scheduler {
 // send delivers msg to the runner actor.
 func (r *Runner) send(msg any) { r.sys.Root.Send(r.pid, msg) }
 
-// follow feeds every event of the stream, in order, to the runner actor.
-// The stream holds only thread events and never deletes any, so its
-// sequences have no holes: a jump means events were missed, and the follow
-// starts again after the last one routed.
-func (r *Runner) follow(t events.Tail) {
+// follow feeds every event of partition p's stream, in order, to the
+// runner actor. The stream holds only thread events and never deletes any,
+// so its sequences have no holes: a jump means events were missed, and the
+// follow starts again after the last one routed.
+func (r *Runner) follow(p int, t events.Tail) {
 	var last uint64
 	for {
 		env, err := t.Next(r.ctx)
 		if err == nil && (last == 0 || env.Seq == last+1) {
 			last = env.Seq
 			r.send(sched.Routed{Env: env})
-			r.followed.Store(last)
+			if p == 0 {
+				r.followed.Store(last)
+			}
 			continue
 		}
 		if err == nil && env.Seq <= last {
@@ -386,16 +404,16 @@ func (r *Runner) follow(t events.Tail) {
 		} else {
 			r.log.Warn("gap in the stream follow; following again", "after", last, "got", env.Seq)
 		}
-		t = r.retail(last)
+		t = r.retail(p, last)
 		if t == nil {
 			return
 		}
 	}
 }
 
-// retail opens the follow again after last, retrying until it can or the
-// runner stops.
-func (r *Runner) retail(last uint64) events.Tail {
+// retail opens partition p's follow again after last, retrying until it
+// can or the runner stops.
+func (r *Runner) retail(p int, last uint64) events.Tail {
 	b := sys.NewBackoff(50*time.Millisecond, 2*time.Second)
 	for {
 		ctx, cancel := context.WithTimeout(r.ctx, r.cfg.CallTimeout)
@@ -403,7 +421,7 @@ func (r *Runner) retail(last uint64) events.Tail {
 		if last == 0 {
 			from = 0
 		}
-		t, err := r.store.Tail(ctx, r.subjects.All(), from)
+		t, err := r.store.Tail(ctx, r.subjects.PartitionAll(p), from)
 		cancel()
 		if err == nil {
 			return t
@@ -541,7 +559,9 @@ func (r *Runner) pullWork(w WorkSource) {
 	for {
 		th, ack, err := w.Next(r.ctx)
 		if err != nil {
-			if r.ctx.Err() == nil {
+			// Stop releases the source before it ends the runner's
+			// context: an end then is the stop's, not an error.
+			if r.ctx.Err() == nil && !r.stopCalled.Load() {
 				r.log.Error("work source ended", "err", err)
 			}
 			return

@@ -20,6 +20,7 @@ func (a *app) dial(ctx context.Context, c *connFlags, readOnly bool) (*client.Cl
 	cl, err := client.Dial(ctx, client.Config{
 		URL:         c.url,
 		Stream:      c.stream,
+		Partitions:  c.partitions,
 		Timeout:     c.timeout,
 		NATSOptions: opts, // the flags' credentials and TLS, checked as usage errors
 		ReadOnly:    readOnly,

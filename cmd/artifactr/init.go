@@ -28,7 +28,12 @@ starting runners:
   artifactr init --nats nats://host:4222 --nkey admin.nk --replicas 3
 
 serve --auth does this itself for its embedded server. Running init again
-changes nothing.
+changes nothing, except that with --partitions P and --replicas above 1 it
+moves the partitions' leaders so that no server leads more than its share.
+
+--partitions P (P > 1) makes P streams, <stream>-p0 to <stream>-p<P-1>,
+each with its own leader on a cluster; every command must then pass the
+same --partitions (docs/partitions.md).
 
 --json prints one object instead: {"url","stream","summaries_bucket","replicas"}.`,
 		Args: cobra.NoArgs,
@@ -43,6 +48,17 @@ changes nothing.
 			defer store.Close()
 			if _, err := store.OpenBucket(cmd.Context(), bucket, true); err != nil {
 				return storeError(conn.url, err)
+			}
+			if conn.partitions > 1 && replicas > 1 {
+				// Running init again rebalances leaders that drifted
+				// (after a server restart, say).
+				leaders, err := store.SpreadLeaders(cmd.Context())
+				if err != nil {
+					return storeError(conn.url, err)
+				}
+				if !asJSON {
+					fmt.Fprintf(a.stdout, "artifactr init: partition leaders by server: %v\n", leaders)
+				}
 			}
 			if asJSON {
 				return writeJSON(a.stdout, initJSON{URL: conn.url, Stream: conn.stream, SummaryBucket: bucket, Replicas: replicas})

@@ -218,9 +218,10 @@ func (a *app) warnOldFlags(cmd *cobra.Command) {
 
 // connFlags are the flags of every command that talks to NATS.
 type connFlags struct {
-	url     string
-	stream  string
-	timeout time.Duration
+	url        string
+	stream     string
+	partitions int
+	timeout    time.Duration
 	secFlags
 }
 
@@ -231,6 +232,7 @@ func addConnFlags(cmd *cobra.Command, c *connFlags) {
 	}
 	cmd.Flags().StringVar(&c.url, "nats", def, "NATS server URL(s), comma-separated (env "+envNATS+", then "+envNATSURL+")")
 	cmd.Flags().StringVar(&c.stream, "stream", natsstore.DefaultStream, "JetStream stream holding the threads")
+	cmd.Flags().IntVar(&c.partitions, "partitions", 1, "partitions of the thread log, each a stream <stream>-p<N> with its own leader (1: the one stream --stream); fixed when init or serve creates the streams, and every command must pass the same")
 	cmd.Flags().DurationVar(&c.timeout, "timeout", natsstore.DefaultTimeout, "bound on connecting and on each NATS call")
 	addSecFlags(cmd, &c.secFlags)
 }
@@ -244,6 +246,9 @@ func (c *connFlags) validate() error {
 	}
 	if !validName(c.stream) {
 		return usagef("--stream %q: want a stream name of [A-Za-z0-9_-]", c.stream)
+	}
+	if c.partitions < 1 || c.partitions > events.MaxPartitions {
+		return usagef("--partitions %d: want 1 to %d", c.partitions, events.MaxPartitions)
 	}
 	return c.secFlags.validate()
 }
@@ -271,6 +276,7 @@ func (a *app) openStore(ctx context.Context, c *connFlags, replicas int, readOnl
 	s, err := natsstore.New(ctx, natsstore.Config{
 		URL:            c.url,
 		Stream:         c.stream,
+		Partitions:     c.partitions,
 		Replicas:       replicas,
 		Timeout:        c.timeout,
 		Logger:         a.log,

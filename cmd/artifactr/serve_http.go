@@ -84,7 +84,7 @@ func (f *serveFlags) httpConfig(log *slog.Logger) (server.HTTPConfig, error) {
 	if h.file != nil {
 		hc.Assistants, hc.Default = h.file.Assistants(), h.file.Default
 	}
-	ccfg := client.Config{URL: f.conn.url, Stream: f.conn.stream, Timeout: f.conn.timeout, Logger: log,
+	ccfg := client.Config{URL: f.conn.url, Stream: f.conn.stream, Partitions: f.conn.partitions, Timeout: f.conn.timeout, Logger: log,
 		NKeyFile: f.conn.nkey, CredsFile: f.conn.creds}
 	if f.conn.inProcess != nil {
 		var err error

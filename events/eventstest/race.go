@@ -110,8 +110,10 @@ func RunRace(t *testing.T, open func(now func() time.Time) events.Store, cfg Rac
 		}
 	}
 	wg.Wait()
-	a := audit.NewWithOptions(audit.Options{MaxFindings: -1}) // every violation, to count them
 	s := open(time.Now)
+	// Every violation, to count them, on the store's subjects: the fence
+	// names the thread's partition's claim subject.
+	a := audit.NewWithOptions(audit.Options{MaxFindings: -1, Subjects: s.Subjects()})
 	for _, th := range threads {
 		envs, err := s.Load(ctx, th, 1)
 		if err != nil {

@@ -20,6 +20,7 @@ const (
 // creates them. The log's mutex protects it.
 type durable struct {
 	cfg events.DurableConfig
+	key string // the stream cfg.Filter is in
 	gen uint64 // this incarnation: a Reset or a re-creation makes a new one
 	// delivered is the stream sequence of the last first delivery; the
 	// next one looks from delivered+1.
@@ -69,6 +70,10 @@ func (s *Store) OpenDurable(ctx context.Context, cfg events.DurableConfig) (even
 	if err := ctx.Err(); err != nil {
 		return nil, err
 	}
+	key, err := s.filterKey("open durable "+cfg.Name, cfg.Filter)
+	if err != nil {
+		return nil, err
+	}
 	l := s.log
 	l.mu.Lock()
 	defer l.mu.Unlock()
@@ -78,7 +83,7 @@ func (s *Store) OpenDurable(ctx context.Context, cfg events.DurableConfig) (even
 	d := l.rm.durables[cfg.Name]
 	if d == nil {
 		l.rm.gen++
-		d = &durable{cfg: cfg, gen: l.rm.gen, pending: make(map[uint64]*inflight)}
+		d = &durable{cfg: cfg, key: key, gen: l.rm.gen, pending: make(map[uint64]*inflight)}
 		l.rm.durables[cfg.Name] = d
 	}
 	if d.cfg.Filter != cfg.Filter {
@@ -101,8 +106,9 @@ func (s *Store) DurableState(ctx context.Context, name string) (events.DurableIn
 		return events.DurableInfo{}, notFound("durable", name)
 	}
 	info := events.DurableInfo{Name: name, NumAckPending: len(d.pending), AckFloor: d.ackFloor, Delivered: d.delivered}
-	for i := d.delivered; i < uint64(len(l.recs)); i++ {
-		if subjectMatch(d.cfg.Filter, l.recs[i].subject) {
+	recs := l.streamLocked(d.key).recs
+	for i := d.delivered; i < uint64(len(recs)); i++ {
+		if subjectMatch(d.cfg.Filter, recs[i].subject) {
 			info.NumPending++
 		}
 	}
@@ -198,13 +204,14 @@ func waitFor(ctx context.Context, notify <-chan struct{}, after time.Duration, d
 // stream order, then new events while fewer than MaxAckPending await acks.
 func (h *durableHandle) takeLocked(d *durable, max int) []events.Delivery {
 	l := h.s.log
+	recs := l.streamLocked(d.key).recs
 	now := l.now()
 	max = min(max, d.cfg.MaxAckPending)
 	var out []events.Delivery
 	deliver := func(seq uint64, f *inflight) {
 		f.count++
 		f.due = now.Add(d.cfg.AckWait)
-		out = append(out, events.Delivery{Env: h.s.decode(l.recs[seq-1]), Delivered: f.count,
+		out = append(out, events.Delivery{Env: h.s.decode(recs[seq-1]), Delivered: f.count,
 			Token: token{name: h.name, gen: d.gen, seq: seq}})
 	}
 	for _, seq := range slices.Sorted(maps.Keys(d.pending)) {
@@ -215,9 +222,9 @@ func (h *durableHandle) takeLocked(d *durable, max int) []events.Delivery {
 			deliver(seq, f)
 		}
 	}
-	for len(out) < max && len(d.pending) < d.cfg.MaxAckPending && d.delivered < uint64(len(l.recs)) {
+	for len(out) < max && len(d.pending) < d.cfg.MaxAckPending && d.delivered < uint64(len(recs)) {
 		d.delivered++
-		if subjectMatch(d.cfg.Filter, l.recs[d.delivered-1].subject) {
+		if subjectMatch(d.cfg.Filter, recs[d.delivered-1].subject) {
 			f := &inflight{}
 			d.pending[d.delivered] = f
 			deliver(d.delivered, f)

@@ -25,12 +25,13 @@ func (s *Store) ThreadHead(ctx context.Context, thread, messageID string) (event
 	runSubj, postSubj := s.cfg.Subjects.Thread(thread, events.KindRun), s.cfg.Subjects.Thread(thread, events.KindPosted)
 	var h events.Head
 	var run, first, configured *record
-	if seq := l.last[runSubj]; seq != 0 {
-		r := l.recs[seq-1]
+	st := l.streamLocked(s.threadKey(thread))
+	if seq := st.last[runSubj]; seq != 0 {
+		r := st.recs[seq-1]
 		run = &r
 	}
-	for i := range l.recs {
-		r := &l.recs[i]
+	for i := range st.recs {
+		r := &st.recs[i]
 		if r.subject != postSubj {
 			continue
 		}

@@ -110,14 +110,22 @@ type LogConfig struct {
 	SessionID func() string
 }
 
-// Log is an in-memory stream shared by any number of [Store] handles, as a
-// JetStream stream is shared by connections. It keeps everything forever.
+// Log is an in-memory set of streams shared by any number of [Store]
+// handles, as JetStream streams are shared by connections. It keeps
+// everything forever.
+//
+// Each handle's partitions are the log's streams, named by their subject
+// prefix: threads for one partition, threads.0 to threads.3 for four, as
+// natsstore's streams hold threads.> and threads.<p>.>. A subject is in
+// the stream of its longest such prefix (others in a stream named ""),
+// and each stream numbers its records from 1, so with partitions sequences
+// are per partition, as in natsstore.
 type Log struct {
-	cfg    LogConfig
-	mu     sync.Mutex // protects the fields below
-	recs   []record
-	last   map[string]uint64  // subject -> last seq
-	msgIDs map[string]msgIDAt // Nats-Msg-Id -> where and when it was stored
+	cfg     LogConfig
+	mu      sync.Mutex         // protects the fields below
+	streams map[string]*stream // by subject prefix
+	n       int                // records in every stream
+	msgIDs  map[msgKey]msgIDAt // Nats-Msg-Id -> where and when it was stored
 	// postIDs are the message ids Post stored, <thread>:<message id> ->
 	// seq, forever: a message id is one message in its thread whatever the
 	// window (natsstore keeps them in a bucket).
@@ -129,6 +137,36 @@ type Log struct {
 	notify   chan struct{} // closed and replaced on every write
 	rm       readModels    // durable consumers, buckets and snapshots
 	now      func() time.Time
+}
+
+// stream is one stream of a [Log].
+type stream struct {
+	recs []record
+	last map[string]uint64 // subject -> last seq
+}
+
+// msgKey is a message id in its stream: JetStream deduplicates per stream.
+type msgKey struct{ stream, id string }
+
+// streamOfLocked is the stream subject is stored in: its longest prefix
+// that names a stream.
+func (l *Log) streamOfLocked(subject string) string {
+	for i := strings.LastIndexByte(subject, '.'); i > 0; i = strings.LastIndexByte(subject[:i], '.') {
+		if _, ok := l.streams[subject[:i]]; ok {
+			return subject[:i]
+		}
+	}
+	return ""
+}
+
+// streamLocked returns stream key, made on first use.
+func (l *Log) streamLocked(key string) *stream {
+	st := l.streams[key]
+	if st == nil {
+		st = &stream{last: make(map[string]uint64)}
+		l.streams[key] = st
+	}
+	return st
 }
 
 // msgIDAt is a stored write's sequence and time, for deduplication.
@@ -154,8 +192,8 @@ func NewLogWith(cfg LogConfig) *Log {
 	}
 	return &Log{
 		cfg:     cfg,
-		last:    make(map[string]uint64),
-		msgIDs:  make(map[string]msgIDAt),
+		streams: make(map[string]*stream),
+		msgIDs:  make(map[msgKey]msgIDAt),
 		postIDs: make(map[string]uint64),
 		leases:  make(map[string]*lease),
 		notify:  make(chan struct{}),
@@ -168,16 +206,17 @@ func (l *Log) Mode() Mode { return l.cfg.Mode }
 
 // duplicateLocked returns the sequence of the write stored with message id
 // id within the window, if there is one.
-func (l *Log) duplicateLocked(id string) (uint64, bool) {
+func (l *Log) duplicateLocked(key string, id string) (uint64, bool) {
 	if id == "" {
 		return 0, false
 	}
-	at, ok := l.msgIDs[id]
+	k := msgKey{key, id}
+	at, ok := l.msgIDs[k]
 	if !ok {
 		return 0, false
 	}
 	if w := l.cfg.DuplicateWindow; w > 0 && l.now().Sub(at.stored) >= w {
-		delete(l.msgIDs, id) // the window passed: the id is forgotten
+		delete(l.msgIDs, k) // the window passed: the id is forgotten
 		return 0, false
 	}
 	return at.seq, true
@@ -200,7 +239,13 @@ func (l *Log) Open(cfg Config) *Store {
 	if cfg.MaxEventBytes <= 0 {
 		cfg.MaxEventBytes = events.DefaultMaxEventBytes
 	}
-	return &Store{log: l, cfg: cfg}
+	s := &Store{log: l, cfg: cfg}
+	l.mu.Lock()
+	for p := range cfg.Subjects.PartitionCount() {
+		l.streamLocked(s.partKey(p))
+	}
+	l.mu.Unlock()
+	return s
 }
 
 // New returns a handle on a fresh log.
@@ -223,20 +268,32 @@ func (l *Log) PublishRaw(subject string, h events.Header, data []byte) uint64 {
 	return l.appendLocked(subject, h, data)
 }
 
-// Len returns the number of records in the log.
+// Len returns the number of records in the log, in every stream: with one
+// partition, its last sequence.
 func (l *Log) Len() int {
 	l.mu.Lock()
 	defer l.mu.Unlock()
-	return len(l.recs)
+	return l.n
+}
+
+// recs returns stream key's records. Appends never change the records up
+// to the returned length, so they can be read without the lock.
+func (l *Log) recs(key string) []record {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	return l.streamLocked(key).recs
 }
 
 func (l *Log) appendLocked(subject string, h events.Header, data []byte) uint64 {
-	seq := uint64(len(l.recs)) + 1
+	key := l.streamOfLocked(subject)
+	st := l.streamLocked(key)
+	seq := uint64(len(st.recs)) + 1
 	now := l.now()
-	l.recs = append(l.recs, record{seq: seq, subject: subject, hdr: h, data: data, stored: now})
-	l.last[subject] = seq
+	st.recs = append(st.recs, record{seq: seq, subject: subject, hdr: h, data: data, stored: now})
+	st.last[subject] = seq
+	l.n++
 	if id := h.Get(events.HeaderMsgID); id != "" {
-		l.msgIDs[id] = msgIDAt{seq: seq, stored: now}
+		l.msgIDs[msgKey{key, id}] = msgIDAt{seq: seq, stored: now}
 	}
 	close(l.notify)
 	l.notify = make(chan struct{})
@@ -310,7 +367,7 @@ func (s *Store) Post(ctx context.Context, thread string, m *eventspb.MessagePost
 		}
 	}
 	if err == nil && ack.Duplicate {
-		if err := s.checkRepost(m, ack.Seq); err != nil {
+		if err := s.checkRepost(thread, m, ack.Seq); err != nil {
 			return events.Ack{}, err
 		}
 	}
@@ -372,8 +429,9 @@ func (s *Store) Append(ctx context.Context, ev *eventspb.Event, chk events.Check
 func (l *Log) landed(subject, id string, after uint64) (uint64, bool) {
 	l.mu.Lock()
 	defer l.mu.Unlock()
-	for i := after; i < uint64(len(l.recs)); i++ {
-		if r := l.recs[i]; r.subject == subject && r.hdr.Get(events.HeaderMsgID) == id {
+	recs := l.streamLocked(l.streamOfLocked(subject)).recs
+	for i := after; i < uint64(len(recs)); i++ {
+		if r := recs[i]; r.subject == subject && r.hdr.Get(events.HeaderMsgID) == id {
 			return r.seq, true
 		}
 	}
@@ -407,6 +465,8 @@ func (s *Store) write(op, subject string, h events.Header, data []byte, checkSub
 	l.mu.Lock()
 	defer l.mu.Unlock()
 	id := h.Get(events.HeaderMsgID)
+	key := l.streamOfLocked(subject)
+	st := l.streamLocked(key)
 	if op == opPost {
 		// A post's id is looked up first and forever, as natsstore's id
 		// key is read before it publishes.
@@ -419,16 +479,16 @@ func (s *Store) write(op, subject string, h events.Header, data []byte, checkSub
 	// one. A replicated stream looks for it first, a single server only
 	// once the check passed.
 	if l.cfg.Mode == Replicated {
-		if seq, ok := l.duplicateLocked(id); ok {
+		if seq, ok := l.duplicateLocked(key, id); ok {
 			return events.Ack{Seq: seq, Duplicate: true}, nil
 		}
 	}
 	if checkSubj != "" {
-		if got := l.last[checkSubj]; got != want {
+		if got := st.last[checkSubj]; got != want {
 			return events.Ack{}, &errWrongLast{subject: checkSubj, want: want, got: got}
 		}
 	}
-	if seq, ok := l.duplicateLocked(id); ok {
+	if seq, ok := l.duplicateLocked(key, id); ok {
 		return events.Ack{Seq: seq, Duplicate: true}, nil
 	}
 	seq := l.appendLocked(subject, h, data)
@@ -461,10 +521,7 @@ func (s *Store) Load(ctx context.Context, thread string, from uint64) ([]events.
 		return nil, err
 	}
 	filter := s.cfg.Subjects.ThreadAll(thread)
-	l := s.log
-	l.mu.Lock()
-	recs := l.recs
-	l.mu.Unlock()
+	recs := s.log.recs(s.threadKey(thread))
 	var out []events.Envelope
 	if from == 0 {
 		from = 1
@@ -489,9 +546,10 @@ func (s *Store) LastSeq(ctx context.Context, thread string, k events.Kind) (uint
 	if err := ctx.Err(); err != nil {
 		return 0, err
 	}
+	subj := s.cfg.Subjects.Thread(thread, k)
 	s.log.mu.Lock()
 	defer s.log.mu.Unlock()
-	return s.log.last[s.cfg.Subjects.Thread(thread, k)], nil
+	return s.log.streamLocked(s.log.streamOfLocked(subj)).last[subj], nil
 }
 
 // Threads implements [events.Reader].
@@ -502,31 +560,37 @@ func (s *Store) Threads(ctx context.Context) ([]string, error) {
 	s.log.mu.Lock()
 	defer s.log.mu.Unlock()
 	var out []string
-	for subj := range s.log.last {
-		if t, k, ok := s.cfg.Subjects.Parse(subj); ok && k == events.KindPosted {
-			out = append(out, t)
+	for p := range s.cfg.Subjects.PartitionCount() {
+		for subj := range s.log.streamLocked(s.partKey(p)).last {
+			if t, k, ok := s.cfg.Subjects.Parse(subj); ok && k == events.KindPosted {
+				out = append(out, t)
+			}
 		}
 	}
 	slices.Sort(out)
 	return out, nil
 }
 
-// Tail implements [events.Reader].
+// Tail implements [events.Reader]. With partitions, filter must lie within
+// one partition, as in natsstore.
 func (s *Store) Tail(ctx context.Context, filter string, from uint64) (events.Tail, error) {
 	if err := ctx.Err(); err != nil {
 		return nil, err
 	}
-	s.log.mu.Lock()
+	key, err := s.filterKey("tail", filter)
+	if err != nil {
+		return nil, err
+	}
 	next := from
 	if next == 0 {
-		next = uint64(len(s.log.recs)) + 1
+		next = uint64(len(s.log.recs(key))) + 1
 	}
-	s.log.mu.Unlock()
-	return &tail{s: s, filter: filter, next: next, stop: make(chan struct{})}, nil
+	return &tail{s: s, key: key, filter: filter, next: next, stop: make(chan struct{})}, nil
 }
 
 type tail struct {
 	s        *Store
+	key      string // the stream filter is in
 	filter   string
 	next     uint64
 	stopOnce sync.Once
@@ -537,8 +601,9 @@ func (t *tail) Next(ctx context.Context) (events.Envelope, error) {
 	l := t.s.log
 	for {
 		l.mu.Lock()
-		for t.next <= uint64(len(l.recs)) {
-			r := l.recs[t.next-1]
+		recs := l.streamLocked(t.key).recs
+		for t.next <= uint64(len(recs)) {
+			r := recs[t.next-1]
 			t.next++
 			if subjectMatch(t.filter, r.subject) {
 				l.mu.Unlock()
@@ -582,11 +647,8 @@ func subjectMatch(filter, subject string) bool {
 // checkRepost returns an error wrapping [events.ErrConflict] when the post
 // stored at seq, which m's id duplicates, has another text or author, as
 // natsstore does.
-func (s *Store) checkRepost(m *eventspb.MessagePosted, seq uint64) error {
-	l := s.log
-	l.mu.Lock()
-	r := l.recs[seq-1]
-	l.mu.Unlock()
+func (s *Store) checkRepost(thread string, m *eventspb.MessagePosted, seq uint64) error {
+	r := s.log.recs(s.threadKey(thread))[seq-1]
 	var ev eventspb.Event
 	if err := proto.Unmarshal(r.data, &ev); err == nil {
 		if old := ev.GetMessagePosted(); old != nil && old.GetText() == m.GetText() && old.GetAuthor() == m.GetAuthor() {
@@ -595,4 +657,35 @@ func (s *Store) checkRepost(m *eventspb.MessagePosted, seq uint64) error {
 	}
 	return fmt.Errorf("%w: message id %q was posted before (seq %d) with another text or author; the new one was not written",
 		events.ErrConflict, m.GetMessageId(), seq)
+}
+
+// partKey is partition p's stream.
+func (s *Store) partKey(p int) string {
+	return strings.TrimSuffix(s.cfg.Subjects.PartitionAll(p), ".>")
+}
+
+// threadKey is the stream of thread's partition.
+func (s *Store) threadKey(thread string) string {
+	return s.partKey(s.cfg.Subjects.PartitionOf(thread))
+}
+
+// filterKey is the stream filter is in, or an error wrapping
+// [events.ErrLayout] when it spans several partitions, as in natsstore.
+func (s *Store) filterKey(what, filter string) (string, error) {
+	p, ok := s.cfg.Subjects.FilterPartition(filter)
+	if !ok {
+		return "", fmt.Errorf("memstore: %s: %w: filter %q is not within one of the %d partitions; read each partition's filter (events.Subjects.PartitionAll)",
+			what, events.ErrLayout, filter, s.cfg.Subjects.PartitionCount())
+	}
+	return s.partKey(p), nil
+}
+
+// onePartition refuses a whole-log call that has no meaning across
+// partitions, each with its own sequences.
+func (s *Store) onePartition(what string) error {
+	if s.cfg.Subjects.Partitioned() {
+		return fmt.Errorf("memstore: %s: %w: the log has %d partitions, each with its own sequences; ask one (LastPartitionSeq)",
+			what, events.ErrLayout, s.cfg.Subjects.PartitionCount())
+	}
+	return nil
 }

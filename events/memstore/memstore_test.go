@@ -1,6 +1,7 @@
 package memstore_test
 
 import (
+	"fmt"
 	"strings"
 	"testing"
 	"time"
@@ -12,28 +13,39 @@ import (
 
 // The contract holds in both modes: deduplication before the check (R3)
 // and after it (R1).
+// It holds on one partition and on four, each with its own sequences.
 func TestStore_contract(t *testing.T) {
-	for _, mode := range []memstore.Mode{memstore.Replicated, memstore.Single} {
-		t.Run(strings.Fields(mode.String())[0], func(t *testing.T) {
-			clock := eventstest.NewClock(0)
-			log := memstore.NewLogWith(memstore.LogConfig{Mode: mode, Now: clock.Now})
-			eventstest.RunStore(t, eventstest.Harness{
-				Open: func(t *testing.T, now func() time.Time) events.Store {
-					return log.Open(memstore.Config{Now: now})
-				},
-				PublishRaw: func(t *testing.T, subject string, h events.Header, data []byte) {
-					log.PublishRaw(subject, h, data)
-				},
-				ExpireDuplicates: func(t *testing.T) { clock.Advance(memstore.DefaultDuplicateWindow) },
+	for _, p := range []int{1, 4} {
+		for _, mode := range []memstore.Mode{memstore.Replicated, memstore.Single} {
+			t.Run(fmt.Sprintf("P%d/%s", p, strings.Fields(mode.String())[0]), func(t *testing.T) {
+				clock := eventstest.NewClock(0)
+				log := memstore.NewLogWith(memstore.LogConfig{Mode: mode, Now: clock.Now})
+				subj := events.Subjects{Partitions: p}
+				eventstest.RunStore(t, eventstest.Harness{
+					Subjects: subj,
+					Open: func(t *testing.T, now func() time.Time) events.Store {
+						return log.Open(memstore.Config{Now: now, Subjects: subj})
+					},
+					PublishRaw: func(t *testing.T, subject string, h events.Header, data []byte) {
+						log.PublishRaw(subject, h, data)
+					},
+					ExpireDuplicates: func(t *testing.T) { clock.Advance(memstore.DefaultDuplicateWindow) },
+				})
 			})
-		})
+		}
 	}
 }
 
 func TestStore_race(t *testing.T) {
+	for _, p := range []int{1, 4} {
+		t.Run(fmt.Sprintf("P%d", p), func(t *testing.T) { testRace(t, p) })
+	}
+}
+
+func testRace(t *testing.T, partitions int) {
 	log := memstore.NewLog()
 	res := eventstest.RunRace(t, func(now func() time.Time) events.Store {
-		return log.Open(memstore.Config{Now: now})
+		return log.Open(memstore.Config{Now: now, Subjects: events.Subjects{Partitions: partitions}})
 	}, eventstest.DefaultRace)
 	t.Logf("landed %d, refused %d, events %d", res.Landed, res.Refused, res.Report.Events)
 	if !res.Report.OK() || res.Safety != 0 {

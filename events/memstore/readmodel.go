@@ -26,12 +26,25 @@ type readModels struct {
 	gen      uint64 // names each durable's incarnations, so stale acks are known
 }
 
-// LastStreamSeq implements [events.LogReader].
+// LastStreamSeq implements [events.LogReader]. With partitions it returns
+// an error wrapping [events.ErrLayout], as natsstore does: each partition
+// has its own sequences ([Store.LastPartitionSeq]).
 func (s *Store) LastStreamSeq(ctx context.Context) (uint64, error) {
+	if err := s.onePartition("last stream sequence"); err != nil {
+		return 0, err
+	}
+	return s.LastPartitionSeq(ctx, 0)
+}
+
+// LastPartitionSeq returns the last sequence of partition p's stream.
+func (s *Store) LastPartitionSeq(ctx context.Context, p int) (uint64, error) {
 	if err := ctx.Err(); err != nil {
 		return 0, err
 	}
-	return uint64(s.log.Len()), nil
+	if p < 0 || p >= s.cfg.Subjects.PartitionCount() {
+		return 0, fmt.Errorf("memstore: %w: no partition %d", events.ErrLayout, p)
+	}
+	return uint64(len(s.log.recs(s.partKey(p)))), nil
 }
 
 // NextSeq implements [events.LogReader]. A log keeps every record, so the
@@ -40,8 +53,11 @@ func (s *Store) NextSeq(ctx context.Context, from uint64) (uint64, bool, error) 
 	if err := ctx.Err(); err != nil {
 		return 0, false, err
 	}
+	if err := s.onePartition("next sequence"); err != nil {
+		return 0, false, err
+	}
 	from = max(from, 1)
-	if from > uint64(s.log.Len()) {
+	if from > uint64(len(s.log.recs(s.partKey(0)))) {
 		return 0, false, nil
 	}
 	return from, true, nil
@@ -53,10 +69,11 @@ func (s *Store) Replay(ctx context.Context, filter string, from uint64, fn func(
 	if err := ctx.Err(); err != nil {
 		return 0, err
 	}
-	l := s.log
-	l.mu.Lock()
-	recs := l.recs // appends never change the records up to len
-	l.mu.Unlock()
+	key, err := s.filterKey("replay", filter)
+	if err != nil {
+		return 0, err
+	}
+	recs := s.log.recs(key)
 	last := uint64(len(recs))
 	for i := max(from, 1); i <= last; i++ {
 		r := recs[i-1]

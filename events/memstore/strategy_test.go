@@ -1,6 +1,7 @@
 package memstore_test
 
 import (
+	"fmt"
 	"strings"
 	"testing"
 	"time"
@@ -11,14 +12,18 @@ import (
 )
 
 func TestStore_strategies(t *testing.T) {
-	for _, mode := range []memstore.Mode{memstore.Replicated, memstore.Single} {
-		t.Run(strings.Fields(mode.String())[0], func(t *testing.T) {
-			log := memstore.NewLogWith(memstore.LogConfig{Mode: mode})
-			eventstest.RunStrategies(t, eventstest.Harness{
-				Open: func(t *testing.T, now func() time.Time) events.Store {
-					return log.Open(memstore.Config{Now: now})
-				},
+	for _, p := range []int{1, 4} {
+		for _, mode := range []memstore.Mode{memstore.Replicated, memstore.Single} {
+			t.Run(fmt.Sprintf("P%d/%s", p, strings.Fields(mode.String())[0]), func(t *testing.T) {
+				log := memstore.NewLogWith(memstore.LogConfig{Mode: mode})
+				subj := events.Subjects{Partitions: p}
+				eventstest.RunStrategies(t, eventstest.Harness{
+					Subjects: subj,
+					Open: func(t *testing.T, now func() time.Time) events.Store {
+						return log.Open(memstore.Config{Now: now, Subjects: subj})
+					},
+				})
 			})
-		})
+		}
 	}
 }

@@ -64,7 +64,7 @@ func (s *Store) Post(ctx context.Context, thread string, m *eventspb.MessagePost
 	subject := s.subj.Thread(thread, events.KindPosted)
 	w := write{
 		what:    "post to " + subject,
-		stream:  s.cfg.Stream,
+		stream:  s.threadStream(thread),
 		subject: subject,
 		typ:     events.TypeMessagePosted,
 		header:  nats.Header(h),
@@ -112,7 +112,7 @@ func (s *Store) Post(ctx context.Context, thread string, m *eventspb.MessagePost
 	if o.err == nil && o.ack.Duplicate {
 		ctx, cancel := s.bound(ctx)
 		defer cancel()
-		if err := s.checkRepost(ctx, subject, m, o.ack.Seq); err != nil {
+		if err := s.checkRepost(ctx, w.stream, subject, m, o.ack.Seq); err != nil {
 			return events.Ack{}, err
 		}
 	}
@@ -123,8 +123,8 @@ func (s *Store) Post(ctx context.Context, thread string, m *eventspb.MessagePost
 // message stored at seq under its id. The same id with another text or
 // author is a conflict: JetStream kept the first and dropped this one, and
 // the caller must not believe that its text was posted.
-func (s *Store) checkRepost(ctx context.Context, subject string, m *eventspb.MessagePosted, seq uint64) error {
-	raw, err := s.getMsg(ctx, s.cfg.Stream, msgGetRequest{Seq: seq})
+func (s *Store) checkRepost(ctx context.Context, stream, subject string, m *eventspb.MessagePosted, seq uint64) error {
+	raw, err := s.getMsg(ctx, stream, msgGetRequest{Seq: seq})
 	if err != nil {
 		return unavailable(fmt.Sprintf("read back message %d, the original of a repost of id %q", seq, m.GetMessageId()), err)
 	}
@@ -199,7 +199,7 @@ func (s *Store) prepareAppend(ev *eventspb.Event, chk events.Check, opts []event
 	}
 	thread, typ := ev.GetThread(), events.TypeOf(ev)
 	w := write{
-		stream:       s.cfg.Stream,
+		stream:       s.threadStream(thread),
 		subject:      s.subj.Thread(thread, typ.Kind()),
 		typ:          typ,
 		data:         data,

@@ -43,6 +43,13 @@ type Config struct {
 	// Prefix is the first subject token, as in <prefix>.T.posted. Default
 	// events.DefaultPrefix.
 	Prefix string
+	// Partitions is the number of partitions, each a stream of its own
+	// (see [PartitionStream]) with its own leader on a cluster; a thread
+	// lives in partition events.Partition(thread, Partitions). Default 1:
+	// one stream named Stream with subjects <prefix>.T.<kind>, the layout
+	// before partitions. The count is recorded in each stream's metadata,
+	// and New refuses a deployment made with another.
+	Partitions int
 	// Domain is the JetStream domain the stream and buckets live in, as
 	// a leaf node's JetStream is reached from its hub: every API request
 	// and KV write then goes to $JS.<Domain>.API. "" (the default) is the
@@ -101,6 +108,9 @@ func (c *Config) setDefaults() {
 	if c.Prefix == "" {
 		c.Prefix = events.DefaultPrefix
 	}
+	if c.Partitions == 0 {
+		c.Partitions = 1
+	}
 	if c.Bucket == "" {
 		c.Bucket = DefaultBucket
 	}
@@ -143,6 +153,8 @@ func (c *Config) validate() error {
 		return fmt.Errorf("natsstore: Config.Stream %q is not a valid stream name", c.Stream)
 	case !isToken(c.Prefix):
 		return fmt.Errorf("natsstore: Config.Prefix %q is not a single subject token", c.Prefix)
+	case c.Partitions < 1 || c.Partitions > events.MaxPartitions:
+		return fmt.Errorf("natsstore: Config.Partitions %d is not 1 to %d", c.Partitions, events.MaxPartitions)
 	case c.Domain != "" && !isToken(c.Domain):
 		return fmt.Errorf("natsstore: Config.Domain %q is not a single subject token", c.Domain)
 	case !isToken(c.Bucket):

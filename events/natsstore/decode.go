@@ -73,11 +73,15 @@ func (s *Store) decodeFast(subject string, seq uint64, stored time.Time, h event
 	}, true
 }
 
-// kindOf returns the kind of subject if it is <prefix>.<thread>.<kind> with
-// a valid thread: what Subjects.Parse would return, checked against the
+// kindOf returns the kind of subject if it is <prefix>.<thread>.<kind>
+// (<prefix>.<p>.<thread>.<kind> with partitions, p the thread's) with a
+// valid thread: what Subjects.Parse would return, checked against the
 // thread the event names.
 func (s *Store) kindOf(subject, thread string) (events.Kind, bool) {
 	p := cmp.Or(s.subj.Prefix, events.DefaultPrefix)
+	if s.subj.Partitioned() {
+		p += "." + strconv.Itoa(s.subj.PartitionOf(thread))
+	}
 	n, m := len(p), len(thread)
 	if len(subject) < n+m+3 || subject[:n] != p || subject[n] != '.' ||
 		subject[n+1:n+1+m] != thread || subject[n+1+m] != '.' || events.ValidateThreadID(thread) != nil {

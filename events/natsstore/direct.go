@@ -91,7 +91,7 @@ func (s *Store) LoadUpTo(ctx context.Context, thread string, from, upTo uint64) 
 		if err != nil {
 			return nil, err
 		}
-		envs, err := s.replay(ctx, s.subj.ThreadAll(thread), from, min(upTo, last))
+		envs, err := s.replay(ctx, s.streams[s.subj.PartitionOf(thread)], s.subj.ThreadAll(thread), from, min(upTo, last))
 		if err != nil {
 			return nil, unavailable("load "+thread, err)
 		}
@@ -120,6 +120,11 @@ func (s *Store) LoadUpTo(ctx context.Context, thread string, from, upTo uint64) 
 // messages, how many more the server counted past them, and the sequence to
 // continue from.
 func (s *Store) directBatch(ctx context.Context, deadline time.Time, filter string, from uint64) ([]events.Envelope, uint64, uint64, error) {
+	p, err := s.filterPartition("direct get", filter)
+	if err != nil {
+		return nil, 0, 0, err
+	}
+	stream := s.streamName(p)
 	req, err := json.Marshal(struct {
 		Seq      uint64 `json:"seq"`
 		NextFor  string `json:"next_by_subj"`
@@ -133,7 +138,7 @@ func (s *Store) directBatch(ctx context.Context, deadline time.Time, filter stri
 	if err != nil {
 		return nil, 0, 0, err
 	}
-	msgs, err := g.request(ctx, &nats.Msg{Subject: s.api.subject("DIRECT.GET." + s.cfg.Stream), Data: req}, time.Until(deadline), true)
+	msgs, err := g.request(ctx, &nats.Msg{Subject: s.api.subject("DIRECT.GET." + stream), Data: req}, time.Until(deadline), true)
 	if err != nil {
 		return nil, 0, 0, err
 	}
@@ -148,12 +153,12 @@ func (s *Store) directBatch(ctx context.Context, deadline time.Time, filter stri
 				pending, _ := strconv.ParseUint(m.Header.Get(hdrNumPending), 10, 64)
 				return envs, pending, next, nil
 			default:
-				return nil, 0, 0, fmt.Errorf("direct get from %s: status %s %s", s.cfg.Stream, code, m.Header.Get(hdrDescr))
+				return nil, 0, 0, fmt.Errorf("direct get from %s: status %s %s", stream, code, m.Header.Get(hdrDescr))
 			}
 		}
 		seq, err := strconv.ParseUint(m.Header.Get(hdrSequence), 10, 64)
 		if err != nil {
-			return nil, 0, 0, fmt.Errorf("direct get from %s: bad %s %q", s.cfg.Stream, hdrSequence, m.Header.Get(hdrSequence))
+			return nil, 0, 0, fmt.Errorf("direct get from %s: bad %s %q", stream, hdrSequence, m.Header.Get(hdrSequence))
 		}
 		stored, _ := time.Parse(time.RFC3339Nano, m.Header.Get(hdrTimeStamp))
 		subject := m.Header.Get(hdrSubject)
@@ -166,7 +171,7 @@ func (s *Store) directBatch(ctx context.Context, deadline time.Time, filter stri
 		envs = append(envs, events.Decode(s.subj, subject, seq, stored, events.Header(h), m.Data))
 		next = seq + 1
 	}
-	return nil, 0, 0, fmt.Errorf("direct get from %s: replies ended without an end-of-batch", s.cfg.Stream)
+	return nil, 0, 0, fmt.Errorf("direct get from %s: replies ended without an end-of-batch", stream)
 }
 
 // directReads reports whether c lets Load read with direct gets.

@@ -44,7 +44,7 @@ func TestStore_Load_direct(t *testing.T) {
 	if err != nil || len(envs) != 0 {
 		t.Fatalf("load of an empty thread: %d events, err %v", len(envs), err)
 	}
-	info, err := s.stream.Info(ctxT(t))
+	info, err := s.streams[0].Info(ctxT(t))
 	if err != nil {
 		t.Fatal(err)
 	}

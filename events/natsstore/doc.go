@@ -1,6 +1,12 @@
 // Package natsstore is the JetStream [events.Store]: one stream holds every
 // thread's events, and a KV bucket holds the leases (DESIGN §2).
 //
+// With Config.Partitions P > 1 there is one stream per partition
+// ([PartitionStream]: <stream>-p<p>, subjects <prefix>.<p>.>), each with its
+// own leader on a cluster, and every per-thread operation goes to the
+// thread's partition's stream; the buckets stay shared. Reads of several
+// threads name one partition (see docs/partitions.md).
+//
 // The fence is JetStream's own expected-sequence check: a fenced append
 // carries Nats-Expected-Last-Subject-Sequence with
 // Nats-Expected-Last-Subject-Sequence-Subject naming the thread's literal
@@ -23,8 +29,9 @@
 // tails use ordered consumers.
 //
 // Beyond [events.Store], for runners and read models:
-//   - [Store.WorkQueue]: a durable consumer on <prefix>.*.posted shared by
-//     runners, so that each post wakes one of them (runner.WorkSource);
+//   - [Store.WorkQueue]: a durable consumer on <prefix>.*.posted (one per
+//     partition) shared by runners, so that each post wakes one of them
+//     (runner.WorkSource);
 //   - [Store.Replay] and [Store.LastStreamSeq]: the whole stream, or a
 //     filter of it, read up to its last sequence at the call, with large
 //     pulls and decoding in a goroutine of its own (the audit's reader);

@@ -33,6 +33,7 @@ const (
 // from one goroutine.
 type durable struct {
 	s    *Store
+	st   jetstream.Stream // the stream of the partition cfg.Filter is in
 	cfg  events.DurableConfig
 	cons jetstream.Consumer
 }
@@ -73,9 +74,14 @@ func (s *Store) openDurable(ctx context.Context, cfg events.DurableConfig) (*dur
 	if err := s.checkOpen(); err != nil {
 		return nil, err
 	}
+	// A consumer reads one stream: with partitions, one partition's.
+	st, err := s.filterStream("open durable "+cfg.Name, cfg.Filter)
+	if err != nil {
+		return nil, err
+	}
 	ctx, cancel := s.bound(ctx)
 	defer cancel()
-	cons, err := openDurable(ctx, s.stream, jetstream.ConsumerConfig{
+	cons, err := openDurable(ctx, st, jetstream.ConsumerConfig{
 		Durable:       cfg.Name,
 		Description:   "artifactr read model",
 		FilterSubject: cfg.Filter,
@@ -88,7 +94,7 @@ func (s *Store) openDurable(ctx context.Context, cfg events.DurableConfig) (*dur
 	if err != nil {
 		return nil, unavailable("open durable "+cfg.Name, err)
 	}
-	return &durable{s: s, cfg: cfg, cons: cons}, nil
+	return &durable{s: s, st: st, cfg: cfg, cons: cons}, nil
 }
 
 // Fetch waits up to wait for a first event, then returns it with whatever
@@ -179,7 +185,7 @@ func (d *durable) nak(dl events.Delivery) error {
 func (d *durable) Reset(ctx context.Context, seq uint64) error {
 	ctx, cancel := d.s.bound(ctx)
 	defer cancel()
-	if _, err := d.s.stream.ResetConsumerToSequence(ctx, d.cfg.Name, max(seq, 1)); err != nil {
+	if _, err := d.st.ResetConsumerToSequence(ctx, d.cfg.Name, max(seq, 1)); err != nil {
 		return unavailable(fmt.Sprintf("reset %s to %d", d.cfg.Name, seq), err)
 	}
 	return nil
@@ -187,14 +193,21 @@ func (d *durable) Reset(ctx context.Context, seq uint64) error {
 
 // DurableState implements [events.ReadModelStore]: the state of the
 // durable consumer name on the server, or an error wrapping
-// [events.ErrNotFound] when there is none.
+// [events.ErrNotFound] when there is none. With partitions it is the first
+// partition's stream that has one of that name.
 func (s *Store) DurableState(ctx context.Context, name string) (events.DurableInfo, error) {
 	if err := s.checkOpen(); err != nil {
 		return events.DurableInfo{}, err
 	}
 	ctx, cancel := s.bound(ctx)
 	defer cancel()
-	c, err := s.stream.Consumer(ctx, name)
+	var c jetstream.Consumer
+	var err error = jetstream.ErrConsumerNotFound
+	for _, st := range s.streams {
+		if c, err = st.Consumer(ctx, name); !errors.Is(err, jetstream.ErrConsumerNotFound) {
+			break
+		}
+	}
 	if errors.Is(err, jetstream.ErrConsumerNotFound) {
 		return events.DurableInfo{}, fmt.Errorf("natsstore: durable %s: %w", name, events.ErrNotFound)
 	}
@@ -211,17 +224,19 @@ func (s *Store) DurableState(ctx context.Context, name string) (events.DurableIn
 	}, nil
 }
 
-// DeleteDurable deletes the durable consumer name. Deleting one that does
-// not exist is not an error.
+// DeleteDurable deletes the durable consumer name, from every partition's
+// stream. Deleting one that does not exist is not an error.
 func (s *Store) DeleteDurable(ctx context.Context, name string) error {
 	if err := s.checkOpen(); err != nil {
 		return err
 	}
 	ctx, cancel := s.bound(ctx)
 	defer cancel()
-	err := s.stream.DeleteConsumer(ctx, name)
-	if err != nil && !errors.Is(err, jetstream.ErrConsumerNotFound) {
-		return unavailable("delete durable "+name, err)
+	for _, st := range s.streams {
+		err := st.DeleteConsumer(ctx, name)
+		if err != nil && !errors.Is(err, jetstream.ErrConsumerNotFound) {
+			return unavailable("delete durable "+name, err)
+		}
 	}
 	return nil
 }

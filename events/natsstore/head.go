@@ -47,7 +47,7 @@ func (s *Store) ThreadHead(ctx context.Context, thread, messageID string) (event
 		kv                    = s.postIDs(ctx)
 	)
 	wg.Go(func() {
-		run, err := s.getMsg(ctx, s.cfg.Stream, msgGetRequest{LastFor: s.subj.Thread(thread, events.KindRun)})
+		run, err := s.getMsg(ctx, s.threadStream(thread), msgGetRequest{LastFor: s.subj.Thread(thread, events.KindRun)})
 		switch {
 		case errors.Is(err, jetstream.ErrMsgNotFound):
 		case err != nil:
@@ -100,7 +100,7 @@ func (s *Store) ThreadHead(ctx context.Context, thread, messageID string) (event
 // names when it is a post ("" and known when the thread has none), and
 // known false when it is another event (a fork, say).
 func (s *Store) firstPostStrategy(ctx context.Context, thread string) (events.Strategy, bool, error) {
-	m, err := s.getMsg(ctx, s.cfg.Stream, msgGetRequest{Seq: 1, NextFor: s.subj.Thread(thread, events.KindPosted)})
+	m, err := s.getMsg(ctx, s.threadStream(thread), msgGetRequest{Seq: 1, NextFor: s.subj.Thread(thread, events.KindPosted)})
 	if errors.Is(err, jetstream.ErrMsgNotFound) {
 		return "", true, nil
 	}

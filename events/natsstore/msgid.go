@@ -177,7 +177,7 @@ func (s *Store) reserveID(ctx context.Context, kv jetstream.KeyValue, w *write, 
 		}
 		c.rev = e.Revision()
 		if got.Seq != 0 {
-			return c.original(s.checkRepost(ctx, w.subject, m, got.Seq), got.Seq)
+			return c.original(s.checkRepost(ctx, w.stream, w.subject, m, got.Seq), got.Seq)
 		}
 		if s.cfg.Now().Sub(e.Created()) < s.dupWindow/2 {
 			return c // the stream still knows the Nats-Msg-Id

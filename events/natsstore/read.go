@@ -5,6 +5,7 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"slices"
 	"time"
 
 	"github.com/nats-io/nats.go"
@@ -44,7 +45,7 @@ func (s *Store) Load(ctx context.Context, thread string, from uint64) ([]events.
 	if s.direct {
 		// By literal subjects up to the stream's last sequence now: a
 		// wildcard direct get scans every message after the thread's first.
-		last, err := s.LastStreamSeq(ctx)
+		last, err := s.LastPartitionSeq(ctx, s.subj.PartitionOf(thread))
 		if err != nil {
 			return nil, err
 		}
@@ -57,7 +58,7 @@ func (s *Store) Load(ctx context.Context, thread string, from uint64) ([]events.
 	if err != nil {
 		return nil, err
 	}
-	envs, err := s.replay(ctx, s.subj.ThreadAll(thread), max(from, 1), last)
+	envs, err := s.replay(ctx, s.streams[s.subj.PartitionOf(thread)], s.subj.ThreadAll(thread), max(from, 1), last)
 	if err != nil {
 		return nil, unavailable("load "+thread, err)
 	}
@@ -75,11 +76,11 @@ func (s *Store) Load(ctx context.Context, thread string, from uint64) ([]events.
 // Its pending count then misses them, and a claim would plan on a history
 // without consuming writes that landed before its marker. Waiting for the
 // target lets the follower catch up.
-func (s *Store) replay(ctx context.Context, filter string, from, target uint64) ([]events.Envelope, error) {
+func (s *Store) replay(ctx context.Context, st jetstream.Stream, filter string, from, target uint64) ([]events.Envelope, error) {
 	if target < from {
 		return nil, nil
 	}
-	cons, err := s.stream.OrderedConsumer(ctx, jetstream.OrderedConsumerConfig{
+	cons, err := st.OrderedConsumer(ctx, jetstream.OrderedConsumerConfig{
 		FilterSubjects:    []string{filter},
 		DeliverPolicy:     jetstream.DeliverByStartSequencePolicy,
 		OptStartSeq:       from,
@@ -116,7 +117,7 @@ func (s *Store) replay(ctx context.Context, filter string, from, target uint64) 
 // with, without waiting: the inactivity threshold is the fallback.
 func (s *Store) dropConsumer(c jetstream.Consumer) {
 	if info := c.CachedInfo(); info != nil && !s.nc.IsClosed() {
-		_ = s.nc.Publish(s.api.subject("CONSUMER.DELETE."+s.cfg.Stream+"."+info.Name), nil)
+		_ = s.nc.Publish(s.api.subject("CONSUMER.DELETE."+info.Stream+"."+info.Name), nil)
 	}
 }
 
@@ -163,7 +164,7 @@ func (s *Store) LastSeq(ctx context.Context, thread string, k events.Kind) (uint
 	}
 	ctx, cancel := s.bound(ctx)
 	defer cancel()
-	m, err := s.getMsg(ctx, s.cfg.Stream, msgGetRequest{LastFor: s.subj.Thread(thread, k)})
+	m, err := s.getMsg(ctx, s.threadStream(thread), msgGetRequest{LastFor: s.subj.Thread(thread, k)})
 	if errors.Is(err, jetstream.ErrMsgNotFound) {
 		return 0, nil
 	}
@@ -174,21 +175,24 @@ func (s *Store) LastSeq(ctx context.Context, thread string, k events.Kind) (uint
 }
 
 // Threads implements [events.Reader]: the threads with a posted subject,
-// from the stream's per-subject state (paged by the client).
+// from each partition stream's per-subject state (paged by the client).
 func (s *Store) Threads(ctx context.Context) ([]string, error) {
 	if err := s.checkOpen(); err != nil {
 		return nil, err
 	}
 	ctx, cancel := s.bound(ctx)
 	defer cancel()
-	info, err := s.stream.Info(ctx, jetstream.WithSubjectFilter(s.subj.AllOf(events.KindPosted)))
-	if err != nil {
-		return nil, unavailable("list threads", err)
-	}
-	out := make([]string, 0, len(info.State.Subjects))
-	for subj := range info.State.Subjects {
-		if t, _, ok := s.subj.Parse(subj); ok {
-			out = append(out, t)
+	var out []string
+	for p, st := range s.streams {
+		info, err := st.Info(ctx, jetstream.WithSubjectFilter(s.subj.PartitionAllOf(p, events.KindPosted)))
+		if err != nil {
+			return nil, unavailable("list threads", err)
+		}
+		out = slices.Grow(out, len(info.State.Subjects))
+		for subj := range info.State.Subjects {
+			if t, _, ok := s.subj.Parse(subj); ok {
+				out = append(out, t)
+			}
 		}
 	}
 	return out, nil

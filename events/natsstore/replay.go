@@ -34,14 +34,28 @@ type RawMsg struct {
 }
 
 // LastStreamSeq returns the sequence of the last event stored in the
-// stream, 0 when it is empty.
+// stream, 0 when it is empty. With partitions each stream has its own
+// sequences, so it returns an error wrapping [events.ErrLayout]: ask
+// [Store.LastPartitionSeq].
 func (s *Store) LastStreamSeq(ctx context.Context) (uint64, error) {
+	if err := s.onePartition("last stream sequence"); err != nil {
+		return 0, err
+	}
+	return s.LastPartitionSeq(ctx, 0)
+}
+
+// LastPartitionSeq returns the sequence of the last event stored in
+// partition p's stream, 0 when it is empty.
+func (s *Store) LastPartitionSeq(ctx context.Context, p int) (uint64, error) {
 	if err := s.checkOpen(); err != nil {
 		return 0, err
 	}
+	if p < 0 || p >= len(s.streams) {
+		return 0, fmt.Errorf("natsstore: %w: no partition %d of %d", events.ErrLayout, p, len(s.streams))
+	}
 	ctx, cancel := s.bound(ctx)
 	defer cancel()
-	info, err := s.stream.Info(ctx)
+	info, err := s.streams[p].Info(ctx)
 	if err != nil {
 		return 0, unavailable("stream info", err)
 	}
@@ -49,7 +63,8 @@ func (s *Store) LastStreamSeq(ctx context.Context) (uint64, error) {
 }
 
 // Replay calls fn, in stream order, for every event on filter (such as
-// <prefix>.> or <prefix>.T.>) with a sequence from from (0 is read as 1) up
+// <prefix>.> or <prefix>.T.>; with partitions, a filter within one
+// partition, such as <prefix>.<p>.>) with a sequence from from (0 is read as 1) up
 // to last, the stream's last sequence when Replay was called, and returns
 // last. Malformed events are passed with Envelope.Err set: garbage on a
 // subject never stops a replay. An error from fn stops it and is returned.
@@ -134,17 +149,21 @@ func (s *Store) replayMsgs(ctx context.Context, filter string, from uint64, fn f
 	if err := s.checkOpen(); err != nil {
 		return 0, err
 	}
+	p, err := s.filterPartition("replay", filter)
+	if err != nil {
+		return 0, err
+	}
 	from = max(from, 1)
-	last, err := s.LastStreamSeq(ctx)
+	last, err := s.LastPartitionSeq(ctx, p)
 	if err != nil || last < from {
 		return last, err
 	}
-	target, err := s.replayTarget(ctx, filter, last)
+	target, err := s.replayTarget(ctx, p, filter, last)
 	if err != nil || target < from {
 		return last, err
 	}
 	cctx, cancel := s.bound(ctx)
-	cons, err := s.stream.OrderedConsumer(cctx, jetstream.OrderedConsumerConfig{
+	cons, err := s.streams[p].OrderedConsumer(cctx, jetstream.OrderedConsumerConfig{
 		FilterSubjects:    []string{filter},
 		DeliverPolicy:     jetstream.DeliverByStartSequencePolicy,
 		OptStartSeq:       from,
@@ -195,13 +214,13 @@ func (s *Store) replayMsgs(ctx context.Context, filter string, from uint64, fn f
 // A message on filter stands at or after it. Not the consumer's pending
 // count: an ordered consumer may sit on a follower that lags (see replay).
 // 0 when filter has no message.
-func (s *Store) replayTarget(ctx context.Context, filter string, last uint64) (uint64, error) {
-	if filter == s.subj.All() {
+func (s *Store) replayTarget(ctx context.Context, p int, filter string, last uint64) (uint64, error) {
+	if filter == s.subj.PartitionAll(p) || filter == s.subj.All() {
 		return last, nil // every message of the stream is on it
 	}
 	ctx, cancel := s.bound(ctx)
 	defer cancel()
-	m, err := s.getMsg(ctx, s.cfg.Stream, msgGetRequest{LastFor: filter})
+	m, err := s.getMsg(ctx, s.streamName(p), msgGetRequest{LastFor: filter})
 	if errors.Is(err, jetstream.ErrMsgNotFound) {
 		return 0, nil
 	}
@@ -214,8 +233,12 @@ func (s *Store) replayTarget(ctx context.Context, filter string, last uint64) (u
 // NextSeq returns the sequence of the first event stored at or after from,
 // and false when there is none. Readers that expect every sequence (the
 // stream has no deletes) use it to tell a lost delivery from a real gap.
+// With partitions it returns an error wrapping [events.ErrLayout].
 func (s *Store) NextSeq(ctx context.Context, from uint64) (uint64, bool, error) {
 	if err := s.checkOpen(); err != nil {
+		return 0, false, err
+	}
+	if err := s.onePartition("next sequence"); err != nil {
 		return 0, false, err
 	}
 	ctx, cancel := s.bound(ctx)

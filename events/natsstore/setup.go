@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"slices"
+	"strconv"
 	"strings"
 	"time"
 
@@ -18,14 +19,18 @@ import (
 // an expired marker, or no message at all, as a free lease.
 const markerTTL = 15 * time.Minute
 
-// streamConfig is the stream New creates: the audit log keeps everything
-// (DESIGN §2), so deletes, purges, rollups, ages and per-message TTLs are
-// all off.
-func (s *Store) streamConfig() jetstream.StreamConfig {
+// streamConfig is partition p's stream as New creates it: the audit log
+// keeps everything (DESIGN §2), so deletes, purges, rollups, ages and
+// per-message TTLs are all off. Its metadata records the layout.
+func (s *Store) streamConfig(p int) jetstream.StreamConfig {
 	return jetstream.StreamConfig{
-		Name:              s.cfg.Stream,
-		Description:       "artifactr thread events (audit log: never delete, purge, roll up or expire)",
-		Subjects:          []string{s.subj.All()},
+		Name:        s.streamName(p),
+		Description: "artifactr thread events (audit log: never delete, purge, roll up or expire)",
+		Subjects:    []string{s.subj.PartitionAll(p)},
+		Metadata: map[string]string{
+			MetaPartitions: strconv.Itoa(s.cfg.Partitions),
+			MetaPartition:  strconv.Itoa(p),
+		},
 		Retention:         jetstream.LimitsPolicy,
 		Storage:           jetstream.FileStorage,
 		Replicas:          s.cfg.Replicas,
@@ -60,9 +65,10 @@ func (s *Store) where() string {
 // overlapError names the streams whose subjects overlap the artifactr
 // stream's, which the server refused to create (10065): JetStream lets one
 // stream hold a subject, and another application's holds some of ours.
-func (s *Store) overlapError(ctx context.Context, err error) error {
+func (s *Store) overlapError(ctx context.Context, p int, err error) error {
+	cfg := s.streamConfig(p)
 	var names []string
-	for _, subj := range s.streamConfig().Subjects {
+	for _, subj := range cfg.Subjects {
 		l := s.js.StreamNames(ctx, jetstream.WithStreamListSubject(subj))
 		for n := range l.Name() {
 			if !slices.Contains(names, n) {
@@ -72,42 +78,83 @@ func (s *Store) overlapError(ctx context.Context, err error) error {
 	}
 	if len(names) == 0 {
 		return fmt.Errorf("natsstore: create stream %s on %v: another stream holds some of these subjects: %w",
-			s.cfg.Stream, s.streamConfig().Subjects, err)
+			cfg.Name, cfg.Subjects, err)
 	}
 	return fmt.Errorf("natsstore: create stream %s on %v: stream %s already holds overlapping subjects (JetStream gives a subject to one stream): change that stream's subjects, or run artifactr under another subject prefix, account or server: %w",
-		s.cfg.Stream, s.streamConfig().Subjects, strings.Join(names, ", "), err)
+		cfg.Name, cfg.Subjects, strings.Join(names, ", "), err)
 }
 
-func (s *Store) ensureStream(ctx context.Context) error {
-	st, err := s.js.Stream(ctx, s.cfg.Stream)
+// ensureStreams creates or checks every partition's stream. Replicated
+// partition streams it created are given leaders on different servers
+// (SpreadLeaders): a fresh deployment has no writes in flight to disturb.
+func (s *Store) ensureStreams(ctx context.Context) error {
+	s.streams = make([]jetstream.Stream, s.cfg.Partitions)
+	s.direct = true
+	created := 0
+	for p := range s.streams {
+		if err := s.ensureStream(ctx, p, &created); err != nil {
+			return err
+		}
+	}
+	if created > 1 && s.cfg.Replicas > 1 {
+		leaders, err := s.SpreadLeaders(ctx)
+		if err != nil {
+			s.cfg.Logger.Warn("natsstore: could not spread the partitions' leaders", "err", err)
+		} else {
+			s.cfg.Logger.Info("natsstore: partition leaders", "by_server", fmt.Sprint(leaders))
+		}
+	}
+	return nil
+}
+
+func (s *Store) ensureStream(ctx context.Context, p int, created *int) error {
+	name := s.streamName(p)
+	st, err := s.js.Stream(ctx, name)
 	if errors.Is(err, jetstream.ErrStreamNotFound) && s.cfg.NoCreate {
-		return &notSetUp{fmt.Sprintf("natsstore: no artifactr stream %s at %s", s.cfg.Stream, s.where())}
+		if lerr := s.otherLayout(ctx); lerr != nil {
+			return lerr
+		}
+		return &notSetUp{fmt.Sprintf("natsstore: no artifactr stream %s at %s", name, s.where())}
 	}
 	if errors.Is(err, jetstream.ErrStreamNotFound) {
-		st, err = s.js.CreateStream(ctx, s.streamConfig())
+		st, err = s.js.CreateStream(ctx, s.streamConfig(p))
+		if err == nil {
+			*created++
+		}
 		if errors.Is(err, jetstream.ErrStreamNameAlreadyInUse) {
 			// Created meanwhile by another process: check theirs.
-			st, err = s.js.Stream(ctx, s.cfg.Stream)
+			st, err = s.js.Stream(ctx, name)
 		}
 		if apiCode(err) == 10065 { // subjects overlap with an existing stream
-			return s.overlapError(ctx, err)
+			// Another partition count's streams hold our subjects?
+			if lerr := s.otherLayout(ctx); lerr != nil {
+				return lerr
+			}
+			return s.overlapError(ctx, p, err)
 		}
 	}
 	if err != nil {
 		return err
 	}
-	s.stream = st
-	s.direct = directReads(st.CachedInfo().Config)
-	s.dupWindow = st.CachedInfo().Config.Duplicates
-	return s.checkStream(st.CachedInfo().Config)
+	c := st.CachedInfo().Config
+	if err := s.checkLayout(p, c); err != nil {
+		return err
+	}
+	s.streams[p] = st
+	// Loads read with direct gets only if every partition allows them.
+	s.direct = s.direct && directReads(c)
+	if p == 0 || c.Duplicates < s.dupWindow {
+		s.dupWindow = c.Duplicates
+	}
+	return s.checkStream(p, c)
 }
 
 // checkStream refuses an existing stream whose config could lose events or
 // let an older claim marker become the last one again (DESIGN §2), and warns
 // about settings that are merely unexpected.
-func (s *Store) checkStream(c jetstream.StreamConfig) error {
+func (s *Store) checkStream(p int, c jetstream.StreamConfig) error {
 	var bad []string
-	want := s.subj.All()
+	want := s.subj.PartitionAll(p)
 	if !slices.Equal(c.Subjects, []string{want}) {
 		bad = append(bad, fmt.Sprintf("subjects %v, want [%s]", c.Subjects, want))
 	}
@@ -143,7 +190,7 @@ func (s *Store) checkStream(c jetstream.StreamConfig) error {
 	}
 	if len(bad) > 0 {
 		return fmt.Errorf("%w: stream %s: %s; the store never changes an existing stream, fix it by hand",
-			events.ErrUnsafeConfig, s.cfg.Stream, strings.Join(bad, "; "))
+			events.ErrUnsafeConfig, c.Name, strings.Join(bad, "; "))
 	}
 	log := s.cfg.Logger
 	if c.Storage != jetstream.FileStorage {

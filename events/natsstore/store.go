@@ -20,7 +20,7 @@ type Store struct {
 	nc       *nats.Conn
 	ownConn  bool // the store dialled nc and closes it
 	js       jetstream.JetStream
-	stream   jetstream.Stream // the thread stream, for consumers and info
+	streams  []jetstream.Stream // each partition's stream, for consumers and info
 	subj     events.Subjects
 	api      api    // JetStream API subjects, in cfg.Domain
 	kvStream string // KV_<bucket>: the bucket's own stream
@@ -63,7 +63,7 @@ func New(ctx context.Context, cfg Config) (*Store, error) {
 	}
 	s := &Store{
 		cfg:      cfg,
-		subj:     events.Subjects{Prefix: cfg.Prefix},
+		subj:     events.Subjects{Prefix: cfg.Prefix, Partitions: cfg.Partitions},
 		api:      newAPI(cfg.Domain),
 		kvStream: "KV_" + cfg.Bucket,
 		kvPrefix: kvStored(cfg.Bucket),
@@ -111,8 +111,8 @@ func (s *Store) connect() error {
 // setup creates or checks the stream and the bucket. A missing one under
 // NoCreate is returned as is: its error says what is missing where.
 func (s *Store) setup(ctx context.Context) error {
-	if err := s.ensureStream(ctx); err != nil {
-		if errors.Is(err, ErrNoStream) {
+	if err := s.ensureStreams(ctx); err != nil {
+		if errors.Is(err, ErrNoStream) || errors.Is(err, events.ErrLayout) {
 			return err
 		}
 		return unavailable(fmt.Sprintf("set up stream %s", s.cfg.Stream), s.denied(err, s.createSubject(s.cfg.Stream)))
@@ -169,7 +169,8 @@ func (s *Store) Close() error {
 // one, lowered to fit the server's max payload.
 func (s *Store) MaxEventBytes() int { return s.maxEvent }
 
-// Subjects names the store's subjects: <prefix>.T.posted and the rest.
+// Subjects names the store's subjects: <prefix>.T.posted and the rest, or
+// <prefix>.<p>.T.posted with partitions.
 func (s *Store) Subjects() events.Subjects { return s.subj }
 
 // Conn returns the store's connection.

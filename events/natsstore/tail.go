@@ -22,9 +22,16 @@ const tailHeartbeat = time.Second
 
 // Tail implements [events.Reader] with an ordered consumer, which recreates
 // itself after a reconnect or a gap, resuming after the last message Next
-// returned.
+// returned. With partitions, filter must lie within one partition (such as
+// <prefix>.<p>.> or a thread's subjects), and from is a sequence of that
+// partition's stream; a filter across partitions returns an error wrapping
+// [events.ErrLayout].
 func (s *Store) Tail(ctx context.Context, filter string, from uint64) (events.Tail, error) {
 	if err := s.checkOpen(); err != nil {
+		return nil, err
+	}
+	st, err := s.filterStream("tail", filter)
+	if err != nil {
 		return nil, err
 	}
 	ctx, cancel := s.bound(ctx)
@@ -33,7 +40,7 @@ func (s *Store) Tail(ctx context.Context, filter string, from uint64) (events.Ta
 	if from > 0 {
 		cfg.DeliverPolicy, cfg.OptStartSeq = jetstream.DeliverByStartSequencePolicy, from
 	}
-	cons, err := s.stream.OrderedConsumer(ctx, cfg)
+	cons, err := st.OrderedConsumer(ctx, cfg)
 	if err != nil {
 		return nil, unavailable("tail "+filter, err)
 	}

@@ -51,10 +51,26 @@ const (
 // The consumer is created with DeliverNewPolicy the first time a name is
 // used; after that it keeps its position, so posts made while no runner runs
 // are delivered when one starts. It is safe for concurrent use.
+//
+// With partitions there is one such consumer, of the same name, on each
+// partition's stream (a consumer reads one stream), and the queue takes
+// posts from all of them. One per partition is also what partition
+// ownership needs: a runner will open only the partitions it owns.
 type WorkQueue struct {
 	s       *Store
 	name    string
 	ackWait time.Duration
+	p       int // the partition whose stream the consumer is on
+
+	// parts are the partitions' queues, when there are several; this
+	// queue then has no consumer of its own and takes posts from theirs.
+	parts    []*WorkQueue
+	fanOnce  sync.Once
+	fanStop  context.CancelFunc
+	fanned   chan fanned   // posts the parts' goroutines took
+	fanDead  chan struct{} // closed when a part's goroutine ended for good
+	fanErr   error         // why; set before fanDead is closed
+	fanEnded sync.Once
 
 	mu   sync.Mutex // protects cons, it, held and nextID
 	cons jetstream.Consumer
@@ -88,17 +104,80 @@ func (s *Store) openWorkQueue(ctx context.Context, name string, ackWait time.Dur
 	q := &WorkQueue{s: s, name: name, ackWait: ackWait, stop: make(chan struct{})}
 	ctx, cancel := s.bound(ctx)
 	defer cancel()
+	if s.subj.Partitioned() {
+		q.fanned, q.fanDead = make(chan fanned), make(chan struct{})
+		for p := range s.cfg.Partitions {
+			part := &WorkQueue{s: s, name: name, ackWait: ackWait, p: p, stop: make(chan struct{})}
+			if err := part.open(ctx); err != nil {
+				q.Stop()
+				return nil, err
+			}
+			q.parts = append(q.parts, part)
+		}
+		return q, nil
+	}
 	if err := q.open(ctx); err != nil {
 		return nil, err
 	}
 	return q, nil
 }
 
+// fanned is a post one partition's queue took.
+type fanned struct {
+	thread string
+	ack    func()
+}
+
+// fanIn starts one goroutine per partition, each taking posts from its
+// partition's queue for Next. They end on Stop.
+func (q *WorkQueue) fanIn() {
+	ctx, cancel := context.WithCancel(context.Background())
+	q.fanStop = cancel
+	for _, part := range q.parts {
+		go func() {
+			for {
+				thread, ack, err := part.Next(ctx)
+				if err != nil {
+					if ctx.Err() == nil {
+						q.fanEnded.Do(func() { q.fanErr = err; close(q.fanDead) })
+					}
+					return
+				}
+				select {
+				case q.fanned <- fanned{thread, ack}:
+				case <-ctx.Done():
+					return // unacked: Release hands it back, or the ack wait does
+				}
+			}
+		}()
+	}
+}
+
+// nextFanned is Next with partitions.
+func (q *WorkQueue) nextFanned(ctx context.Context) (string, func(), error) {
+	if err := q.ended(ctx); err != nil {
+		return "", nil, err
+	}
+	q.mu.Lock()
+	q.fanOnce.Do(q.fanIn)
+	q.mu.Unlock()
+	select {
+	case f := <-q.fanned:
+		return f.thread, f.ack, nil
+	case <-q.fanDead:
+		return "", nil, q.fanErr
+	case <-q.stop:
+		return "", nil, fmt.Errorf("natsstore: work queue %s: %w", q.name, events.ErrClosed)
+	case <-ctx.Done():
+		return "", nil, ctx.Err()
+	}
+}
+
 func (q *WorkQueue) config() jetstream.ConsumerConfig {
 	return jetstream.ConsumerConfig{
 		Durable:       q.name,
 		Description:   "artifactr runners' shared work queue: each post wakes one runner",
-		FilterSubject: q.s.subj.AllOf(events.KindPosted),
+		FilterSubject: q.s.subj.PartitionAllOf(q.p, events.KindPosted),
 		DeliverPolicy: jetstream.DeliverNewPolicy,
 		AckPolicy:     jetstream.AckExplicitPolicy,
 		AckWait:       q.ackWait,
@@ -113,7 +192,7 @@ func (q *WorkQueue) config() jetstream.ConsumerConfig {
 
 // open creates the consumer, or opens the existing one as it stands.
 func (q *WorkQueue) open(ctx context.Context) error {
-	cons, err := openDurable(ctx, q.s.stream, q.config())
+	cons, err := openDurable(ctx, q.s.streams[q.p], q.config())
 	if err != nil {
 		return unavailable("open work queue "+q.name, err)
 	}
@@ -161,6 +240,9 @@ func openDurable(ctx context.Context, st jetstream.Stream, cfg jetstream.Consume
 // post the server sent as the call gave up, and a post dropped twice in a
 // row waits two ack waits (issue 21).
 func (q *WorkQueue) Next(ctx context.Context) (string, func(), error) {
+	if q.parts != nil {
+		return q.nextFanned(ctx)
+	}
 	ctx, cancel := context.WithCancel(ctx)
 	defer cancel()
 	go func() {
@@ -291,6 +373,16 @@ func (q *WorkQueue) Stop() {
 	q.stopOnce.Do(func() {
 		close(q.stop)
 		q.mu.Lock()
+		q.fanOnce.Do(func() {}) // no fan-in after a stop
+		stopFan := q.fanStop
+		q.mu.Unlock()
+		if stopFan != nil {
+			stopFan()
+		}
+		for _, part := range q.parts {
+			part.Stop()
+		}
+		q.mu.Lock()
 		it := q.it
 		q.it = nil
 		q.mu.Unlock()
@@ -308,6 +400,9 @@ func (q *WorkQueue) Stop() {
 // Posts buffered and not yet handed out still wait it out.
 func (q *WorkQueue) Release() {
 	q.Stop()
+	for _, part := range q.parts {
+		part.Release()
+	}
 	q.mu.Lock()
 	held := q.held
 	q.held = nil

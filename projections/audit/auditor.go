@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"hash/maphash"
 	"slices"
+	"strconv"
 	"strings"
 	"time"
 
@@ -304,9 +305,13 @@ func (a *Auditor) thread(id string) *thread {
 }
 
 // isClaimSubject reports whether subject is thread's claim subject,
-// "<prefix>.<thread>.claim", without building that string.
+// "<prefix>.<thread>.claim" ("<prefix>.<p>.<thread>.claim" with
+// partitions), without building that string.
 func (a *Auditor) isClaimSubject(subject, thread string) bool {
 	p := a.prefix
+	if a.opts.Subjects.Partitioned() {
+		p += "." + strconv.Itoa(a.opts.Subjects.PartitionOf(thread))
+	}
 	rest, ok := strings.CutPrefix(subject, p)
 	if !ok || len(rest) != 1+len(thread)+len(".claim") || rest[0] != '.' {
 		return false

@@ -28,7 +28,7 @@ func (w *world) catchUp() {
 			}
 			f = projections.New(th)
 			w.folds[th] = f
-			p := partition(th, w.cfg.Partitions)
+			p := events.Partition(th, w.cfg.Partitions)
 			w.byPart[p] = append(w.byPart[p], th)
 		}
 		f.Apply(env)
@@ -40,7 +40,7 @@ func (w *world) catchUp() {
 		switch env.Type {
 		case events.TypeMessagePosted:
 			w.postedAt[env.Seq] = env.Event.GetTime().AsTime()
-			p := partition(th, w.cfg.Partitions)
+			p := events.Partition(th, w.cfg.Partitions)
 			for _, r := range w.runners {
 				if r.state != gone && r.core.Follows(p) {
 					w.routed(r, th, env.Seq)
@@ -259,7 +259,7 @@ func (w *world) pending() string {
 	for th := range w.unsettled {
 		f := w.folds[th]
 		m, _ := f.OldestPending()
-		out = append(out, fmt.Sprintf("%s (partition %d) pending %d, active %v", th, partition(th, w.cfg.Partitions), m.Seq, f.ActiveRun != nil))
+		out = append(out, fmt.Sprintf("%s (partition %d) pending %d, active %v", th, events.Partition(th, w.cfg.Partitions), m.Seq, f.ActiveRun != nil))
 		if len(out) == 5 {
 			break
 		}

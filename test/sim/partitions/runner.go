@@ -251,7 +251,7 @@ func (w *world) routed(r *runner, th string, seq uint64) {
 		}
 		return
 	}
-	if r.core.Claims(partition(th, w.cfg.Partitions)) {
+	if r.core.Claims(events.Partition(th, w.cfg.Partitions)) {
 		w.enqueue(r, th)
 	}
 }
@@ -261,7 +261,7 @@ func (w *world) claimNext(r *runner) {
 	th := r.queue[0]
 	r.queue = r.queue[1:]
 	delete(r.queued, th)
-	p := partition(th, w.cfg.Partitions)
+	p := events.Partition(th, w.cfg.Partitions)
 	if !r.core.Claims(p) || r.threads[th] != nil {
 		return
 	}
@@ -378,7 +378,7 @@ func (w *world) rechecked(r *runner) {
 			keep = append(keep, rc)
 			continue
 		}
-		if _, ok := w.unsettled[rc.thread]; ok && r.core.Claims(partition(rc.thread, w.cfg.Partitions)) {
+		if _, ok := w.unsettled[rc.thread]; ok && r.core.Claims(events.Partition(rc.thread, w.cfg.Partitions)) {
 			w.enqueue(r, rc.thread)
 		}
 	}

@@ -3,7 +3,6 @@ package partitions
 import (
 	"context"
 	"fmt"
-	"hash/fnv"
 	"math/rand/v2"
 	"slices"
 	"strings"
@@ -439,15 +438,6 @@ func (w *world) tracef(format string, args ...any) {
 
 // FormatTrace renders the trace, one action a line.
 func (r Result) FormatTrace() string { return strings.Join(r.Trace, "\n") + "\n" }
-
-// partition is thread th's partition among p: FNV-1a 32 of the id, mod p.
-// It must equal events.Partition, the stream layout's (issue 29), which
-// the runner will use once the layout lands.
-func partition(th string, p int) int {
-	h := fnv.New32a()
-	h.Write([]byte(th))
-	return int(h.Sum32() % uint32(p))
-}
 
 // assign is the assignment for the live sessions.
 func (w *world) assign() []string {
