@@ -23,6 +23,12 @@ const (
 	KindRun    Kind = "run"
 )
 
+// KindGuard names a thread's guard subject, threads.T.guard. It holds no
+// events: a guarded consuming append (see [FencedGuarded]) stores there the
+// message that checks the run subject, in one atomic batch with the event.
+// Stores never hand a guard message to readers, and it is not in [Kinds].
+const KindGuard Kind = "guard"
+
 // Kinds lists a thread's three subject kinds: [KindPosted], [KindClaim],
 // [KindRun]. It returns an array, a fresh copy, so no caller can change the
 // list for others.
@@ -91,6 +97,18 @@ func (s Subjects) Thread(t string, k Kind) string {
 
 // ThreadAll returns the wildcard subject of all of t's events: threads.T.>.
 func (s Subjects) ThreadAll(t string) string { return s.prefix() + "." + t + ".>" }
+
+// IsGuard reports whether subject is a thread's guard subject,
+// <prefix>.T.guard (see [KindGuard]): a message there is no event, and
+// readers skip it.
+func (s Subjects) IsGuard(subject string) bool {
+	rest, ok := strings.CutSuffix(subject, "."+string(KindGuard))
+	if !ok {
+		return false
+	}
+	rest, ok = strings.CutPrefix(rest, s.prefix()+".")
+	return ok && ValidateThreadID(rest) == nil
+}
 
 // All returns the wildcard subject of every thread's events: threads.>.
 func (s Subjects) All() string { return s.prefix() + ".>" }

@@ -133,6 +133,11 @@ func (d *durable) collect(b jetstream.MessageBatch, err error) ([]events.Deliver
 	}
 	var out []events.Delivery
 	for m := range b.Messages() {
+		if d.s.subj.IsGuard(m.Subject()) {
+			// No event (see events.KindGuard). Its event follows it, and
+			// acking that one acks it too (ack-all).
+			continue
+		}
 		env, md := d.s.decodeMsg(m)
 		out = append(out, events.Delivery{Env: env, Delivered: md.NumDelivered, Token: m})
 	}

@@ -99,7 +99,11 @@ func (s *Store) ensureStream(ctx context.Context) error {
 	s.stream = st
 	s.direct = directReads(st.CachedInfo().Config)
 	s.dupWindow = st.CachedInfo().Config.Duplicates
-	return s.checkStream(st.CachedInfo().Config)
+	if err := s.checkStream(st.CachedInfo().Config); err != nil {
+		return err
+	}
+	s.guard, err = s.cfg.Guard.guards(st.CachedInfo().Config)
+	return err
 }
 
 // checkStream refuses an existing stream whose config could lose events or

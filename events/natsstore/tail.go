@@ -56,17 +56,21 @@ type tail struct {
 // Next implements [events.Tail]. It returns [events.ErrClosed] once the tail
 // is stopped or the store closed, and ctx's error when ctx ends first.
 func (t *tail) Next(ctx context.Context) (events.Envelope, error) {
-	m, err := t.it.Next(jetstream.NextContext(ctx))
-	if err != nil {
-		if ctx.Err() != nil {
-			return events.Envelope{}, ctx.Err()
+	for {
+		m, err := t.it.Next(jetstream.NextContext(ctx))
+		if err != nil {
+			if ctx.Err() != nil {
+				return events.Envelope{}, ctx.Err()
+			}
+			if errors.Is(err, jetstream.ErrMsgIteratorClosed) {
+				return events.Envelope{}, fmt.Errorf("natsstore: tail %s: %w", t.filter, events.ErrClosed)
+			}
+			return events.Envelope{}, unavailable("tail "+t.filter, err)
 		}
-		if errors.Is(err, jetstream.ErrMsgIteratorClosed) {
-			return events.Envelope{}, fmt.Errorf("natsstore: tail %s: %w", t.filter, events.ErrClosed)
+		if !t.s.subj.IsGuard(m.Subject()) { // a guard is no event
+			return t.s.decodeOwned(m), nil
 		}
-		return events.Envelope{}, unavailable("tail "+t.filter, err)
 	}
-	return t.s.decodeOwned(m), nil
 }
 
 // Stop implements [events.Tail].
