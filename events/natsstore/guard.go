@@ -94,6 +94,9 @@ func (s *Store) appendGuarded(ctx context.Context, thread string, w write, chk e
 		if attempt > 0 && !sys.Sleep(bctx, backoff(attempt)) {
 			break
 		}
+		if bctx.Err() != nil {
+			break // send nothing: a guard without its commit holds an open batch
+		}
 		ack, err := s.sendBatch(bctx, []*nats.Msg{gw.msg(), w.msg()})
 		if err == nil {
 			if ack.BatchSize != 2 {
