@@ -51,6 +51,7 @@ type tail struct {
 	cons   jetstream.Consumer
 	it     jetstream.MessagesContext
 	once   sync.Once
+	guard  uint64 // the last guard skipped; Next runs on one goroutine
 }
 
 // Next implements [events.Tail]. It returns [events.ErrClosed] once the tail
@@ -67,9 +68,15 @@ func (t *tail) Next(ctx context.Context) (events.Envelope, error) {
 			}
 			return events.Envelope{}, unavailable("tail "+t.filter, err)
 		}
-		if !t.s.subj.IsGuard(m.Subject()) { // a guard is no event
-			return t.s.decodeOwned(m), nil
+		if t.s.subj.IsGuard(m.Subject()) { // a guard is no event
+			if md, err := m.Metadata(); err == nil {
+				t.guard = md.Sequence.Stream
+			}
+			continue
 		}
+		env := t.s.decodeOwned(m)
+		env.GuardBefore = t.guard != 0 && t.guard == env.Seq-1
+		return env, nil
 	}
 }
 
