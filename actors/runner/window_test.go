@@ -20,12 +20,16 @@ import (
 	"github.com/artifactr/artifactr/projections/audit"
 )
 
-// askAgent asks one question and returns the answer's text.
+// askAgent asks one question on the prompt "one" and returns the answer's
+// text; it echoes any other prompt.
 type askAgent struct{}
 
 func (askAgent) Name() string    { return "ask" }
 func (askAgent) Steerable() bool { return false }
 func (askAgent) Run(ctx context.Context, t agent.Turn) (string, error) {
+	if t.Prompt().Text != "one" {
+		return t.Prompt().Text, nil
+	}
 	m, err := t.Ask(ctx, "which?")
 	if err != nil {
 		return "", err
@@ -156,7 +160,6 @@ func TestRunner_forgedConsumptionInWindow(t *testing.T) {
 					a.Add(e)
 				}
 				var honestViolations []string
-				forgeryNamed := false
 				for _, v := range a.Report().Violations {
 					last := v.Seqs[len(v.Seqs)-1]
 					isHonest := false
@@ -164,9 +167,6 @@ func TestRunner_forgedConsumptionInWindow(t *testing.T) {
 						if e.Seq == last {
 							isHonest = e.Type != events.TypeMessagePosted && !strings.HasPrefix(e.MsgID, "forger:")
 						}
-					}
-					for _, s := range v.Seqs {
-						forgeryNamed = forgeryNamed || s == at
 					}
 					if isHonest && (v.Check == audit.CheckI1 || v.Check == audit.CheckI3) {
 						honestViolations = append(honestViolations, fmt.Sprintf("%s at %v: %s", v.Check, v.Seqs, v.Message))
@@ -185,13 +185,20 @@ func TestRunner_forgedConsumptionInWindow(t *testing.T) {
 					t.Errorf("unguarded: no honest I1/I3 violation after a forgery at %d in the window; the test no longer shows the window", at)
 					dump()
 				}
-				if sc.guarded && fg.before == events.TypeRunStarted && !forgeryNamed {
-					// The forged run was abandoned: the audit still names it
-					// (a run_started its holder did not write is a forgery
-					// only the holder can tell, so this is not required for
-					// answers, which the run takes as the log says).
-					t.Logf("the forged run_started at %d is named by no violation", at)
+				if sc.guarded && fg.before == events.TypeRunStarted {
+					// The log is the truth: the holder folded the forged run
+					// and ended it with its own fenced run_abandoned.
+					abandoned := false
+					for _, e := range envs {
+						ra := e.Event.GetRunAbandoned()
+						abandoned = abandoned || ra != nil && ra.GetRunId() == "evil" && !strings.HasPrefix(e.MsgID, "forger:")
+					}
+					if !abandoned {
+						t.Errorf("the holder did not abandon the forged run at %d", at)
+						dump()
+					}
 				}
+
 			})
 		}
 	}
