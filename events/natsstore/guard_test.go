@@ -128,7 +128,9 @@ func TestStore_Guard_auto(t *testing.T) {
 	if _, err := js.CreateStream(ctxT(t), mem); err != nil {
 		t.Fatal(err)
 	}
-	onMem := func(c *Config) { c.Stream, c.Prefix, c.Bucket, c.MessageIDBucket = "MEM", "memthreads", "memclaims", "mem_ids" }
+	onMem := func(c *Config) {
+		c.Stream, c.Prefix, c.Bucket, c.MessageIDBucket = "MEM", "memthreads", "memclaims", "mem_ids"
+	}
 	s := open(t, srv, onMem)
 	if !s.Guarded() {
 		t.Fatal("auto on a memory stream: does not guard, want it to")
@@ -160,7 +162,9 @@ func TestStore_Guard_onNeedsAtomicPublish(t *testing.T) {
 		t.Fatal(err)
 	}
 	set := func(g GuardMode) func(*Config) {
-		return func(c *Config) { c.Stream, c.Prefix, c.Bucket, c.MessageIDBucket, c.Guard = "NOBATCH", "nobatch", "nbclaims", "nb_ids", g }
+		return func(c *Config) {
+			c.Stream, c.Prefix, c.Bucket, c.MessageIDBucket, c.Guard = "NOBATCH", "nobatch", "nbclaims", "nb_ids", g
+		}
 	}
 	if s := open(t, srv, set(GuardAuto)); s.Guarded() {
 		t.Fatal("auto without atomic publish: guards")
