@@ -36,6 +36,9 @@ const (
 	// errCodeBatchIncomplete: the server lost part of the batch (gap,
 	// 10 s timeout, leader change); nothing is written.
 	errCodeBatchIncomplete jetstream.ErrorCode = 10176
+	// errCodeBatchTooMany: the stream (50) or the server (1,000) has too
+	// many batches open; the batch was not started, nothing is written.
+	errCodeBatchTooMany jetstream.ErrorCode = 10210
 )
 
 // BatchItem is one append of a batch: an event, the check it carries (as

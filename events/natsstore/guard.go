@@ -128,9 +128,10 @@ func (s *Store) appendGuarded(ctx context.Context, thread string, w write, chk e
 			}
 			return events.Ack{}, fmt.Errorf("natsstore: guarded %s: %w: %w", w.what, events.ErrNoStorage, err)
 		case apiErr.ErrorCode == jetstream.JSErrCodeStreamWrongLastSequenceConstant,
-			apiErr.ErrorCode == errCodeBatchIncomplete, apiErr.Code == 503:
+			apiErr.ErrorCode == errCodeBatchIncomplete, apiErr.ErrorCode == errCodeBatchTooMany, apiErr.Code == 503:
 			// No verdict (a proposal on a checked subject in flight, a
-			// lost part, an election): nothing of this attempt stored.
+			// lost part, too many open batches on the stream, an
+			// election): nothing of this attempt stored.
 		default:
 			if maybeLanded {
 				return s.guardSettle(detached, w, err)
