@@ -97,8 +97,38 @@ func checkGuardedAppends(t *testing.T, s *Store, thread string) {
 		if e.Err != nil || s.subj.IsGuard(e.Subject) {
 			t.Fatalf("Tail returned %d %s: %v", e.Seq, e.Subject, e.Err)
 		}
+		if e.GuardBefore != (e.Seq == ack.Seq) && e.Type != events.TypeSteeringGiven {
+			t.Fatalf("Tail: %d %s GuardBefore %v", e.Seq, e.Type, e.GuardBefore)
+		}
 		if e.Seq >= last {
 			break
+		}
+	}
+	// A durable over the whole stream: no guard delivered, and the event
+	// after one says so, so a reader that watches for gaps sees none.
+	d, err := s.OpenDurable(ctxT(t), events.DurableConfig{Name: "guardtest-" + thread, Filter: s.subj.ThreadAll(thread)})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer s.DeleteDurable(ctxT(t), "guardtest-"+thread)
+	var prev uint64
+	for prev < last {
+		ds, err := d.Fetch(ctxT(t), 100, time.Second)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if len(ds) == 0 {
+			t.Fatalf("durable: nothing after %d, want up to %d", prev, last)
+		}
+		for _, dl := range ds {
+			e := dl.Env
+			if e.Err != nil || s.subj.IsGuard(e.Subject) {
+				t.Fatalf("durable delivered %d %s: %v", e.Seq, e.Subject, e.Err)
+			}
+			if e.Seq == ack.Seq && !e.GuardBefore {
+				t.Fatalf("durable: %d, the first guarded event, without GuardBefore", e.Seq)
+			}
+			prev = e.Seq
 		}
 	}
 	// NextSeq steps over a guard: the first guard is just before ack.
