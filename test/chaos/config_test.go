@@ -133,7 +133,7 @@ func soakConfig(t *testing.T) config {
 		minLive:  2,
 		skews:    []float64{-2, -1.2, 0, 0, 0, 1.2, 2},
 		pDupPost: 0.1, pRetryPost: 0.05,
-		guard:    guardMode(t),
+		guard: guardMode(t),
 	}
 }
 
