@@ -55,3 +55,17 @@ func TestStore_raceUnfencedControl(t *testing.T) {
 		t.Fatal("the audit found no I1 or I3 violation without the fence: the verifier cannot fail")
 	}
 }
+
+// memstore always guards: the guard's contract in both modes.
+func TestStore_guarded(t *testing.T) {
+	for _, mode := range []memstore.Mode{memstore.Replicated, memstore.Single} {
+		t.Run(strings.Fields(mode.String())[0], func(t *testing.T) {
+			log := memstore.NewLogWith(memstore.LogConfig{Mode: mode})
+			eventstest.RunGuarded(t, eventstest.Harness{
+				Open: func(t *testing.T, now func() time.Time) events.Store {
+					return log.Open(memstore.Config{Now: now})
+				},
+			})
+		})
+	}
+}

@@ -37,3 +37,14 @@ func runContract(t *testing.T, direct bool) {
 		},
 	})
 }
+
+// The guard's contract, with Config.Guard on (a single-replica file stream
+// guards only when told to).
+func TestStore_contractGuarded(t *testing.T) {
+	srv := natsembedtest.RunForTest(t)
+	eventstest.RunGuarded(t, eventstest.Harness{
+		Open: func(t *testing.T, now func() time.Time) events.Store {
+			return open(t, srv, func(c *Config) { c.Now, c.Guard = now, GuardOn })
+		},
+	})
+}
