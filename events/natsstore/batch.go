@@ -201,6 +201,11 @@ func (s *Store) prepareBatch(items []BatchItem) (msgs []*nats.Msg, fence *uint64
 		if it.MsgID != "" {
 			opts = []events.AppendOption{events.WithMsgID(it.MsgID)}
 		}
+		if it.Check.Guarded {
+			// The guard is a batch of its own (appendGuarded); inside
+			// another it would be dropped without a word.
+			return nil, nil, false, fmt.Errorf("%w: batch item %d is guarded: append it alone", events.ErrInvalidEvent, i)
+		}
 		w, err := s.prepareAppend(it.Event, it.Check, opts)
 		if err != nil {
 			return nil, nil, false, fmt.Errorf("batch item %d: %w", i, err)
