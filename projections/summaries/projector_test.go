@@ -609,9 +609,10 @@ func TestApply_jetStreamRedelivery(t *testing.T) {
 }
 
 // A log written with guarded consuming appends (natsstore Guard on): the
-// durable never hands the projector a guard, the event after one says so
-// (GuardBefore), and the projector applies everything without taking the
-// skipped guard for a delivery gap: no reset past its session's start.
+// durable never hands the projector a guard, and the projector applies
+// everything without taking a skipped guard for a delivery gap (the event
+// after one says so, GuardBefore; failing that, NextSeq steps over it):
+// no reset past its session's start. With both gone it resets forever.
 func TestProjector_guardedLog(t *testing.T) {
 	srv := natsembedtest.RunForTest(t)
 	s, err := natsstore.New(ctxT(t), natsstore.Config{URL: srv.ClientURL(), Guard: natsstore.GuardOn})
