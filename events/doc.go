@@ -15,6 +15,9 @@
 // [ErrConflict]): read again and decide again. A store that guards keeps
 // the guard on threads.T.guard ([KindGuard]), which no reader is handed.
 //
+// Runners divide a partitioned stream's partitions through leases of their
+// own ([PartitionLeaser]); like every lease they decide liveness only.
+//
 // # Usage
 //
 //	sess, err := store.OpenSession(ctx, runnerID, ttl) // renewed every ttl/3

@@ -205,9 +205,12 @@ func (t threadFold) Consume(env *events.Envelope, seq uint64, kind ConsumptionKi
 		return
 	}
 	t.Messages[i].Consumed = &Consumption{Kind: kind, RunID: run, Seq: env.Seq}
-	if seq > t.Taken {
-		t.Taken, t.next = seq, i+1
+	if i != t.pendingIndex() {
+		return // out of order: the older messages stay pending (see Taken)
 	}
+	for i++; i < len(t.Messages) && t.Messages[i].Consumed != nil; i++ {
+	}
+	t.Taken, t.next = t.Messages[i-1].Seq, i
 }
 
 // StartRun implements [State].

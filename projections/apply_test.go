@@ -180,10 +180,27 @@ func TestThread_Apply(t *testing.T) {
 		},
 		want: []wantAnomaly{{4, "message 2 is not the oldest pending message"}},
 		check: func(t *testing.T, s *scene, th *Thread) {
-			// The cursor moves to the newest consumed message, so m1 is
-			// skipped: consumed oldest first is the rule the anomaly reports.
-			if th.Taken != 2 || th.Messages[1].Consumed == nil || len(th.Pending()) != 0 {
-				t.Errorf("Taken = %d, Pending = %v; want 2, none", th.Taken, th.Pending())
+			// m2 alone is consumed: m1 stays pending, or no runner would
+			// ever take it (issue 23's stranding), and the cursor stays.
+			p := th.Pending()
+			if m, ok := th.OldestPending(); th.Taken != 0 || th.Messages[1].Consumed == nil || len(p) != 1 || p[0].Seq != s.m1 || !ok || m.Seq != s.m1 {
+				t.Errorf("Taken = %d, Pending = %v, OldestPending = %v %v; want 0, m1, m1", th.Taken, p, m, ok)
+			}
+		},
+	}, {
+		// Taking the stranded message moves the cursor past both.
+		name: "run_started_notOldestThenOldest",
+		build: func() *scene {
+			s := newScene()
+			s.l.Fenced(s.w.Started("r1", s.m2))
+			s.l.CAS(s.w.Completed("r1"))
+			s.l.Fenced(s.w.Started("r2", s.m1))
+			return s
+		},
+		want: []wantAnomaly{{4, "message 2 is not the oldest pending message"}},
+		check: func(t *testing.T, s *scene, th *Thread) {
+			if th.Taken != s.m2 || len(th.Pending()) != 0 || th.Messages[0].Consumed.RunID != "r2" {
+				t.Errorf("Taken = %d, Pending = %v, m1 %+v; want %d, none, taken by r2", th.Taken, th.Pending(), th.Messages[0].Consumed, s.m2)
 			}
 		},
 	}, {

@@ -161,8 +161,9 @@ type State interface {
 	// Released records the newest claim's release.
 	Released(env *events.Envelope)
 	// Consume records that env consumed message seq, a pending message
-	// (MessageOf said so), for run, as kind. A message after the taken
-	// cursor moves the cursor there.
+	// (MessageOf said so), for run, as kind. Only the oldest pending
+	// message moves the taken cursor, to the end of the consumed prefix: a
+	// newer one named out of order leaves the older ones pending.
 	Consume(env *events.Envelope, seq uint64, kind ConsumptionKind, run string)
 	// StartRun makes the run b starts the active run.
 	StartRun(env *events.Envelope, b *eventspb.RunStarted)

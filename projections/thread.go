@@ -20,9 +20,12 @@ type Thread struct {
 	// in increasing sequence order, which Apply relies on to find them by
 	// binary search.
 	Messages []Message
-	// Taken is the sequence of the newest consumed message: the taken
-	// cursor. Messages are consumed oldest first, so the pending messages
-	// are those after it.
+	// Taken is the taken cursor: the end of the consumed prefix, the newest
+	// message such that it and every message before it are consumed (0 when
+	// the first message is pending). Honest writers consume oldest first,
+	// so every message after it is pending. A consuming event that names a
+	// newer message (an anomaly) consumes that one alone: the older ones
+	// stay pending, and the cursor moves past it only once they are taken.
 	Taken uint64
 	// next is a hint: the index of the first message after Taken, so that
 	// consuming the oldest pending message, the usual case, needs no search.
@@ -318,17 +321,21 @@ func (r *Run) clone() *Run {
 	return &c
 }
 
-// Pending returns a copy of the messages after the taken cursor, oldest first.
+// Pending returns a copy of the messages not yet consumed, oldest first:
+// those after the taken cursor, but for any that an event consumed out of
+// order.
 func (t *Thread) Pending() []Message {
-	i := t.pendingIndex()
-	if i == len(t.Messages) {
-		return nil
+	var out []Message
+	for _, m := range t.Messages[t.pendingIndex():] {
+		if m.Consumed == nil {
+			out = append(out, m)
+		}
 	}
-	return slices.Clone(t.Messages[i:])
+	return out
 }
 
-// OldestPending returns the oldest message after the taken cursor: the next
-// prompt, answer or steering.
+// OldestPending returns the oldest message not yet consumed, the first
+// after the taken cursor: the next prompt, answer or steering.
 func (t *Thread) OldestPending() (Message, bool) {
 	i := t.pendingIndex()
 	if i == len(t.Messages) {

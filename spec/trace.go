@@ -480,9 +480,13 @@ func (v *TraceValidator) expected(th *threadTrace) []string {
 // record updates th's tables for an event that conformed.
 func (th *threadTrace) record(h *holderInfo, env *events.Envelope) {
 	ev := env.Event
-	// The rules accepted the event: it consumes the oldest pending message.
-	consume := func() {
-		if len(th.pending) > 0 {
+	// The rules accepted the event: the model consumes the oldest pending
+	// message; the folds consume the one it names, and keep the older ones
+	// pending. The count is the same.
+	consume := func(seq uint64) {
+		if i := slices.Index(th.pending, seq); i > 0 {
+			th.pending = slices.Delete(th.pending, i, i+1)
+		} else if len(th.pending) > 0 {
 			th.pending = th.pending[1:]
 		}
 	}
@@ -494,14 +498,14 @@ func (th *threadTrace) record(h *holderInfo, env *events.Envelope) {
 	case *eventspb.Event_ThreadReleased:
 		th.released = true
 	case *eventspb.Event_RunStarted:
-		consume()
+		consume(b.RunStarted.GetPromptSeq())
 		h.run = b.RunStarted.GetRunId()
 		// RunStart opened run NRuns + 1, the same in every state.
 		th.runIdx[h.run] = uint8(tcl{traceConfig()}.nRuns(th.frontier[0]))
 	case *eventspb.Event_AnswerGiven:
-		consume()
+		consume(b.AnswerGiven.GetMessageSeq())
 	case *eventspb.Event_SteeringGiven:
-		consume()
+		consume(b.SteeringGiven.GetMessageSeq())
 	case *eventspb.Event_RunCompleted:
 		th.lastEnded = b.RunCompleted.GetRunId()
 	case *eventspb.Event_RunFailed:

@@ -243,11 +243,11 @@ func (a *threadActor) decide(ctx actor.Context, in thread.Input) bool {
 		return false
 	}
 	rd, err := a.core.Decide(in)
+	a.exec(ctx, rd) // a rejected input's Ready too (Core.Decide)
 	if err != nil {
 		a.log().Debug("input rejected", "input", fmt.Sprintf("%T", in), "err", err)
 		return false
 	}
-	a.exec(ctx, rd)
 	return true
 }
 

@@ -259,7 +259,10 @@ func (c *Core) Start() Ready {
 	return rd
 }
 
-// Decide applies one input and returns what the shell must do.
+// Decide applies one input and returns what the shell must do. A
+// [RejectError] says the input was not acted on; the Ready that comes with
+// it must still be carried out (the end of a run the core no longer holds
+// frees it to plan the next).
 func (c *Core) Decide(in Input) (Ready, error) {
 	if c.done {
 		return Ready{}, nil
@@ -298,7 +301,11 @@ func (c *Core) Decide(in Input) (Ready, error) {
 		c.finished[in.RunID] = true
 		delete(c.alive, in.RunID)
 		if err := c.liveRun(in.RunID); err != nil {
-			return Ready{}, err
+			// Its end is not written, but its goroutine is gone: a run
+			// that waited for it may start now, not at the next tick.
+			rd = c.plan(rd)
+			c.compact()
+			return rd, err
 		}
 		c.enqueueEnd(in.RunID, in.Output, c.endErr(in.Err))
 	case LeaseLost:

@@ -119,16 +119,25 @@ func TestCore_Decide_forgedConsumersCount(t *testing.T) {
 				if n := len(runEvents(t, base, th, events.TypeRunAbandoned)); n != 1 || v.ActiveRun != nil {
 					t.Fatalf("%d run_abandoned, active %+v; want the forged run abandoned", n, v.ActiveRun)
 				}
-				// The displaced run's report changes nothing.
+				// The displaced run's report is not acted on; the Ready
+				// that comes with it is carried out.
 				var rej *thread.RejectError
-				if _, err := d.core.Decide(thread.RunFinished{RunID: run, Output: "late"}); !errors.As(err, &rej) {
+				rd, err := d.core.Decide(thread.RunFinished{RunID: run, Output: "late"})
+				if !errors.As(err, &rej) {
 					t.Fatalf("the displaced run's end: %v, want it rejected", err)
 				}
+				d.exec(rd)
 			} else {
 				d.input(thread.RunFinished{RunID: run, Output: "done"})
 			}
-			if len(d.starts) != 1 {
-				t.Fatalf("starts %+v: the forgery's message ran", d.starts)
+			// Once the displaced run has ended, a message still pending runs
+			// at once; the forgery's message never does.
+			want := 1
+			if tc.displaced && tc.keepsTwo {
+				want = 2
+			}
+			if len(d.starts) != want || want == 2 && d.starts[1].Prompt.Seq != two {
+				t.Fatalf("starts %+v, want %d: the forgery's message ran, or the pending one did not", d.starts, want)
 			}
 			// The thread goes on: the next message runs.
 			three := mustPost(t, base, th, "three")
@@ -175,4 +184,47 @@ func checkForgedAudit(t *testing.T, s events.Store, th string, want string) {
 	if !found {
 		t.Errorf("violations %+v: the forgery is not flagged %s", r.Violations, want)
 	}
+}
+
+// Issue 23: a forged run_started that names a newer message than the oldest
+// pending one consumes that message alone. The message it passed over stays
+// pending, so the holder runs it next: before, the fold's cursor moved past
+// it and no runner would ever take it.
+func TestCore_Decide_forgedSkipStrandsNothing(t *testing.T) {
+	base := memstore.New(memstore.Config{})
+	s := &racer{Store: base}
+	th := "skipped"
+	mustPost(t, s, th, "go")
+	d := newDriver(t, s, th, thread.Config{Agent: "echo"})
+	run := d.starts[0].RunID
+	var two, three uint64
+	s.before = func() {
+		two = mustPost(t, base, th, "two")
+		three = mustPost(t, base, th, "three")
+		c := d.core.Claim()
+		forge(t, base, events.NewRunStarted(c, c.Lease.Expires, "evil", three, "evil"), events.Fenced(c), "x:1")
+	}
+	d.input(thread.RunOutput{RunID: run, Text: "working"})
+	if two == 0 {
+		t.Fatal("the forger did not race the output")
+	}
+	if p := d.core.View().Pending(); len(p) != 1 || p[0].Seq != two {
+		t.Fatalf("pending %+v, want message %d, which the forgery passed over", p, two)
+	}
+	// The holder's run, displaced by the forged one, ends; its report is
+	// rejected, and the holder plans again at once, not at its next tick.
+	var rej *thread.RejectError
+	rd, err := d.core.Decide(thread.RunFinished{RunID: run, Output: "late"})
+	if !errors.As(err, &rej) {
+		t.Fatalf("the displaced run's end: %v, want it rejected", err)
+	}
+	d.exec(rd)
+	if len(d.starts) != 2 || d.starts[1].Prompt.Seq != two {
+		t.Fatalf("starts %+v, want a run for message %d", d.starts, two)
+	}
+	d.input(thread.RunFinished{RunID: d.starts[1].RunID, Output: "done"})
+	if len(d.starts) != 2 {
+		t.Fatalf("starts %+v: message %d, which the forgery consumed, ran", d.starts, three)
+	}
+	checkForgedAudit(t, base, th, audit.CheckNoneSkipped)
 }

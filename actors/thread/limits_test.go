@@ -147,11 +147,13 @@ func TestCore_Decide_permanentRefusalFailsRun(t *testing.T) {
 				t.Fatalf("a run started while the cancelled one runs: %+v", d.starts)
 			}
 			// The cancelled run reports its end late; it is ignored, and the
-			// next message runs.
-			if _, err := d.core.Decide(thread.RunFinished{RunID: run, Err: context.Canceled}); err == nil {
+			// next message runs at once (the Ready that comes with the
+			// rejection), not at the next tick.
+			rd, err := d.core.Decide(thread.RunFinished{RunID: run, Err: context.Canceled})
+			if err == nil {
 				t.Fatal("the cancelled run's end was accepted: it would be written twice")
 			}
-			d.exec(d.core.Start())
+			d.exec(rd)
 			if len(d.starts) != 2 || d.starts[1].Prompt.Text != "then" {
 				t.Fatalf("starts %+v, want the next message run", d.starts)
 			}

@@ -213,7 +213,11 @@ func (s *Store) OpenSession(ctx context.Context, owner string, ttl time.Duration
 	l := s.log
 	l.mu.Lock()
 	l.feed.nextID++
-	id := fmt.Sprintf("s%d-%s", l.feed.nextID, newID())
+	rnd := newID
+	if l.cfg.SessionID != nil {
+		rnd = l.cfg.SessionID
+	}
+	id := fmt.Sprintf("s%d-%s", l.feed.nextID, rnd())
 	l.mu.Unlock()
 	return s.putSession(ctx, events.Session{ID: id, Owner: owner, TTL: ttl}, true)
 }

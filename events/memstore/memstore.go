@@ -104,6 +104,10 @@ type LogConfig struct {
 	// renewed in time. Default time.AfterFunc; a simulation on a simulated
 	// clock passes its own, so that sessions lapse in simulated time.
 	AfterFunc func(d time.Duration, f func())
+	// SessionID, if set, draws the random part of each new session's id
+	// (a random hex string by default), so that a simulation that hashes
+	// session ids replays exactly.
+	SessionID func() string
 }
 
 // Log is an in-memory stream shared by any number of [Store] handles, as a
@@ -119,6 +123,7 @@ type Log struct {
 	// window (natsstore keeps them in a bucket).
 	postIDs  map[string]uint64
 	leases   map[string]*lease
+	parts    map[int]*lease // partition leases, apart from the watched keys
 	leaseRev uint64
 	feed     leaseFeed     // lease changes, for watches
 	notify   chan struct{} // closed and replaced on every write

@@ -62,7 +62,9 @@
 //     direct.go (batched direct gets, LoadUpTo), tail.go, replay.go (the
 //     whole stream, for the audit); decode.go decodes what they read;
 //   - leases and buckets: lease.go (thread leases), session.go (runner
-//     sessions, the lease watch), snapshot.go, bucket.go (read models);
+//     sessions, the lease watch), partition.go (partition leases, in the
+//     lease bucket under _partition.<p>), snapshot.go, bucket.go (read
+//     models);
 //   - consumers: durable.go (a read model's durable), workqueue.go (the
 //     runners' shared work queue);
 //   - batches: batch.go (atomic batches), guard.go (guarded consuming

@@ -112,8 +112,8 @@ type thread struct {
 	releaseSeq  uint64    // its thread_released, 0 while held
 	activeStart uint64    // the active run's run_started
 	activeClaim uint64    // the claim it started under
-	taken       uint64    // newest consumed message: the taken cursor
-	next        int       // index of the first message after taken
+	taken       uint64    // the taken cursor: the end of the consumed prefix
+	next        int       // index of the first message after taken: the oldest pending
 	msgs        []message // posted messages, in sequence order
 
 	// 128-191: fenced events
@@ -504,9 +504,15 @@ func (a *Auditor) stranded(r *Report) {
 			if now.Sub(since) <= after {
 				continue
 			}
+			pending := 0
+			for _, m := range th.msgs[th.next:] {
+				if m.by == 0 {
+					pending++
+				}
+			}
 			r.StrandedCount++
 			r.Stranded = append(r.Stranded, Stranded{
-				Thread: th.id, Since: since.UTC(), Pending: len(th.msgs) - th.next,
+				Thread: th.id, Since: since.UTC(), Pending: pending,
 				OldestSeq: th.msgs[th.next].seq, ReleaseSeq: th.releaseSeq,
 			})
 		}

@@ -126,6 +126,23 @@ func TestAuditor_Add_violations(t *testing.T) {
 		},
 		want: []wantViolation{{CheckNoneSkipped, []uint64{1, 4}}},
 	}, {
+		// The message passed over stays pending, so taking it next is no
+		// violation, and taking the one after is in order (issue 23's
+		// stranding: the cursor ends the consumed prefix).
+		name: "NoneSkipped_passedOverIsTakenNext",
+		build: func(l *eventgen.Log) {
+			m1 := l.Post(poster.Post("a", "x")).Seq // 1
+			m2 := l.Post(poster.Post("b", "y")).Seq // 2
+			m3 := l.Post(poster.Post("c", "z")).Seq // 3
+			a := claim(l, "A")                      // 4
+			l.Fenced(a.Started("r1", m2))           // 5: 1 is pending
+			l.CAS(a.Completed("r1"))                // 6
+			l.Fenced(a.Started("r2", m1))           // 7: the oldest pending
+			l.CAS(a.Completed("r2"))                // 8
+			l.Fenced(a.Started("r3", m3))           // 9: the oldest pending
+		},
+		want: []wantViolation{{CheckNoneSkipped, []uint64{1, 5}}},
+	}, {
 		name: "NoneSkipped_steeringPassesAnOlderMessage",
 		build: func(l *eventgen.Log) {
 			m1 := l.Post(poster.Post("a", "x")).Seq // 1

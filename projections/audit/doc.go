@@ -140,9 +140,8 @@
 // event]; AnswerOnce [request_opened, first answer, second answer], or
 // [event] for a request id opened again; RunChain [previous run-subject
 // sequence, event]; NoneSkipped [the oldest
-// pending message, event], or [the passed-over message, event] when the
-// event consumes one behind the taken cursor, or [(the oldest pending
-// message,) event] when it names no pending message; RunByHolder [the run's
+// pending message, event], or [(the oldest pending message,) event] when
+// it names no pending message; RunByHolder [the run's
 // start or end, event], or [event] when no run ever started or ended;
 // ReleaseByHolder [newest claim, event]; GivenToActive [active run's
 // start, event], or [the newest run's end, event] when no run is active

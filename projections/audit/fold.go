@@ -131,9 +131,12 @@ func (f *auditFold) Consume(env *events.Envelope, seq uint64, _ projections.Cons
 		return
 	}
 	th.msgs[i].by = env.Seq
-	if seq > th.taken {
-		th.taken, th.next = seq, i+1
+	if i != th.next {
+		return // out of order: the older messages stay pending
 	}
+	for i++; i < len(th.msgs) && th.msgs[i].by != 0; i++ {
+	}
+	th.taken, th.next = th.msgs[i-1].seq, i
 }
 
 func (f *auditFold) StartRun(env *events.Envelope, b *eventspb.RunStarted) {

@@ -63,12 +63,15 @@ type Summary struct {
 	LastRun       string `json:"last_run"`
 	LastRunStatus string `json:"last_run_status"`
 
-	// Taken is the taken cursor: the newest consumed message. Pending is
-	// the number of messages after it, and PendingSeqs their sequences,
-	// oldest first: the thread's backlog.
+	// Taken is the taken cursor: the end of the consumed prefix (see
+	// projections.Thread.Taken). Pending is the number of messages not yet
+	// consumed, and PendingSeqs their sequences, oldest first: the thread's
+	// backlog. TakenAhead are the messages after the cursor that an event
+	// consumed out of order, oldest first: none in a log of honest writers.
 	Taken       uint64   `json:"taken"`
 	Pending     int      `json:"pending"`
 	PendingSeqs []uint64 `json:"pending_seqs"`
+	TakenAhead  []uint64 `json:"taken_ahead,omitempty"`
 
 	// ForkedFrom is the thread a thread_forked copied this one's history
 	// from, "" when none.
@@ -140,6 +143,7 @@ func (s Summary) Clone() Summary {
 	s.OpenRequests = slices.Clone(s.OpenRequests)
 	s.Answered = slices.Clone(s.Answered)
 	s.PendingSeqs = slices.Clone(s.PendingSeqs)
+	s.TakenAhead = slices.Clone(s.TakenAhead)
 	s.Metadata = maps.Clone(s.Metadata)
 	return s
 }
@@ -164,6 +168,9 @@ func (s *Summary) normalize() {
 	}
 	if len(s.Answered) == 0 {
 		s.Answered = nil
+	}
+	if len(s.TakenAhead) == 0 {
+		s.TakenAhead = nil
 	}
 }
 
@@ -230,6 +237,9 @@ func (f summaryFold) MessageOf(seq uint64) projections.MsgInfo {
 	}
 	i, found := slices.BinarySearch(f.s.PendingSeqs, seq)
 	if !found {
+		if _, ahead := slices.BinarySearch(f.s.TakenAhead, seq); ahead {
+			return projections.MsgInfo{Status: projections.MsgConsumed}
+		}
 		return projections.MsgInfo{Status: projections.MsgNotPosted}
 	}
 	return projections.MsgInfo{Status: projections.MsgPending, Oldest: i == 0}
@@ -272,15 +282,30 @@ func (f summaryFold) Claimed(env *events.Envelope, holder string, _ *eventspb.Th
 
 func (f summaryFold) Released(*events.Envelope) { f.s.Released = true }
 
-// Consume takes a pending message: the taken cursor moves to it, and
-// messages skipped on the way are no longer pending.
+// Consume takes a pending message. Taking the oldest moves the cursor to the
+// end of the consumed prefix; taking a newer one out of order keeps it in
+// TakenAhead until the older ones are taken.
 func (f summaryFold) Consume(_ *events.Envelope, seq uint64, _ projections.ConsumptionKind, _ string) {
-	i, found := slices.BinarySearch(f.s.PendingSeqs, seq)
+	s := f.s
+	i, found := slices.BinarySearch(s.PendingSeqs, seq)
 	if !found {
 		return
 	}
-	f.s.Taken = seq
-	f.s.PendingSeqs = f.s.PendingSeqs[i+1:]
+	if i > 0 {
+		s.PendingSeqs = slices.Delete(s.PendingSeqs, i, i+1)
+		j, _ := slices.BinarySearch(s.TakenAhead, seq)
+		s.TakenAhead = slices.Insert(s.TakenAhead, j, seq)
+		return
+	}
+	s.Taken, s.PendingSeqs = seq, s.PendingSeqs[1:]
+	n := len(s.TakenAhead) // those before the oldest pending join the prefix
+	if len(s.PendingSeqs) > 0 {
+		n, _ = slices.BinarySearch(s.TakenAhead, s.PendingSeqs[0])
+	}
+	if n > 0 {
+		s.Taken = s.TakenAhead[n-1]
+		s.TakenAhead = slices.Delete(s.TakenAhead, 0, n)
+	}
 }
 
 func (f summaryFold) StartRun(env *events.Envelope, b *eventspb.RunStarted) {
@@ -343,8 +368,14 @@ func FromThread(t *projections.Thread) Summary {
 		s.ForkedFrom = t.Fork.Source
 	}
 	s.Strategy = t.Strategy
-	for _, m := range t.Pending() {
-		s.PendingSeqs = append(s.PendingSeqs, m.Seq)
+	for _, m := range t.Messages {
+		switch {
+		case m.Seq <= t.Taken:
+		case m.Consumed == nil:
+			s.PendingSeqs = append(s.PendingSeqs, m.Seq)
+		default:
+			s.TakenAhead = append(s.TakenAhead, m.Seq)
+		}
 	}
 	if n := len(t.Runs); n > 0 {
 		s.LastRun, s.LastRunStatus = t.Runs[n-1].ID, string(t.Runs[n-1].Status)

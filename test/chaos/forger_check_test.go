@@ -12,6 +12,7 @@ import (
 	"github.com/nats-io/nats.go/jetstream"
 
 	"github.com/artifactr/artifactr/events"
+	"github.com/artifactr/artifactr/events/eventspb"
 	"github.com/artifactr/artifactr/events/natsstore"
 	"github.com/artifactr/artifactr/projections/audit"
 	"github.com/artifactr/artifactr/spec"
@@ -230,24 +231,49 @@ func (h *harness) checkForgeries(envs []events.Envelope, rep audit.Report, sr sp
 }
 
 // unseen reports whether r, a forged event of thread envs, is one no audit
-// can tell from an honest write: the end of the active run under its
-// holder's claim, or a fenced run_started taking the oldest pending post,
-// after which that holder wrote nothing under that claim.
+// can tell from an honest write:
+//   - the end of the active run under its holder's claim, for which no
+//     honest event after it names that run: the holder's own end was
+//     refused (the run subject had moved) or never came, so the run ended
+//     once, as an honest holder's run does;
+//   - or either that, or a fenced run_started taking the oldest pending
+//     post, after which that holder wrote nothing under that claim.
 func unseen(envs []events.Envelope, r forgedEvent, forged map[uint64]forgedEvent) bool {
 	if r.kind != kindSecondEnd && r.kind != kindStartIdle {
 		return false
 	}
 	var claim uint64
-	var holder string
+	var holder, run string
+	wrote, named := false, false
 	for _, e := range envs {
 		switch {
 		case e.Seq == r.seq:
 			claim, holder = e.Event.GetClaimSeq(), e.Event.GetHolder()
-		case e.Seq > r.seq && !isForged(forged, e.Seq) && e.Event.GetClaimSeq() == claim && e.Event.GetHolder() == holder && holder != "":
-			return false
+			run = e.Event.GetRunCompleted().GetRunId()
+		case e.Seq < r.seq || isForged(forged, e.Seq):
+		default:
+			wrote = wrote || e.Event.GetClaimSeq() == claim && e.Event.GetHolder() == holder && holder != ""
+			named = named || run != "" && runOf(e.Event) == run
 		}
 	}
-	return claim != 0
+	if claim == 0 {
+		return false
+	}
+	return !wrote || r.kind == kindSecondEnd && run != "" && !named
+}
+
+// runOf is the run ev writes for, "" for events of no run. An abandon is
+// not one: a new claimant may abandon a run whose end it had not yet read,
+// which is no violation.
+func runOf(ev *eventspb.Event) string {
+	type runEvent interface{ GetRunId() string }
+	for _, b := range []runEvent{ev.GetRunOutput(), ev.GetRequestOpened(), ev.GetAnswerGiven(), ev.GetSteeringGiven(),
+		ev.GetRunInterrupted(), ev.GetRunCompleted(), ev.GetRunFailed()} {
+		if id := b.GetRunId(); id != "" {
+			return id
+		}
+	}
+	return ""
 }
 
 // inWindow returns the forged consuming event that the honest consuming

@@ -17,7 +17,8 @@ func (w *world) decide(p *proc, in thread.Input) bool {
 	case errors.As(err, &rej) && isRunReport(in):
 		// A run the core no longer holds (its view saw it end or be
 		// abandoned) reports late; the shell drops it.
-		w.tracef("%s %s -> rejected: %s", p.holder, describeInput(in), rej.Reason)
+		w.tracef("%s %s -> rejected: %s%s", p.holder, describeInput(in), rej.Reason, describeReady(rd))
+		w.carry(p, rd)
 		return false
 	case err != nil:
 		w.fail(CheckDecide, fmt.Sprintf("%s: Decide(%s): %v", p.holder, describeInput(in), err))

@@ -39,6 +39,7 @@ func Matrix() []Case {
 		{Subject: "threads.t1.run", Allowed: runners},
 		{Subject: "$KV.claims.t1", Allowed: runners},
 		{Subject: "$KV.claims.session.r1", Allowed: runners},
+		{Subject: "$KV.claims._partition.0", Allowed: runners}, // partition leases (events.PartitionKey)
 		{Subject: "$KV.thread_summaries.t1", Allowed: runners},
 		{Subject: "$KV.thread_snapshots.t1", Allowed: runners},
 		{Subject: "$JS.API.STREAM.CREATE.ARTIFACTR", Allowed: admins, Destructive: true},

@@ -296,6 +296,7 @@ func (w *world) decide(r *runner, a *actor, in thread.Input) bool {
 	var rej *thread.RejectError
 	switch {
 	case errors.As(err, &rej) && isRunReport(in):
+		w.carry(r, a, rd) // its Ready too (thread.Core.Decide)
 		return false
 	case err != nil:
 		w.fail(CheckDecide, fmt.Sprintf("%s %s: Decide(%T): %v", r.name, a.thread, in, err))
