@@ -97,7 +97,11 @@ func (s *Store) appendGuarded(ctx context.Context, thread string, w write, chk e
 		if bctx.Err() != nil {
 			break // send nothing: a guard without its commit holds an open batch
 		}
-		ack, err := s.sendBatch(bctx, []*nats.Msg{gw.msg(), w.msg()})
+		// Each attempt waits a part of the call's bound, as publish's do,
+		// so a lost reply leaves time to resend and settle.
+		actx, acancel := context.WithTimeout(bctx, max(s.cfg.Timeout/4, minAttemptTimeout))
+		ack, err := s.sendBatch(actx, []*nats.Msg{gw.msg(), w.msg()})
+		acancel()
 		if err == nil {
 			if ack.BatchSize != 2 {
 				lastErr = fmt.Errorf("commit acked %d messages at seq %d, sent 2", ack.BatchSize, ack.Sequence)
