@@ -8,7 +8,12 @@
 // sequence of a thread_claimed marker is the claim's fencing token: a write
 // that consumes a message is appended with [Fenced], which JetStream checks
 // atomically against the last sequence on threads.T.claim. A refused fence
-// returns [ErrThreadBusy] and writes nothing.
+// returns [ErrThreadBusy] and writes nothing. [FencedGuarded] adds the guard:
+// the append also expects the last sequence on threads.T.run that the
+// writer read, so that no consuming event another writer slipped in after
+// that read is written over; a refused guard returns [ErrRunMoved] (with
+// [ErrConflict]): read again and decide again. A store that guards keeps
+// the guard on threads.T.guard ([KindGuard]), which no reader is handed.
 //
 // # Partitions
 //
@@ -31,9 +36,12 @@
 //		return // another holder works on T
 //	}
 //	// fold history, decide, then:
-//	ack, err := store.Append(ctx, runStarted, events.Fenced(c))
-//	if errors.Is(err, events.ErrThreadBusy) {
+//	ack, err := store.Append(ctx, runStarted, events.FencedGuarded(c, lastRunSeq))
+//	switch {
+//	case errors.Is(err, events.ErrThreadBusy):
 //		// a newer claim exists: nothing was written; stop (I4)
+//	case errors.Is(err, events.ErrRunMoved):
+//		// a run event this holder has not read landed: load, fold, decide again
 //	}
 //	// run ends carry a compare-and-set on threads.T.run:
 //	_, err = store.Append(ctx, runCompleted, events.ExpectLast(lastRunSeq))

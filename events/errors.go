@@ -12,6 +12,14 @@ var ErrThreadBusy = errors.New("events: thread busy")
 // and decide again.
 var ErrConflict = errors.New("events: append conflict")
 
+// ErrRunMoved is returned, wrapped together with [ErrConflict], when a
+// guarded consuming append ([FencedGuarded]) is refused because the run
+// subject moved past the sequence its guard expected while the writer's
+// claim was still the newest: someone else wrote a run event the writer has
+// not read. Nothing was written; reload, fold what landed, and decide again.
+// It never means the claim was lost: a refused fence is [ErrThreadBusy].
+var ErrRunMoved = errors.New("events: run subject moved")
+
 // ErrLeaseLost is returned by RenewLease and ReleaseLease when the lease is no
 // longer the caller's: it lapsed and was taken, or it was released.
 var ErrLeaseLost = errors.New("events: lease lost")

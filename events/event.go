@@ -142,6 +142,13 @@ type Envelope struct {
 	Event *eventspb.Event
 	Err   error
 
+	// GuardBefore says that the message stored right before this event,
+	// at Seq-1, is the guard of this guarded consuming append (see
+	// [KindGuard]), which the store skipped: a reader that follows the
+	// whole stream and last saw Seq-2 missed nothing. Set by the stores'
+	// tails and durable consumers when they skipped that guard.
+	GuardBefore bool
+
 	// Fork is what a reader resolved a thread_forked by reference to
 	// (projections.ResolveFork): the history it names. nil when the event
 	// is no such fork or was not resolved. It is no part of the stored

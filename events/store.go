@@ -322,6 +322,13 @@ const (
 type Check struct {
 	Mode CheckMode
 	Seq  uint64
+	// Guarded, with [CheckFence], asks for the guard as well: the append
+	// lands only if RunSeq is also the last sequence on the thread's run
+	// subject. See [FencedGuarded].
+	Guarded bool
+	// RunSeq is the last run-subject sequence the writer has read; it
+	// counts only when Guarded is set.
+	RunSeq uint64
 }
 
 // ExpectLast is a compare-and-set on the event's own subject: the append lands
@@ -331,6 +338,27 @@ func ExpectLast(seq uint64) Check { return Check{Mode: CheckSubject, Seq: seq} }
 // Fenced is the fence: the append lands only while c's marker is the newest
 // on the thread's claim subject.
 func Fenced(c Claim) Check { return Check{Mode: CheckFence, Seq: c.Seq} }
+
+// FencedGuarded is the fence plus the guard: the append lands only while c's
+// marker is the newest on the claim subject and runSeq, the last run-subject
+// sequence the writer has read, is still the run subject's last.
+//
+// The fence alone checks only the claim subject, so a writer with runner
+// credentials can store a consuming event under the holder's claim between
+// the holder's read and its own consuming write, and the holder's write
+// still lands on top of it: an I1 or I3 violation written by an honest
+// runner (issue 23). The guard closes that window. A store that guards
+// refuses such an append with [ErrRunMoved] (wrapped with [ErrConflict]);
+// a refused fence is still [ErrThreadBusy].
+//
+// Whether a store guards is its option: natsstore writes the guard as a
+// second message in an atomic batch, which costs little on a replicated or
+// memory stream and much on a single-replica file stream, where it is off
+// by default; memstore always guards. A store that does not guard treats
+// the append as [Fenced].
+func FencedGuarded(c Claim, runSeq uint64) Check {
+	return Check{Mode: CheckFence, Seq: c.Seq, Guarded: true, RunSeq: runSeq}
+}
 
 // AppendOption sets optional per-call behaviour of Append.
 type AppendOption func(*AppendOptions) error
@@ -384,6 +412,9 @@ func CheckAppend(ev *eventspb.Event, chk Check, opts []AppendOption) (AppendOpti
 		return o, fmt.Errorf("%w: %s must be fenced by the writer's claim", ErrInvalidEvent, t)
 	case !t.Fenced() && chk.Mode != CheckSubject:
 		return o, fmt.Errorf("%w: %s needs a compare-and-set on its subject", ErrInvalidEvent, t)
+	}
+	if chk.Guarded && chk.Mode != CheckFence {
+		return o, fmt.Errorf("%w: %s: only a fenced append can be guarded", ErrInvalidEvent, t)
 	}
 	if t.Fenced() && ev.GetClaimSeq() != chk.Seq {
 		return o, fmt.Errorf("%w: %s claim_seq %d differs from its fence %d", ErrInvalidEvent, t, ev.GetClaimSeq(), chk.Seq)

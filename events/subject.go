@@ -24,6 +24,12 @@ const (
 	KindRun    Kind = "run"
 )
 
+// KindGuard names a thread's guard subject, threads.T.guard. It holds no
+// events: a guarded consuming append (see [FencedGuarded]) stores there the
+// message that checks the run subject, in one atomic batch with the event.
+// Stores never hand a guard message to readers, and it is not in [Kinds].
+const KindGuard Kind = "guard"
+
 // Kinds lists a thread's three subject kinds: [KindPosted], [KindClaim],
 // [KindRun]. It returns an array, a fresh copy, so no caller can change the
 // list for others.
@@ -145,6 +151,25 @@ func (s Subjects) Thread(t string, k Kind) string {
 // ThreadAll returns the wildcard subject of all of t's events: threads.T.>
 // (threads.<p>.T.> when partitioned).
 func (s Subjects) ThreadAll(t string) string { return s.base(t) + "." + t + ".>" }
+
+// IsGuard reports whether subject is a thread's guard subject,
+// <prefix>.T.guard, or <prefix>.<p>.T.guard when partitioned (see
+// [KindGuard]): a message there is no event, and readers skip it.
+func (s Subjects) IsGuard(subject string) bool {
+	rest, ok := strings.CutSuffix(subject, "."+string(KindGuard))
+	if !ok {
+		return false
+	}
+	rest, ok = strings.CutPrefix(rest, s.prefix()+".")
+	if ok && s.Partitioned() {
+		var tok string
+		tok, rest, ok = strings.Cut(rest, ".")
+		if ok && ValidateThreadID(rest) == nil {
+			ok = tok == strconv.Itoa(s.PartitionOf(rest))
+		}
+	}
+	return ok && ValidateThreadID(rest) == nil
+}
 
 // All returns the wildcard subject of every thread's events in every
 // partition: threads.>. With more than one partition no stream holds all

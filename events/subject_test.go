@@ -2,6 +2,7 @@ package events
 
 import (
 	"errors"
+	"fmt"
 	"strings"
 	"testing"
 )
@@ -138,5 +139,30 @@ func TestSubjects_partitioned(t *testing.T) {
 	}
 	if p, ok := four.FilterPartition("threads.3.>"); !ok || p != 3 {
 		t.Errorf("FilterPartition(threads.3.>) = %d %v", p, ok)
+	}
+}
+
+// A guard subject is recognised in both layouts, and only where the
+// thread's partition puts it.
+func TestSubjects_IsGuard(t *testing.T) {
+	one, four := Subjects{}, Subjects{Partitions: 4}
+	p := Partition("t1", 4)
+	other := (p + 1) % 4
+	for _, tc := range []struct {
+		s       Subjects
+		subject string
+		want    bool
+	}{
+		{one, one.Thread("t1", KindGuard), true},
+		{one, "threads.t1.run", false},
+		{one, "threads.bad id.guard", false},
+		{four, four.Thread("t1", KindGuard), true},
+		{four, fmt.Sprintf("threads.%d.t1.guard", other), false},
+		{four, "threads.t1.guard", false},
+		{four, four.Thread("t1", KindRun), false},
+	} {
+		if got := tc.s.IsGuard(tc.subject); got != tc.want {
+			t.Errorf("P%d IsGuard(%q) = %v, want %v", tc.s.PartitionCount(), tc.subject, got, tc.want)
+		}
 	}
 }

@@ -377,14 +377,16 @@ func (r *Runner) newScheduler(sess events.Session) *sched.Scheduler {
 func (r *Runner) send(msg any) { r.sys.Root.Send(r.pid, msg) }
 
 // follow feeds every event of partition p's stream, in order, to the
-// runner actor. The stream holds only thread events and never deletes any,
-// so its sequences have no holes: a jump means events were missed, and the
-// follow starts again after the last one routed.
+// runner actor. The stream holds only thread events and the guards of
+// guarded appends, and never deletes any, so its sequences have no holes
+// but the guards the tail skips, which the event after one says
+// (GuardBefore): any other jump means events were missed, and the follow
+// starts again after the last one routed.
 func (r *Runner) follow(p int, t events.Tail) {
 	var last uint64
 	for {
 		env, err := t.Next(r.ctx)
-		if err == nil && (last == 0 || env.Seq == last+1) {
+		if err == nil && (last == 0 || env.Seq == last+1 || env.GuardBefore && env.Seq == last+2) {
 			last = env.Seq
 			r.send(sched.Routed{Env: env})
 			if p == 0 {

@@ -867,12 +867,12 @@ func (c *Core) plan(rd Ready) Ready {
 		return rd2
 	}
 	if r := v.ActiveRun; r != nil && r.ClaimSeq != c.claim.Seq {
-		return c.issue(rd, events.NewRunAbandoned(c.claim, time.Time{}, r.ID, r.ClaimSeq, "taken over"), events.Fenced(c.claim))
+		return c.issue(rd, events.NewRunAbandoned(c.claim, time.Time{}, r.ID, r.ClaimSeq, "taken over"), c.fence())
 	}
 	if r := v.ActiveRun; r != nil && !c.started[r.ID] {
 		// A run_started under this claim that this holder did not write:
 		// no agent of ours runs it.
-		return c.issue(rd, events.NewRunAbandoned(c.claim, time.Time{}, r.ID, r.ClaimSeq, "not started by this claim's holder"), events.Fenced(c.claim))
+		return c.issue(rd, events.NewRunAbandoned(c.claim, time.Time{}, r.ID, r.ClaimSeq, "not started by this claim's holder"), c.fence())
 	}
 	if len(c.outbox) > 0 {
 		a := c.outbox[0]
@@ -920,7 +920,7 @@ func (c *Core) next(rd Ready) Ready {
 	switch {
 	case active != "":
 		if reqs := v.OpenRequests(); len(reqs) > 0 {
-			return c.issue(rd, events.NewAnswerGiven(c.claim, time.Time{}, active, reqs[0].ID, m.Seq), events.Fenced(c.claim))
+			return c.issue(rd, events.NewAnswerGiven(c.claim, time.Time{}, active, reqs[0].ID, m.Seq), c.fence())
 		}
 		if by, ok := c.interrupter(); ok {
 			return c.issue(rd, events.NewRunInterrupted(c.claim, time.Time{}, active, by.Seq, v.StrategyOf(by) == events.StrategyRollback),
@@ -928,12 +928,12 @@ func (c *Core) next(rd Ready) Ready {
 		}
 		if c.cfg.Steerable && c.steerAsk == active && c.steerGiven < maxSteerPerAsk {
 			c.steerGiven++
-			return c.issue(rd, events.NewSteeringGiven(c.claim, time.Time{}, active, m.Seq), events.Fenced(c.claim))
+			return c.issue(rd, events.NewSteeringGiven(c.claim, time.Time{}, active, m.Seq), c.fence())
 		}
 		return rd
 	case v.ActiveRun == nil && !c.running():
 		id := fmt.Sprintf("run-%d-%d", m.Seq, c.claim.Seq)
-		return c.issue(rd, events.NewRunStarted(c.claim, time.Time{}, id, m.Seq, c.cfg.Agent), events.Fenced(c.claim))
+		return c.issue(rd, events.NewRunStarted(c.claim, time.Time{}, id, m.Seq, c.cfg.Agent), c.fence())
 	}
 	return rd
 }
@@ -957,4 +957,15 @@ func (c *Core) issue(rd Ready, ev *eventspb.Event, chk events.Check) Ready {
 	c.mine[c.inflight.MsgID] = ev
 	rd.Append = c.inflight
 	return rd
+}
+
+// fence is the check of this holder's consuming writes and run_abandoned:
+// the claim fence, guarded by the last run-subject sequence the view holds.
+// A store that guards then refuses the write with events.ErrRunMoved when a
+// run event this holder has not read landed first, such as a consuming
+// event a writer with runner credentials forged under this claim; the core
+// reads the log again (appendDone) and folds it, instead of writing a
+// second consumption on top of it (issue 23: I1, I3).
+func (c *Core) fence() events.Check {
+	return events.FencedGuarded(c.claim, c.view.LastRunSubjectSeq)
 }

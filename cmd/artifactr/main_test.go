@@ -67,6 +67,7 @@ func TestRun_usageErrors(t *testing.T) {
 		{"serve echo with program", []string{"serve", "--", "python3", "x.py"}, "--agent echo takes no program"},
 		{"serve stray arg", []string{"serve", "extra"}, "serve takes no arguments"},
 		{"serve replicas embedded", []string{"serve", "--replicas", "3"}, "needs a cluster"},
+		{"serve bad guard", []string{"serve", "--guard", "sometimes"}, `--guard "sometimes"`},
 		{"serve tiny ttl", []string{"serve", "--claim-ttl", "1ms"}, "--claim-ttl"},
 		{"bench no subcommand", []string{"bench"}, "Usage:"},
 		{"bench zero threads", []string{"bench", "turns", "--threads", "0"}, "at least 1"},

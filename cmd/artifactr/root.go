@@ -256,16 +256,16 @@ func (c *connFlags) validate() error {
 // open connects to the store, creating the stream and the lease bucket
 // when missing. An unreachable server fails with a hint.
 func (a *app) open(ctx context.Context, c *connFlags, replicas int) (*natsstore.Store, error) {
-	return a.openStore(ctx, c, replicas, false)
+	return a.openStore(ctx, c, replicas, false, natsstore.GuardAuto)
 }
 
 // openRead connects to the store of a command that only reads: it creates
 // nothing, and a server without the stream fails with exit 1.
 func (a *app) openRead(ctx context.Context, c *connFlags) (*natsstore.Store, error) {
-	return a.openStore(ctx, c, 0, true)
+	return a.openStore(ctx, c, 0, true, natsstore.GuardAuto)
 }
 
-func (a *app) openStore(ctx context.Context, c *connFlags, replicas int, readOnly bool) (*natsstore.Store, error) {
+func (a *app) openStore(ctx context.Context, c *connFlags, replicas int, readOnly bool, guard natsstore.GuardMode) (*natsstore.Store, error) {
 	if err := c.validate(); err != nil {
 		return nil, err
 	}
@@ -282,6 +282,7 @@ func (a *app) openStore(ctx context.Context, c *connFlags, replicas int, readOnl
 		Logger:         a.log,
 		NoCreate:       readOnly,
 		ConnectOptions: opts,
+		Guard:          guard,
 	})
 	if err != nil {
 		return nil, openError(c.url, c.stream, err)

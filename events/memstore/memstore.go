@@ -356,7 +356,7 @@ func (s *Store) Post(ctx context.Context, thread string, m *eventspb.MessagePost
 		h[events.HeaderExpectSeq] = []string{fmt.Sprint(po.ExpectRunSeq)}
 		h[events.HeaderExpectSubj] = []string{checkSubj}
 	}
-	ack, err := s.write(opPost, subject, h, data, checkSubj, po.ExpectRunSeq)
+	ack, err := s.write(opPost, subject, h, data, check{subject: checkSubj, want: po.ExpectRunSeq})
 	if err != nil && isRefusal(err) {
 		// An earlier Post of this id may have landed (R1: the check
 		// comes before deduplication).
@@ -407,13 +407,23 @@ func (s *Store) Append(ctx context.Context, ev *eventspb.Event, chk events.Check
 		h[events.HeaderExpectSeq] = []string{fmt.Sprint(chk.Seq)}
 		h[events.HeaderExpectSubj] = []string{checkSubj}
 	}
-	ack, err := s.write("append", subject, h, data, checkSubj, chk.Seq)
+	c := check{subject: checkSubj, want: chk.Seq}
+	if chk.Guarded {
+		// memstore always guards: under its lock the run subject's
+		// compare is as cheap as the fence's (natsstore: GuardMode).
+		c.guard, c.guardWant = subject, chk.RunSeq
+	}
+	ack, err := s.write("append", subject, h, data, c)
 	if err != nil && isRefusal(err) && o.MsgID != "" {
 		// The caller's id may have landed before (a retry after a lost
 		// ack): read the subject back, as natsstore does.
 		if seq, ok := s.log.landed(subject, id, chk.Seq); ok {
 			return events.Ack{Seq: seq, Duplicate: true}, nil
 		}
+	}
+	if err != nil && isRefusal(err) && err.(*errWrongLast).subject == c.guard {
+		// The fence held; the run subject moved (see events.ErrRunMoved).
+		return ack, fmt.Errorf("%w: %w: %w", err, events.ErrConflict, events.ErrRunMoved)
 	}
 	if err != nil && checkSubj != "" && isRefusal(err) && chk.Mode == events.CheckFence {
 		return ack, fmt.Errorf("%w: %w", err, events.ErrThreadBusy)
@@ -456,7 +466,18 @@ func isRefusal(err error) bool {
 // opPost is the op of a Post's write.
 const opPost = "post"
 
-func (s *Store) write(op, subject string, h events.Header, data []byte, checkSubj string, want uint64) (events.Ack, error) {
+// check is what a write expects: the last sequence of subject is want
+// (no check when subject is ""), and, for a guarded append, the last
+// sequence of guard is guardWant. The fence is checked first, so a write
+// both checks refuse is refused by the fence, as natsstore reports it.
+type check struct {
+	subject   string
+	want      uint64
+	guard     string
+	guardWant uint64
+}
+
+func (s *Store) write(op, subject string, h events.Header, data []byte, c check) (events.Ack, error) {
 	f := s.fault(op, subject)
 	if f == FailBefore {
 		return events.Ack{}, unavailable(op, f)
@@ -483,9 +504,14 @@ func (s *Store) write(op, subject string, h events.Header, data []byte, checkSub
 			return events.Ack{Seq: seq, Duplicate: true}, nil
 		}
 	}
-	if checkSubj != "" {
-		if got := st.last[checkSubj]; got != want {
-			return events.Ack{}, &errWrongLast{subject: checkSubj, want: want, got: got}
+	if c.subject != "" {
+		if got := st.last[c.subject]; got != c.want {
+			return events.Ack{}, &errWrongLast{subject: c.subject, want: c.want, got: got}
+		}
+	}
+	if c.guard != "" {
+		if got := st.last[c.guard]; got != c.guardWant {
+			return events.Ack{}, &errWrongLast{subject: c.guard, want: c.guardWant, got: got}
 		}
 	}
 	if seq, ok := l.duplicateLocked(key, id); ok {

@@ -67,3 +67,21 @@ func TestStore_raceUnfencedControl(t *testing.T) {
 		t.Fatal("the audit found no I1 or I3 violation without the fence: the verifier cannot fail")
 	}
 }
+
+// memstore always guards: the guard's contract in both modes.
+func TestStore_guarded(t *testing.T) {
+	for _, p := range []int{1, 4} {
+		for _, mode := range []memstore.Mode{memstore.Replicated, memstore.Single} {
+			t.Run(fmt.Sprintf("P%d/%s", p, strings.Fields(mode.String())[0]), func(t *testing.T) {
+				log := memstore.NewLogWith(memstore.LogConfig{Mode: mode})
+				subj := events.Subjects{Partitions: p}
+				eventstest.RunGuarded(t, eventstest.Harness{
+					Subjects: subj,
+					Open: func(t *testing.T, now func() time.Time) events.Store {
+						return log.Open(memstore.Config{Now: now, Subjects: subj})
+					},
+				})
+			})
+		}
+	}
+}

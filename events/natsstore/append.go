@@ -153,6 +153,10 @@ func (s *Store) checkRepost(ctx context.Context, stream, subject string, m *even
 // Both headers are stored with the event, so the audit can read them back
 // from [events.Envelope].
 //
+// A guarded check ([events.FencedGuarded]) is sent as an atomic batch of a
+// guard message and the event when the store guards (see [GuardMode]), and
+// as a plain fenced append when it does not.
+//
 // Every append carries a Nats-Msg-Id, the caller's (see [events.WithMsgID])
 // or <thread>:<nuid>; ids are keyed stream-wide, so a caller's id should
 // include the thread. A retry with the same id within the stream's
@@ -165,6 +169,9 @@ func (s *Store) Append(ctx context.Context, ev *eventspb.Event, chk events.Check
 	}
 	if err := s.checkOpen(); err != nil {
 		return events.Ack{}, err
+	}
+	if chk.Guarded && s.guard {
+		return s.appendGuarded(ctx, ev.GetThread(), w, chk)
 	}
 	out := s.publish(ctx, w) // bounded by the store's Timeout
 	switch {

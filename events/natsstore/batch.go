@@ -36,6 +36,9 @@ const (
 	// errCodeBatchIncomplete: the server lost part of the batch (gap,
 	// 10 s timeout, leader change); nothing is written.
 	errCodeBatchIncomplete jetstream.ErrorCode = 10176
+	// errCodeBatchTooMany: the stream (50) or the server (1,000) has too
+	// many batches open; the batch was not started, nothing is written.
+	errCodeBatchTooMany jetstream.ErrorCode = 10210
 )
 
 // BatchItem is one append of a batch: an event, the check it carries (as
@@ -197,6 +200,11 @@ func (s *Store) prepareBatch(items []BatchItem) (msgs []*nats.Msg, fence *uint64
 		var opts []events.AppendOption
 		if it.MsgID != "" {
 			opts = []events.AppendOption{events.WithMsgID(it.MsgID)}
+		}
+		if it.Check.Guarded {
+			// The guard is a batch of its own (appendGuarded); inside
+			// another it would be dropped without a word.
+			return nil, nil, false, fmt.Errorf("%w: batch item %d is guarded: append it alone", events.ErrInvalidEvent, i)
 		}
 		w, err := s.prepareAppend(it.Event, it.Check, opts)
 		if err != nil {

@@ -96,6 +96,14 @@ type Config struct {
 	// is taken like a lapsed one, and the taking is logged and reported
 	// (events.Lease.Reclaimed). Default DefaultUnexplainedLeaseTTL.
 	UnexplainedLeaseTTL time.Duration
+	// Guard says whether guarded consuming appends write their guard: a
+	// second message, in one atomic batch with the event, that refuses the
+	// event if the run subject moved since the writer read it, which closes
+	// the window in which a writer with runner credentials can make an
+	// honest runner write an I1 or I3 violation. Default GuardAuto: on for
+	// a replicated or memory stream, off for a single-replica file stream,
+	// where nats-server syncs a temporary file per batch (see [GuardMode]).
+	Guard GuardMode
 }
 
 // DefaultUnexplainedLeaseTTL is the default of Config.UnexplainedLeaseTTL.
@@ -138,6 +146,9 @@ func (c *Config) setDefaults() {
 	if c.DuplicateWindow == 0 {
 		c.DuplicateWindow = DefaultDuplicateWindow
 	}
+	if c.Guard == "" {
+		c.Guard = GuardAuto
+	}
 	if c.UnexplainedLeaseTTL == 0 {
 		c.UnexplainedLeaseTTL = DefaultUnexplainedLeaseTTL
 	}
@@ -171,6 +182,8 @@ func (c *Config) validate() error {
 		return fmt.Errorf("natsstore: Config.Timeout %s is negative", c.Timeout)
 	case c.UnexplainedLeaseTTL < 0:
 		return fmt.Errorf("natsstore: Config.UnexplainedLeaseTTL %s is negative", c.UnexplainedLeaseTTL)
+	case c.Guard != GuardAuto && c.Guard != GuardOn && c.Guard != GuardOff:
+		return fmt.Errorf("natsstore: Config.Guard %q: want auto, on or off", c.Guard)
 	case c.DuplicateWindow < 0:
 		return fmt.Errorf("natsstore: Config.DuplicateWindow %s is negative", c.DuplicateWindow)
 	}

@@ -47,3 +47,20 @@ func runContract(t *testing.T, direct bool, partitions int) {
 		},
 	})
 }
+
+// The guard's contract, with Config.Guard on (a single-replica file stream
+// guards only when told to).
+// With P = 4, each guard goes to its thread's partition stream.
+func TestStore_contractGuarded(t *testing.T) {
+	for _, p := range []int{1, 4} {
+		t.Run(fmt.Sprintf("P%d", p), func(t *testing.T) {
+			srv := natsembedtest.RunForTest(t)
+			eventstest.RunGuarded(t, eventstest.Harness{
+				Subjects: events.Subjects{Partitions: p},
+				Open: func(t *testing.T, now func() time.Time) events.Store {
+					return open(t, srv, func(c *Config) { c.Now, c.Guard, c.Partitions = now, GuardOn, p })
+				},
+			})
+		})
+	}
+}

@@ -162,6 +162,10 @@ func (s *Store) directBatch(ctx context.Context, deadline time.Time, filter stri
 		}
 		stored, _ := time.Parse(time.RFC3339Nano, m.Header.Get(hdrTimeStamp))
 		subject := m.Header.Get(hdrSubject)
+		next = seq + 1
+		if s.subj.IsGuard(subject) {
+			continue // no event (see events.KindGuard)
+		}
 		h := m.Header
 		for _, k := range []string{hdrStream, hdrSubject, hdrSequence, hdrTimeStamp, hdrNumPending, hdrLastSeq} {
 			h.Del(k)
@@ -169,7 +173,6 @@ func (s *Store) directBatch(ctx context.Context, deadline time.Time, filter stri
 		// Loaded events are kept (a claim's history): decode into memory
 		// of their own, not the reply's.
 		envs = append(envs, events.Decode(s.subj, subject, seq, stored, events.Header(h), m.Data))
-		next = seq + 1
 	}
 	return nil, 0, 0, fmt.Errorf("direct get from %s: replies ended without an end-of-batch", stream)
 }

@@ -14,6 +14,15 @@
 // marker exists, and nothing is written (DESIGN §3). Refusals come back as
 // [events.ErrThreadBusy] (fence) or [events.ErrConflict] (compare-and-set).
 //
+// A guarded consuming append ([events.FencedGuarded]) is, when the store
+// guards ([Config.Guard], [GuardMode]), one atomic batch of a guard message
+// on <prefix>.T.guard, which expects the run subject's last sequence to be
+// the one the writer read, then the fenced event: a writer with runner
+// credentials cannot slip a consuming event in between the holder's read
+// and its write. A refused guard comes back as [events.ErrRunMoved]. Guard
+// messages are no events: every read skips them, and the event after one
+// says so ([events.Envelope.GuardBefore]) to readers that watch for gaps.
+//
 // A publish whose reply is lost has an unknown outcome. Append retries it
 // with the same Nats-Msg-Id, and when the retry is refused it reads the
 // subject back for that id, because a single-replica stream checks the
@@ -65,7 +74,8 @@
 //     models);
 //   - consumers: durable.go (a read model's durable), workqueue.go (the
 //     runners' shared work queue);
-//   - batches: batch.go (atomic batches).
+//   - batches: batch.go (atomic batches), guard.go (guarded consuming
+//     appends, [GuardMode]).
 //
 // # Usage
 //

@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"sync/atomic"
 	"time"
 
 	"github.com/nats-io/nats.go"
@@ -36,6 +37,10 @@ type durable struct {
 	st   jetstream.Stream // the stream of the partition cfg.Filter is in
 	cfg  events.DurableConfig
 	cons jetstream.Consumer
+	// guard is the last guard skipped, so that the event after it can
+	// say so (events.Envelope.GuardBefore) across fetches. Fetches are
+	// made one at a time.
+	guard atomic.Uint64
 }
 
 var _ events.DurableConsumer = (*durable)(nil)
@@ -139,7 +144,18 @@ func (d *durable) collect(b jetstream.MessageBatch, err error) ([]events.Deliver
 	}
 	var out []events.Delivery
 	for m := range b.Messages() {
+		if d.s.subj.IsGuard(m.Subject()) {
+			// No event (see events.KindGuard). Its event follows it, and
+			// acking that one acks it too (ack-all).
+			if md, err := m.Metadata(); err == nil {
+				d.guard.Store(md.Sequence.Stream)
+			}
+			continue
+		}
 		env, md := d.s.decodeMsg(m)
+		if g := d.guard.Load(); g != 0 && g == env.Seq-1 {
+			env.GuardBefore = true
+		}
 		out = append(out, events.Delivery{Env: env, Delivered: md.NumDelivered, Token: m})
 	}
 	if err := b.Error(); err != nil && !errors.Is(err, nats.ErrTimeout) && !errors.Is(err, jetstream.ErrNoMessages) &&

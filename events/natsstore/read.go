@@ -105,6 +105,13 @@ func (s *Store) replay(ctx context.Context, st jetstream.Stream, filter string, 
 		if err != nil {
 			return nil, err
 		}
+		if s.subj.IsGuard(m.Subject()) {
+			// No event (see events.KindGuard); its event follows it.
+			if md, err := m.Metadata(); err == nil && md.Sequence.Stream >= target {
+				return envs, nil
+			}
+			continue
+		}
 		env, _ := s.decodeMsg(m)
 		envs = append(envs, env)
 		if env.Seq >= target {

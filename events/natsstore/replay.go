@@ -200,7 +200,9 @@ func (s *Store) replayMsgs(ctx context.Context, filter string, from uint64, fn f
 		if md.Sequence.Stream > last {
 			return last, nil
 		}
-		if err := fn(m, md); err != nil {
+		if s.subj.IsGuard(m.Subject()) {
+			// No event (see events.KindGuard): readers never see one.
+		} else if err := fn(m, md); err != nil {
 			return last, err
 		}
 		if md.Sequence.Stream >= target {
@@ -243,12 +245,19 @@ func (s *Store) NextSeq(ctx context.Context, from uint64) (uint64, bool, error) 
 	}
 	ctx, cancel := s.bound(ctx)
 	defer cancel()
-	m, err := s.getMsg(ctx, s.cfg.Stream, msgGetRequest{Seq: max(from, 1), NextFor: s.subj.All()})
-	if errors.Is(err, jetstream.ErrMsgNotFound) {
-		return 0, false, nil
+	from = max(from, 1)
+	for {
+		m, err := s.getMsg(ctx, s.cfg.Stream, msgGetRequest{Seq: from, NextFor: s.subj.All()})
+		if errors.Is(err, jetstream.ErrMsgNotFound) {
+			return 0, false, nil
+		}
+		if err != nil {
+			return 0, false, unavailable("next event from "+fmt.Sprint(from), err)
+		}
+		if !s.subj.IsGuard(m.Subject) {
+			return m.Sequence, true, nil
+		}
+		// A guard is no event; its event follows it.
+		from = m.Sequence + 1
 	}
-	if err != nil {
-		return 0, false, unavailable("next event from "+fmt.Sprint(from), err)
-	}
-	return m.Sequence, true, nil
 }

@@ -146,7 +146,17 @@ func (s *Store) ensureStream(ctx context.Context, p int, created *int) error {
 	if p == 0 || c.Duplicates < s.dupWindow {
 		s.dupWindow = c.Duplicates
 	}
-	return s.checkStream(p, c)
+	if err := s.checkStream(p, c); err != nil {
+		return err
+	}
+	// One guard mode for the store: it guards only if every partition's
+	// stream does (partitions are opened in order, 0 first).
+	g, err := s.cfg.Guard.guards(c)
+	if err != nil {
+		return err
+	}
+	s.guard = g && (p == 0 || s.guard)
+	return nil
 }
 
 // checkStream refuses an existing stream whose config could lose events or

@@ -28,6 +28,7 @@ type Store struct {
 	kvPut    string // where lease writes are published (kvPrefix, or under the domain)
 	maxEvent int    // effective event size limit
 	direct   bool   // Load reads with direct gets (see directReads)
+	guard    bool   // guarded appends write their guard (see GuardMode)
 
 	muxOnce sync.Once
 	rmux    *replyMux // requests' replies; made on first use

@@ -58,22 +58,33 @@ type tail struct {
 	cons   jetstream.Consumer
 	it     jetstream.MessagesContext
 	once   sync.Once
+	guard  uint64 // the last guard skipped; Next runs on one goroutine
 }
 
 // Next implements [events.Tail]. It returns [events.ErrClosed] once the tail
 // is stopped or the store closed, and ctx's error when ctx ends first.
 func (t *tail) Next(ctx context.Context) (events.Envelope, error) {
-	m, err := t.it.Next(jetstream.NextContext(ctx))
-	if err != nil {
-		if ctx.Err() != nil {
-			return events.Envelope{}, ctx.Err()
+	for {
+		m, err := t.it.Next(jetstream.NextContext(ctx))
+		if err != nil {
+			if ctx.Err() != nil {
+				return events.Envelope{}, ctx.Err()
+			}
+			if errors.Is(err, jetstream.ErrMsgIteratorClosed) {
+				return events.Envelope{}, fmt.Errorf("natsstore: tail %s: %w", t.filter, events.ErrClosed)
+			}
+			return events.Envelope{}, unavailable("tail "+t.filter, err)
 		}
-		if errors.Is(err, jetstream.ErrMsgIteratorClosed) {
-			return events.Envelope{}, fmt.Errorf("natsstore: tail %s: %w", t.filter, events.ErrClosed)
+		if t.s.subj.IsGuard(m.Subject()) { // a guard is no event
+			if md, err := m.Metadata(); err == nil {
+				t.guard = md.Sequence.Stream
+			}
+			continue
 		}
-		return events.Envelope{}, unavailable("tail "+t.filter, err)
+		env := t.s.decodeOwned(m)
+		env.GuardBefore = t.guard != 0 && t.guard == env.Seq-1
+		return env, nil
 	}
-	return t.s.decodeOwned(m), nil
 }
 
 // Stop implements [events.Tail].

@@ -24,7 +24,8 @@ const rolesHeader = `# artifactr's NATS roles as nats-server permissions. Genera
 # thread_summaries, thread_snapshots and message_ids, durable consumers
 # artifactr-runners (the work queue) and summaries (the projector).
 #
-#   RUNNER   publishes claim and run events, writes the four buckets,
+#   RUNNER   publishes claim and run events (and the guards of consuming
+#            ones), writes the four buckets,
 #            creates and acknowledges its durable consumers.
 #   CLIENT   posts (threads.*.posted, and each message id's key in
 #            message_ids) and reads; may create its own

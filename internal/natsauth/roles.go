@@ -206,6 +206,9 @@ func (n Names) Permissions(r Role) (Perm, bool) {
 		pub := []string{
 			n.Prefix + ".*.claim",
 			n.Prefix + ".*.run",
+			// The guard of a guarded consuming write (natsstore.GuardMode):
+			// only writers of the run subject may write it.
+			n.Prefix + ".*.guard",
 			"$KV." + n.Claims + ".>",
 			"$KV." + n.Summaries + ".>",
 			"$KV." + n.Snapshots + ".>",

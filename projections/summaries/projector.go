@@ -404,7 +404,9 @@ func (s *session) step(ctx context.Context, ds []events.Delivery) error {
 			s.p.stats.skipped.Add(1)
 			continue
 		}
-		if seq != next+1 {
+		if seq != next+1 && !(ds[i].Env.GuardBefore && seq == next+2) {
+			// A jump that no skipped guard explains (see
+			// events.Envelope.GuardBefore).
 			real, err := s.realGap(ctx, next+1, seq)
 			if err != nil {
 				return err

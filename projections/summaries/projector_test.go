@@ -607,3 +607,50 @@ func TestApply_jetStreamRedelivery(t *testing.T) {
 	sameSummaries(t, "after redelivery", sums, once)
 	sameSummaries(t, "reference", sums, reference(t, s))
 }
+
+// A log written with guarded consuming appends (natsstore Guard on): the
+// durable never hands the projector a guard, and the projector applies
+// everything without taking a skipped guard for a delivery gap (the event
+// after one says so, GuardBefore; failing that, NextSeq steps over it):
+// no reset past its session's start. With both gone it resets forever.
+func TestProjector_guardedLog(t *testing.T) {
+	srv := natsembedtest.RunForTest(t)
+	s, err := natsstore.New(ctxT(t), natsstore.Config{URL: srv.ClientURL(), Guard: natsstore.GuardOn})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { s.Close() })
+	p := newTestProjector(t, s, "guarded")
+	runInBackground(t, p)
+	for i := range 5 {
+		th := fmt.Sprintf("g%d", i)
+		m1, err := s.Post(ctxT(t), th, postMsg(th+"-1"))
+		if err != nil {
+			t.Fatal(err)
+		}
+		m2, err := s.Post(ctxT(t), th, postMsg(th+"-2"))
+		if err != nil {
+			t.Fatal(err)
+		}
+		c, _, err := events.AcquireClaim(ctxT(t), s, th, "A", 10*time.Second, time.Now())
+		if err != nil {
+			t.Fatal(err)
+		}
+		run, err := s.LastSeq(ctxT(t), th, events.KindRun)
+		if err != nil {
+			t.Fatal(err)
+		}
+		rs, err := s.Append(ctxT(t), events.NewRunStarted(c, time.Now(), "r1", m1.Seq, "echo"), events.FencedGuarded(c, run))
+		if err != nil {
+			t.Fatal(err)
+		}
+		if _, err := s.Append(ctxT(t), events.NewSteeringGiven(c, time.Now(), "r1", m2.Seq), events.FencedGuarded(c, rs.Seq)); err != nil {
+			t.Fatal(err)
+		}
+	}
+	waitCaughtUp(t, p)
+	if st := p.Stats(); st.Resets != 1 {
+		t.Fatalf("%d resets, want 1 (the session's start): a skipped guard was taken for a gap", st.Resets)
+	}
+	sameSummaries(t, "guarded log", storedSummaries(t, s, "guarded"), reference(t, s))
+}

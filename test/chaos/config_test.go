@@ -10,6 +10,8 @@ import (
 	"time"
 
 	"go.uber.org/goleak"
+
+	"github.com/artifactr/artifactr/events/natsstore"
 )
 
 // Flags, each with an environment variable for CI (the flag wins).
@@ -19,6 +21,7 @@ var (
 	flagCluster = flag.String("chaos.cluster", os.Getenv("SOAK_CLUSTER"), "chaos: fault phase of the cluster soak (default 45s)")
 	flagMany    = flag.String("chaos.many", os.Getenv("SOAK_MANY"), "chaos: fault phase of the 5,000-thread soak (default 25s)")
 	flagHTTP    = flag.String("chaos.http", os.Getenv("SOAK_HTTP"), "chaos: fault phase of the soak through the HTTP API (default 12s)")
+	flagGuard   = flag.String("chaos.guard", os.Getenv("CHAOS_GUARD"), "chaos: the runners' stores' guard of consuming writes, auto, on or off (natsstore.Config.Guard; default auto: on on the cluster, off on one server)")
 )
 
 // mutationSeed is the mutation check's default seed: the check must fail the
@@ -97,6 +100,18 @@ type config struct {
 	// store's default).
 	forge            *forgeConfig
 	unexplainedLease time.Duration
+	// guard is the stores' natsstore.Config.Guard (-chaos.guard).
+	guard natsstore.GuardMode
+}
+
+// guardMode returns the -chaos.guard value.
+func guardMode(t *testing.T) natsstore.GuardMode {
+	t.Helper()
+	g, err := natsstore.ParseGuardMode(*flagGuard)
+	if err != nil {
+		t.Fatalf("-chaos.guard / CHAOS_GUARD: %v", err)
+	}
+	return g
 }
 
 func soakConfig(t *testing.T) config {
@@ -118,6 +133,7 @@ func soakConfig(t *testing.T) config {
 		minLive:  2,
 		skews:    []float64{-2, -1.2, 0, 0, 0, 1.2, 2},
 		pDupPost: 0.1, pRetryPost: 0.05,
+		guard: guardMode(t),
 	}
 }
 

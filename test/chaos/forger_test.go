@@ -122,6 +122,11 @@ func forgerConfig(t *testing.T) config {
 		minAge = 3 * c.ttl / 2
 	}
 	c.forge = &forgeConfig{gap: [2]time.Duration{150 * time.Millisecond, 500 * time.Millisecond}, minAge: minAge, aim: aim}
+	if *flagGuard == "" {
+		// The guard closes the window the forger aims at; on a single
+		// server auto would leave it off.
+		c.guard = natsstore.GuardOn
+	}
 	return c
 }
 

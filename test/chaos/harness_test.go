@@ -42,6 +42,7 @@ type harness struct {
 	slots    []*slot
 
 	faultsOn atomic.Bool // stalls are injected only while set
+	guarded  atomic.Bool // a store opened guards consuming writes (Config.Guard)
 	faults   counters    // faults injected, by kind
 	stats    counters    // store outcomes (chaosStore) and post outcomes
 	runStats runner.Stats
@@ -128,9 +129,12 @@ func (h *harness) openStore(name string, now func() time.Time) (*nats.Conn, *nat
 			ctx, cancel := context.WithTimeout(context.Background(), 20*time.Second)
 			var s *natsstore.Store
 			s, err = natsstore.New(ctx, natsstore.Config{Conn: nc, Replicas: h.replicas(), Now: now, Timeout: 5 * time.Second, Logger: h.log,
-				UnexplainedLeaseTTL: h.cfg.unexplainedLease})
+				UnexplainedLeaseTTL: h.cfg.unexplainedLease, Guard: h.cfg.guard})
 			cancel()
 			if err == nil {
+				if s.Guarded() {
+					h.guarded.Store(true)
+				}
 				return nc, s, nil
 			}
 			nc.Close()

@@ -53,6 +53,9 @@ func describe(ev *eventspb.Event) string {
 func describeCheck(c events.Check) string {
 	switch c.Mode {
 	case events.CheckFence:
+		if c.Guarded {
+			return fmt.Sprintf("[fenced by claim %d, guarded at run seq %d]", c.Seq, c.RunSeq)
+		}
 		return fmt.Sprintf("[fenced by claim %d]", c.Seq)
 	case events.CheckSubject:
 		return fmt.Sprintf("[expect run subject at %d]", c.Seq)
