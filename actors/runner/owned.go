@@ -28,6 +28,11 @@ type partitionOpener interface {
 	}, error)
 }
 
+// ownStart opens the ownership core with the runner's first session. It
+// is sent once the runner actor's PID is known, as its lease calls report
+// back to it.
+type ownStart struct{}
+
 // leave starts a graceful stop with partitions: hand every partition over
 // first, then drain what is left.
 type leave struct{}

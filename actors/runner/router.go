@@ -81,8 +81,8 @@ func (ra *runnerActor) Receive(ctx actor.Context) {
 			ra.own.leaving = true
 			ra.ownStep(ctx, owner.Leave{})
 		}
-	case *actor.Started:
-		if ra.own != nil && ra.own.session != "" {
+	case ownStart:
+		if ra.own.session != "" {
 			ra.ownStep(ctx, owner.SessionOpened{ID: ra.own.session})
 		}
 	case *actor.Terminated:

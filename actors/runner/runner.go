@@ -366,6 +366,9 @@ func (r *Runner) Start(ctx context.Context) error {
 		return fmt.Errorf("runner: spawn: %w", err)
 	}
 	r.pid = pid
+	if own != nil {
+		r.send(ownStart{})
+	}
 	for p, t := range tails {
 		r.goDo(func() { r.follow(r.ctx, p, t) })
 	}
