@@ -36,6 +36,18 @@
 // snapshot loads) lives in storage.go, and its timers run on one re-armed
 // time.Timer.
 //
+// With partitions (P > 1), the runners divide them (issue 29): the runner
+// actor runs an owner.Core next to its scheduler, fed the live sessions
+// from the lease watch, and follows, pulls the work queue of
+// (natsstore's WorkQueue.OpenPartition) and claims the threads of only
+// the partitions it owns (sched.Config.Owns). A partition it hands over is
+// drained (sched.Disowned: its threads' actors release their claims)
+// before its lease is released; a partition it takes is followed from new
+// events, and the threads ever posted to in it are looked at, so work a
+// drained or dead owner left is found. Stop hands every partition over
+// first. So each event is delivered to one runner, whatever their number.
+// With P = 1 nothing of this runs: every runner follows the one stream.
+//
 // A claimed idle thread costs its actor, its core's view and one idle timer.
 // A claim loads the thread's events up to its marker only; events after it
 // reach the actor through the follow, and those routed while the claim was

@@ -9,6 +9,7 @@ import (
 
 	"github.com/asynkron/protoactor-go/actor"
 
+	"github.com/artifactr/artifactr/actors/runner/owner"
 	"github.com/artifactr/artifactr/actors/runner/sched"
 	"github.com/artifactr/artifactr/actors/thread"
 	"github.com/artifactr/artifactr/events"
@@ -45,7 +46,10 @@ type runnerActor struct {
 	r        *Runner
 	s        *sched.Scheduler
 	children map[string]child // the actors of the threads held
-	armed    time.Time        // the timer armed, as the Ready last said
+	own      *ownership       // partition ownership, with P > 1; else nil
+
+	schedWake time.Time // the scheduler's timer, as its Ready last said
+	armed     time.Time // the timer armed: the earlier of it and own's
 
 	// props spawns every thread actor: Props per actor cost a few hundred
 	// bytes per held thread. Its producer returns spawning, which the
@@ -54,8 +58,8 @@ type runnerActor struct {
 	spawning *threadActor
 }
 
-func newRunnerActor(r *Runner, s *sched.Scheduler) *runnerActor {
-	return &runnerActor{r: r, s: s, children: map[string]child{}}
+func newRunnerActor(r *Runner, s *sched.Scheduler, own *ownership) *runnerActor {
+	return &runnerActor{r: r, s: s, own: own, children: map[string]child{}}
 }
 
 // Receive implements actor.Actor.
@@ -65,6 +69,22 @@ func (ra *runnerActor) Receive(ctx actor.Context) {
 		ra.step(ctx, m.ClaimDone, &m)
 	case sched.Event:
 		ra.step(ctx, m, nil)
+		if ra.own != nil {
+			ra.ownLeaseChanged(ctx, m)
+		}
+	case owner.Event:
+		if ra.own != nil {
+			ra.ownStep(ctx, m)
+		}
+	case leave:
+		if ra.own != nil {
+			ra.own.leaving = true
+			ra.ownStep(ctx, owner.Leave{})
+		}
+	case ownStart:
+		if ra.own.session != "" {
+			ra.ownStep(ctx, owner.SessionOpened{ID: ra.own.session})
+		}
 	case *actor.Terminated:
 		if ev, ok := ra.terminated(ctx, m.Who); ok {
 			ra.step(ctx, ev, nil)
@@ -72,6 +92,9 @@ func (ra *runnerActor) Receive(ctx actor.Context) {
 	case tick:
 		ra.armed = time.Time{} // fired
 		ra.step(ctx, sched.Tick{}, nil)
+		if ra.own != nil {
+			ra.ownStep(ctx, owner.Tick{})
+		}
 	case debugReq:
 		m.reply <- ra.s.Describe(m.threads, ra.r.Followed())
 	case *actor.Stopped:
@@ -108,10 +131,8 @@ func (ra *runnerActor) step(ctx actor.Context, ev sched.Event, cr *claimResult) 
 	for _, th := range rd.Drain {
 		ctx.Send(ra.children[th].pid, drainReq{})
 	}
-	if !rd.Wake.Equal(ra.armed) {
-		ra.armed = rd.Wake
-		r.armTimer(rd.Wake)
-	}
+	ra.schedWake = rd.Wake
+	ra.rearm()
 	if rd.Done {
 		select {
 		case <-r.done:
@@ -122,6 +143,12 @@ func (ra *runnerActor) step(ctx actor.Context, ev sched.Event, cr *claimResult) 
 	r.publish(ra.s.Stats())
 	if rd.Spawn != nil {
 		ra.step(ctx, ra.spawn(ctx, *rd.Spawn, cr), nil)
+	}
+	if ra.own != nil && len(ra.own.draining) > 0 {
+		switch ev.(type) {
+		case sched.Terminated, sched.ClaimDone, sched.PeekDone, sched.Spawned:
+			ra.maybeDrained(ctx) // a handover may be over
+		}
 	}
 }
 

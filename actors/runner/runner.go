@@ -223,6 +223,7 @@ type Runner struct {
 	timerKick chan struct{}
 
 	followed atomic.Uint64 // the last stream sequence the follow routed (partition 0's)
+	parts    partitionView // what the ownership core says, with P > 1
 	// stopCalled says Stop or Kill was called, so Wake sends nothing to
 	// an actor system going down. Whether the runner drains is the
 	// scheduler's to know.
@@ -237,10 +238,17 @@ func New(cfg Config) (*Runner, error) {
 	if err := cfg.setDefaults(); err != nil {
 		return nil, err
 	}
-	return &Runner{
+	r := &Runner{
 		cfg: cfg, store: cfg.Store, subjects: cfg.Store.Subjects(), log: cfg.Logger.With("runner", cfg.ID),
 		done: make(chan struct{}), actorStopped: make(chan struct{}), timerKick: make(chan struct{}, 1),
-	}, nil
+	}
+	if n := r.subjects.PartitionCount(); n > 1 {
+		if _, ok := cfg.Store.(events.PartitionLeaser); !ok {
+			return nil, fmt.Errorf("runner: a store of %d partitions must keep partition leases (events.PartitionLeaser)", n)
+		}
+		r.parts.routed = make([]atomic.Int64, n)
+	}
+	return r, nil
 }
 
 // ID returns the runner's id.
@@ -300,8 +308,13 @@ func (r *Runner) Start(ctx context.Context) error {
 		r.stats.sessions.Add(1)
 	}
 	// One follow per partition: each partition is a stream of its own,
-	// with its own sequences.
-	tails := make([]events.Tail, r.subjects.PartitionCount())
+	// with its own sequences. With partition ownership (P > 1) the runner
+	// follows only the partitions it owns, as its ownership core says.
+	owning := r.subjects.PartitionCount() > 1
+	var tails []events.Tail
+	if !owning {
+		tails = make([]events.Tail, r.subjects.PartitionCount())
+	}
 	stopTails := func() {
 		for _, t := range tails {
 			if t != nil {
@@ -332,7 +345,11 @@ func (r *Runner) Start(ctx context.Context) error {
 	)
 	r.env = threadEnv{cfg: &r.cfg, store: r.store, stats: &r.stats, log: r.log, ctx: r.ctx, root: r.sys.Root,
 		goDo: r.goDo, now: r.now, snapshotSaved: r.snapshotSaved}
-	ra := newRunnerActor(r, r.newScheduler(sess))
+	var own *ownership
+	if owning {
+		own = newOwnership(r, sess.ID)
+	}
+	ra := newRunnerActor(r, r.newScheduler(sess, own), own)
 	props := actor.PropsFromProducer(func() actor.Actor { return ra },
 		actor.WithDispatcher(r.disp),
 		// A panicking thread actor is stopped, never restarted: the
@@ -349,22 +366,34 @@ func (r *Runner) Start(ctx context.Context) error {
 		return fmt.Errorf("runner: spawn: %w", err)
 	}
 	r.pid = pid
+	if own != nil {
+		r.send(ownStart{})
+	}
 	for p, t := range tails {
-		r.goDo(func() { r.follow(p, t) })
+		r.goDo(func() { r.follow(r.ctx, p, t) })
 	}
 	r.goDo(func() { r.watchLeases(watch) })
 	r.goDo(func() { r.keepSession(sess) })
 	r.goDo(r.runTimer)
-	if w := r.cfg.Work; w != nil {
+	if w := r.cfg.Work; w != nil && (own == nil || own.opener == nil) {
+		// With partitions and a source that cannot be split, wake-ups of
+		// partitions this runner does not own are left unacknowledged,
+		// for the owner (after the source's redelivery delay).
 		r.goDo(func() { r.pullWork(w) })
 	}
 	return nil
 }
 
 // newScheduler returns the scheduler of a runner that opened sess (none
-// when its ID is ""), its jitter seeded at random.
-func (r *Runner) newScheduler(sess events.Session) *sched.Scheduler {
+// when its ID is ""), its jitter seeded at random. With own, it claims only
+// the threads of the partitions the runner owns.
+func (r *Runner) newScheduler(sess events.Session, own *ownership) *sched.Scheduler {
+	var owns func(string) bool
+	if own != nil {
+		owns = own.owns
+	}
 	return sched.New(sched.Config{
+		Owns:        owns,
 		ClaimTTL:    r.cfg.ClaimTTL,
 		MaxClaiming: r.cfg.MaxClaiming,
 		Work:        r.cfg.Work != nil,
@@ -377,20 +406,23 @@ func (r *Runner) newScheduler(sess events.Session) *sched.Scheduler {
 func (r *Runner) send(msg any) { r.sys.Root.Send(r.pid, msg) }
 
 // follow feeds every event of partition p's stream, in order, to the
-// runner actor. The stream holds only thread events and the guards of
-// guarded appends, and never deletes any, so its sequences have no holes
-// but the guards the tail skips, which the event after one says
-// (GuardBefore): any other jump means events were missed, and the follow
-// starts again after the last one routed.
-func (r *Runner) follow(p int, t events.Tail) {
+// runner actor, until ctx ends. The stream holds only thread events and
+// the guards of guarded appends, and never deletes any, so its sequences
+// have no holes but the guards the tail skips, which the event after one
+// says (GuardBefore): any other jump means events were missed, and the
+// follow starts again after the last one routed.
+func (r *Runner) follow(ctx context.Context, p int, t events.Tail) {
 	var last uint64
 	for {
-		env, err := t.Next(r.ctx)
+		env, err := t.Next(ctx)
 		if err == nil && (last == 0 || env.Seq == last+1 || env.GuardBefore && env.Seq == last+2) {
 			last = env.Seq
 			r.send(sched.Routed{Env: env})
 			if p == 0 {
 				r.followed.Store(last)
+			}
+			if p < len(r.parts.routed) {
+				r.parts.routed[p].Add(1)
 			}
 			continue
 		}
@@ -398,7 +430,7 @@ func (r *Runner) follow(p int, t events.Tail) {
 			continue // delivered twice
 		}
 		t.Stop()
-		if r.ctx.Err() != nil {
+		if ctx.Err() != nil {
 			return
 		}
 		if err != nil {
@@ -406,30 +438,33 @@ func (r *Runner) follow(p int, t events.Tail) {
 		} else {
 			r.log.Warn("gap in the stream follow; following again", "after", last, "got", env.Seq)
 		}
-		t = r.retail(p, last)
+		t = r.openTail(ctx, p, last)
 		if t == nil {
 			return
 		}
 	}
 }
 
-// retail opens partition p's follow again after last, retrying until it
-// can or the runner stops.
-func (r *Runner) retail(p int, last uint64) events.Tail {
+// openTail opens partition p's follow after last (from new events when
+// last is 0), retrying until it can or ctx ends.
+func (r *Runner) openTail(ctx context.Context, p int, last uint64) events.Tail {
 	b := sys.NewBackoff(50*time.Millisecond, 2*time.Second)
 	for {
-		ctx, cancel := context.WithTimeout(r.ctx, r.cfg.CallTimeout)
+		cctx, cancel := context.WithTimeout(ctx, r.cfg.CallTimeout)
 		from := last + 1
 		if last == 0 {
 			from = 0
 		}
-		t, err := r.store.Tail(ctx, r.subjects.PartitionAll(p), from)
+		t, err := r.store.Tail(cctx, r.subjects.PartitionAll(p), from)
 		cancel()
 		if err == nil {
 			return t
 		}
+		if ctx.Err() != nil {
+			return nil
+		}
 		r.log.Warn("cannot follow the stream; retrying", "err", err)
-		if !b.Wait(r.ctx) {
+		if !b.Wait(ctx) {
 			return nil
 		}
 	}
@@ -580,7 +615,11 @@ func (r *Runner) Stop(ctx context.Context) error {
 	var err error
 	r.stopOnce.Do(func() {
 		r.stopCalled.Store(true)
-		r.send(sched.Drain{})
+		if r.subjects.PartitionCount() > 1 {
+			r.send(leave{}) // hand the partitions over, then drain
+		} else {
+			r.send(sched.Drain{})
+		}
 		select {
 		case <-r.done:
 			r.closeSession(ctx)

@@ -36,6 +36,8 @@ type benchFlags struct {
 	maxTime           time.Duration
 	claimTTL          time.Duration
 	json              bool
+	partitions        int
+	runners           int
 }
 
 // errorLogger logs errors only, to stderr: the embedded servers, stores
@@ -74,7 +76,16 @@ its ack, and prints the ratio. Figures only: nothing is asserted.
 stderr): {"mode","fsync","phases":[{"name","threads","turns",
 "turns_per_second","events","events_per_second","cpu_ms_per_turn",
 "start_p50_ms","start_p99_ms","end_p50_ms","end_p99_ms"}],
-"raw_appends_per_second","events_per_raw_ratio"}.`,
+"raw_appends_per_second","events_per_raw_ratio","delivery":{"events",
+"deliveries_per_event","follow_deliveries_per_event",
+"work_deliveries_per_event","observer_deliveries_per_event",
+"out_msgs_per_event"}}.
+
+--partitions P and --runners R run R runners on a store of P partition
+streams. deliveries_per_event is what the partition streams' consumers
+delivered to the runners per event stored, from the server's consumer
+info; out_msgs_per_event is the server's whole out_msgs (it also counts
+publish acks, API replies, the lease watch and the bench's own follow).`,
 		Args: cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error {
 			if f.threads < 1 || f.messages < 1 {
@@ -89,7 +100,14 @@ stderr): {"mode","fsync","phases":[{"name","threads","turns",
 			if f.json {
 				jsonOut = a.jsonMode()
 			}
+			if f.partitions < 1 || f.runners < 1 {
+				return usagef("--partitions and --runners must be at least 1")
+			}
+			if f.closedLoop && (f.partitions > 1 || f.runners > 1) {
+				return usagef("--partitions and --runners are for the open mode, not --closed-loop")
+			}
 			cfg := bench.TurnsConfig{Threads: f.threads, Messages: f.messages, Sync: f.sync, ClaimTTL: f.claimTTL,
+				Partitions: f.partitions, Runners: f.runners,
 				Out: a.stdout, Logger: a.errorLogger(), TraceConsole: a.stderr}
 			run := bench.Turns
 			if f.closedLoop {
@@ -113,6 +131,8 @@ stderr): {"mode","fsync","phases":[{"name","threads","turns",
 	fl.BoolVar(&f.noSync, "no-sync", false, "with --closed-loop: do not fsync")
 	fl.DurationVar(&f.maxTime, "max-time", 5*time.Minute, "give up after this long")
 	fl.DurationVar(&f.claimTTL, "claim-ttl", 10*time.Second, "the runner's lease TTL")
+	fl.IntVar(&f.partitions, "partitions", 1, "partition streams of the store; with more than one the runners divide them")
+	fl.IntVar(&f.runners, "runners", 1, "runners sharing the work")
 	fl.BoolVar(&f.json, "json", false, "print the figures as one JSON object")
 	return cmd
 }

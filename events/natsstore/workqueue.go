@@ -426,3 +426,26 @@ func (q *WorkQueue) AckWait() time.Duration { return q.ackWait }
 
 // WorkAckWait is the AckWait of the queues [Store.WorkQueue] opens.
 const WorkAckWait = workAckWait
+
+// OpenPartition opens the work queue of partition p alone: the consumer of
+// this queue's name on p's stream. A runner that owns some partitions
+// (issue 29) pulls only theirs, so a post wakes the runner that owns its
+// thread's partition, and releases the queue when the partition moves.
+// Its result has the method set of runner.WorkReleaser, spelled out so
+// that this package need not import the runner's.
+func (q *WorkQueue) OpenPartition(ctx context.Context, p int) (interface {
+	Next(context.Context) (string, func(), error)
+	Stop()
+	Release()
+}, error) {
+	if p < 0 || p >= q.s.subj.PartitionCount() {
+		return nil, fmt.Errorf("natsstore: work queue %s: no partition %d of %d", q.name, p, q.s.subj.PartitionCount())
+	}
+	part := &WorkQueue{s: q.s, name: q.name, ackWait: q.ackWait, p: p, stop: make(chan struct{})}
+	ctx, cancel := q.s.bound(ctx)
+	defer cancel()
+	if err := part.open(ctx); err != nil {
+		return nil, err
+	}
+	return part, nil
+}

@@ -16,22 +16,30 @@ import (
 // followStream calls fn with every event of the stream from sequence from (0:
 // only new ones) in a goroutine, until the returned stop is called.
 func followStream(ctx context.Context, store *natsstore.Store, from uint64, fn func(events.Envelope)) (stop func(), err error) {
-	tail, err := store.Tail(ctx, events.Subjects{}.All(), from)
-	if err != nil {
-		return nil, err
+	subj := store.Subjects()
+	tails := make([]events.Tail, subj.PartitionCount())
+	for p := range tails {
+		if tails[p], err = store.Tail(ctx, subj.PartitionAll(p), from); err != nil {
+			for _, t := range tails[:p] {
+				t.Stop()
+			}
+			return nil, err
+		}
 	}
 	fctx, cancel := context.WithCancel(ctx)
 	var wg sync.WaitGroup
-	wg.Go(func() {
-		defer tail.Stop()
-		for {
-			env, err := tail.Next(fctx)
-			if err != nil {
-				return
+	for _, tail := range tails {
+		wg.Go(func() {
+			defer tail.Stop()
+			for {
+				env, err := tail.Next(fctx)
+				if err != nil {
+					return
+				}
+				fn(env) // from one goroutine per partition: fn locks
 			}
-			fn(env)
-		}
-	})
+		})
+	}
 	return func() { cancel(); wg.Wait() }, nil
 }
 

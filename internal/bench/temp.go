@@ -23,6 +23,11 @@ type Temp struct {
 // the callers say themselves whether writes are fsynced. Close removes
 // everything.
 func StartTemp(ctx context.Context, prefix string, noSync bool, natsLog, storeLog *slog.Logger) (*Temp, error) {
+	return StartTempPartitions(ctx, prefix, noSync, 1, natsLog, storeLog)
+}
+
+// StartTempPartitions is [StartTemp] with a store of partitions streams.
+func StartTempPartitions(ctx context.Context, prefix string, noSync bool, partitions int, natsLog, storeLog *slog.Logger) (*Temp, error) {
 	if natsLog == nil {
 		natsLog = slog.New(slog.DiscardHandler)
 	}
@@ -38,7 +43,7 @@ func StartTemp(ctx context.Context, prefix string, noSync bool, natsLog, storeLo
 		os.RemoveAll(dir)
 		return nil, err
 	}
-	store, err := natsstore.New(ctx, natsstore.Config{URL: srv.ClientURL(), Logger: storeLog})
+	store, err := natsstore.New(ctx, natsstore.Config{URL: srv.ClientURL(), Logger: storeLog, Partitions: partitions})
 	if err != nil {
 		srv.Shutdown()
 		os.RemoveAll(dir)

@@ -27,6 +27,11 @@ type TurnsConfig struct {
 	Messages int           // messages per thread
 	Sync     bool          // fsync every JetStream write
 	ClaimTTL time.Duration // the runner's lease TTL. Required.
+	// Partitions is the store's partition count ([Turns] only). Default 1.
+	Partitions int
+	// Runners is how many runners share the work ([Turns] only); with
+	// Partitions > 1 they divide the partitions. Default 1.
+	Runners int
 	// Out gets the text lines. Required.
 	Out io.Writer
 	// Logger logs the errors of the server, the stores and the runner.
@@ -44,6 +49,10 @@ func (c *TurnsConfig) validate() error {
 	if c.ClaimTTL <= 0 {
 		return errors.New("bench: ClaimTTL must be positive")
 	}
+	if c.Partitions < 0 || c.Runners < 0 {
+		return errors.New("bench: Partitions and Runners must not be negative")
+	}
+	c.Partitions, c.Runners = max(c.Partitions, 1), max(c.Runners, 1)
 	if c.Logger == nil {
 		c.Logger = slog.New(slog.DiscardHandler)
 	}
@@ -61,6 +70,8 @@ type TurnsResult struct {
 	Phases            []Phase `json:"phases"`
 	RawAppendsPerSec  float64 `json:"raw_appends_per_second,omitempty"`
 	EventsPerRawRatio float64 `json:"events_per_raw_ratio,omitempty"`
+	// Delivery is what the server delivered per event stored ([Turns]).
+	Delivery *Delivery `json:"delivery,omitempty"`
 }
 
 // Phase is the figures of one phase of turns.
@@ -78,6 +89,13 @@ type Phase struct {
 	EndP99Ms        float64 `json:"end_p99_ms"`
 }
 
+// turnKey names a turn: its prompt's thread and sequence (sequences are
+// per partition stream).
+type turnKey struct {
+	thread string
+	seq    uint64
+}
+
 // turnTimes are the stored times of one message's turn.
 type turnTimes struct {
 	posted, started, ended time.Time
@@ -86,8 +104,8 @@ type turnTimes struct {
 // turnCollector follows the stream and times every turn.
 type turnCollector struct {
 	mu        sync.Mutex // protects the fields below
-	turns     map[uint64]*turnTimes
-	runPrompt map[string]uint64 // run id -> prompt seq
+	turns     map[turnKey]*turnTimes
+	runPrompt map[string]turnKey // run id -> prompt
 	ended     int
 	events    int
 	bytes     int
@@ -98,14 +116,14 @@ type turnCollector struct {
 }
 
 func newTurnCollector(want int) *turnCollector {
-	return &turnCollector{turns: map[uint64]*turnTimes{}, runPrompt: map[string]uint64{}, done: make(chan struct{}), want: want}
+	return &turnCollector{turns: map[turnKey]*turnTimes{}, runPrompt: map[string]turnKey{}, done: make(chan struct{}), want: want}
 }
 
-func (c *turnCollector) turn(seq uint64) *turnTimes {
-	t := c.turns[seq]
+func (c *turnCollector) turn(k turnKey) *turnTimes {
+	t := c.turns[k]
 	if t == nil {
 		t = &turnTimes{}
-		c.turns[seq] = t
+		c.turns[k] = t
 	}
 	return t
 }
@@ -119,13 +137,14 @@ func (c *turnCollector) add(env events.Envelope) {
 	}
 	switch b := env.Event.GetBody().(type) {
 	case *eventspb.Event_MessagePosted:
-		c.turn(env.Seq).posted = env.Stored
+		c.turn(turnKey{env.Thread, env.Seq}).posted = env.Stored
 		if c.first.IsZero() {
 			c.first = env.Stored
 		}
 	case *eventspb.Event_RunStarted:
-		c.runPrompt[b.RunStarted.GetRunId()] = b.RunStarted.GetPromptSeq()
-		c.turn(b.RunStarted.GetPromptSeq()).started = env.Stored
+		k := turnKey{env.Thread, b.RunStarted.GetPromptSeq()}
+		c.runPrompt[b.RunStarted.GetRunId()] = k
+		c.turn(k).started = env.Stored
 	case *eventspb.Event_RunCompleted, *eventspb.Event_RunFailed, *eventspb.Event_RunAbandoned:
 		var id string
 		switch b := b.(type) {
@@ -136,8 +155,8 @@ func (c *turnCollector) add(env events.Envelope) {
 		case *eventspb.Event_RunAbandoned:
 			id = b.RunAbandoned.GetRunId()
 		}
-		if seq, ok := c.runPrompt[id]; ok {
-			c.turn(seq).ended = env.Stored
+		if k, ok := c.runPrompt[id]; ok {
+			c.turn(k).ended = env.Stored
 			c.last = env.Stored
 			c.ended++
 			if c.ended == c.want {
@@ -156,7 +175,7 @@ func Turns(ctx context.Context, cfg TurnsConfig) (*TurnsResult, error) {
 	if err := cfg.validate(); err != nil {
 		return nil, err
 	}
-	ts, err := StartTemp(ctx, "artifactr-bench-", !cfg.Sync, cfg.Logger, nil)
+	ts, err := StartTempPartitions(ctx, "artifactr-bench-", !cfg.Sync, cfg.Partitions, cfg.Logger, nil)
 	if err != nil {
 		return nil, err
 	}
@@ -166,9 +185,10 @@ func Turns(ctx context.Context, cfg TurnsConfig) (*TurnsResult, error) {
 	if cfg.Sync {
 		syncNote = "fsync on every write"
 	}
-	fmt.Fprintf(cfg.Out, "bench turns: %d threads x %d messages, embedded server (%s), echo agent\n", cfg.Threads, cfg.Messages, syncNote)
+	fmt.Fprintf(cfg.Out, "bench turns: %d threads x %d messages, embedded server (%s), echo agent, %d partitions, %d runners\n",
+		cfg.Threads, cfg.Messages, syncNote, cfg.Partitions, cfg.Runners)
 
-	col, elapsed, err := runTurns(ctx, store, &cfg)
+	col, elapsed, dl, err := runTurns(ctx, ts, &cfg)
 	if err != nil {
 		return nil, err
 	}
@@ -196,8 +216,11 @@ func Turns(ctx context.Context, cfg TurnsConfig) (*TurnsResult, error) {
 	fmt.Fprintf(cfg.Out, "raw:     %d plain JetStream publishes of %d bytes, %d publishers waiting for acks: %.0f appends/s\n",
 		col.events, size, cfg.Threads, rawRate)
 	fmt.Fprintf(cfg.Out, "ratio:   artifactr events/s / raw appends/s = %.2f (a thread appends one event at a time, each after the previous is acked and observed)\n", evRate/rawRate)
+	fmt.Fprintf(cfg.Out, "deliver: %.2f runner deliveries per event (follows %.2f, work queue %.2f), %.2f to the bench's own follow; server out_msgs %.2f per event (with acks, API replies, lease watch)\n",
+		dl.PerEvent, dl.FollowPerEvent, dl.WorkPerEvent, dl.ObserverPerEvent, dl.OutMsgsPerEvent)
 	return &TurnsResult{
-		Mode: "open", Fsync: cfg.Sync,
+		Delivery: dl,
+		Mode:     "open", Fsync: cfg.Sync,
 		Phases: []Phase{{Name: "concurrent", Threads: cfg.Threads, Turns: turns,
 			TurnsPerSecond: float64(turns) / span.Seconds(), Events: col.events, EventsPerSecond: evRate,
 			StartP50Ms: ms(pct(toStart, 0.50)), StartP99Ms: ms(pct(toStart, 0.99)), EndP50Ms: ms(pct(toEnd, 0.50)), EndP99Ms: ms(pct(toEnd, 0.99))}},
@@ -205,29 +228,59 @@ func Turns(ctx context.Context, cfg TurnsConfig) (*TurnsResult, error) {
 	}, nil
 }
 
-// runTurns posts every message and waits until every turn has ended.
-func runTurns(ctx context.Context, store *natsstore.Store, cfg *TurnsConfig) (*turnCollector, time.Duration, error) {
+// runTurns posts every message and waits until every turn has ended, with
+// cfg.Runners runners sharing the work queue, and measures the server's
+// deliveries meanwhile.
+func runTurns(ctx context.Context, ts *Temp, cfg *TurnsConfig) (*turnCollector, time.Duration, *Delivery, error) {
+	store := ts.Store
 	turns := cfg.Threads * cfg.Messages
 	col := newTurnCollector(turns)
 	stop, err := followStream(ctx, store, 1, col.add)
 	if err != nil {
-		return nil, 0, err
+		return nil, 0, nil, err
 	}
 	defer stop()
+	// The bench's own follows are there before any runner's: their
+	// consumers are the observer's, not delivery to runners.
+	own, err := consumerDeliveries(ctx, ts)
+	if err != nil {
+		return nil, 0, nil, err
+	}
 
 	observer, stopObs, err := newObserver(ctx, cfg)
 	if err != nil {
-		return nil, 0, err
+		return nil, 0, nil, err
 	}
 	defer stopObs()
-	r, err := runner.New(runner.Config{Store: store, Agent: agent.Echo{}, ID: "bench", ClaimTTL: cfg.ClaimTTL, Logger: cfg.Logger, Observer: observer})
+	var rs []*runner.Runner
+	defer func() {
+		for _, r := range rs {
+			r.Kill()
+		}
+	}()
+	for i := range cfg.Runners {
+		// No work queue, as before runners shared one: posts reach the
+		// runners through their follows (by hash, or by partition owner).
+		id := "bench"
+		if cfg.Runners > 1 {
+			id = fmt.Sprintf("bench-%d", i)
+		}
+		r, err := runner.New(runner.Config{Store: store, Agent: agent.Echo{}, ID: id, ClaimTTL: cfg.ClaimTTL, Logger: cfg.Logger, Observer: observer})
+		if err != nil {
+			return nil, 0, nil, err
+		}
+		if err := r.Start(ctx); err != nil {
+			return nil, 0, nil, err
+		}
+		rs = append(rs, r)
+	}
+	if err := waitOwned(ctx, cfg.Partitions, rs); err != nil {
+		return nil, 0, nil, err
+	}
+	before, err := readDelivery(ctx, ts)
 	if err != nil {
-		return nil, 0, err
+		return nil, 0, nil, err
 	}
-	if err := r.Start(ctx); err != nil {
-		return nil, 0, err
-	}
-	defer r.Kill()
 	start := time.Now()
 	err = parallel(ctx, cfg.Threads, func(ctx context.Context, i int) error {
 		thread := fmt.Sprintf("bench-%d", i)
@@ -240,7 +293,7 @@ func runTurns(ctx context.Context, store *natsstore.Store, cfg *TurnsConfig) (*t
 		return nil
 	})
 	if err != nil {
-		return nil, 0, err
+		return nil, 0, nil, err
 	}
 	select {
 	case <-col.done:
@@ -248,15 +301,22 @@ func runTurns(ctx context.Context, store *natsstore.Store, cfg *TurnsConfig) (*t
 		col.mu.Lock()
 		n := col.ended
 		col.mu.Unlock()
-		return nil, 0, fmt.Errorf("only %d of %d turns ended: %w", n, turns, ctx.Err())
+		return nil, 0, nil, fmt.Errorf("only %d of %d turns ended: %w", n, turns, ctx.Err())
 	}
 	elapsed := time.Since(start)
+	after, err := readDeliveryCaughtUp(ctx, ts, cfg.Partitions, len(rs)+1)
+	if err != nil {
+		return nil, 0, nil, err
+	}
+	dl := after.since(before, own)
 	sctx, cancel := context.WithTimeout(ctx, 10*time.Second)
 	defer cancel()
-	_ = r.Stop(sctx)
+	for _, r := range rs {
+		_ = r.Stop(sctx)
+	}
 	col.mu.Lock()
 	defer col.mu.Unlock()
-	return col, elapsed, nil
+	return col, elapsed, dl, nil
 }
 
 // rawAppends publishes n messages of size bytes to a stream of their own,

@@ -69,8 +69,7 @@
 //		// arm a timer for rd.Wake that feeds owner.Tick{}; stop once rd.Done after owner.Leave{}.
 //	}
 //
-// What changes in the runner when this is wired in (not yet: it waits for
-// the partitioned layout, events.Partition):
+// How the runner wires it in (actors/runner, owned.go), with P > 1:
 //
 //   - Its loop owns a Core next to its sched.Scheduler, opened with the
 //     runner's session (owner.SessionOpened, and SessionLost when sched

@@ -82,6 +82,10 @@ type (
 	// Drain starts the runner's drain: no new claims, every thread
 	// actor drains, and wake-ups not acknowledged go to another runner.
 	Drain struct{}
+	// Disowned says [Config.Owns] no longer gives this runner some
+	// threads (their partition is handed over): their queued claims and
+	// parked wake-ups are dropped and their actors drain (Ready.Drain).
+	Disowned struct{}
 	// Tick fires the timers due at the input's Now.
 	Tick struct{}
 )
@@ -99,4 +103,5 @@ func (SessionOpened) isEvent()   {}
 func (SessionRenewed) isEvent()  {}
 func (SessionLost) isEvent()     {}
 func (Drain) isEvent()           {}
+func (Disowned) isEvent()        {}
 func (Tick) isEvent()            {}

@@ -61,6 +61,13 @@ type Config struct {
 	// Work says a shared work source hands posts to the runners; without
 	// one, a post falls to one runner by hash.
 	Work bool
+	// Owns, when set, says whether this runner may claim thread: with
+	// partitions, whether it owns the thread's partition (owner.Core). It
+	// replaces the hash over the live sessions (owns), and nothing is
+	// queued, claimed or parked for a thread it does not own: the owner
+	// of its partition follows it. After it changes to own fewer threads,
+	// feed [Disowned]. Nil: every thread may be claimed.
+	Owns func(thread string) bool
 	// Seed seeds the jitter of timers, so that a test can fix it.
 	Seed uint64
 	// Logger logs what the scheduler decides that an operator should see.
@@ -211,6 +218,8 @@ func (s *Scheduler) Step(in Input) Ready {
 		s.sessionLost(ev.ID)
 	case Drain:
 		s.drain()
+	case Disowned:
+		s.disowned()
 	case Tick:
 		s.fire()
 	default:
@@ -238,6 +247,54 @@ func (s *Scheduler) drain() {
 	s.queue, s.queued = nil, map[string]Want{}
 	s.acks = map[string][]func(){} // unacknowledged: they go to another runner
 	s.rd.Drain = slices.Sorted(maps.Keys(s.children))
+}
+
+// mayClaim reports whether the Owns hook lets this runner claim th.
+func (s *Scheduler) mayClaim(th string) bool {
+	return s.cfg.Owns == nil || s.cfg.Owns(th)
+}
+
+// disowned hands over the threads Owns no longer gives this runner, as
+// drain does for all of them: their queued claims and parked wake-ups are
+// dropped (unacknowledged: they go to the new owner) and their actors
+// drain. Their claims in flight are drained once spawned (spawned).
+func (s *Scheduler) disowned() {
+	kept := s.queue[:0]
+	for _, w := range s.queue {
+		if s.mayClaim(w.thread) {
+			kept = append(kept, w)
+		} else {
+			delete(s.queued, w.thread)
+		}
+	}
+	clear(s.queue[len(kept):])
+	s.queue = kept
+	for th := range s.acks {
+		if !s.mayClaim(th) {
+			delete(s.acks, th)
+		}
+	}
+	for _, th := range slices.Sorted(maps.Keys(s.children)) {
+		if !s.mayClaim(th) {
+			s.rd.Drain = append(s.rd.Drain, th)
+		}
+	}
+}
+
+// Holds reports whether a thread that match selects is held or being
+// claimed here: a handover of those threads is over once none is.
+func (s *Scheduler) Holds(match func(thread string) bool) bool {
+	for th := range s.children {
+		if match(th) {
+			return true
+		}
+	}
+	for th := range s.claiming {
+		if match(th) {
+			return true
+		}
+	}
+	return false
 }
 
 // route hands an event of the stream to its thread's actor, or keeps it for
@@ -292,7 +349,7 @@ func (s *Scheduler) route(env events.Envelope) {
 // leaseChanged), since its holder may have released it and died before it
 // claimed again for the post.
 func (s *Scheduler) woken(w Woken) {
-	if s.draining {
+	if s.draining || !s.mayClaim(w.Thread) {
 		return // not acknowledged: another runner gets it
 	}
 	th := w.Thread
@@ -343,7 +400,7 @@ func (s *Scheduler) enqueue(w workItem) {
 		}
 		return
 	}
-	if s.draining || s.children[w.thread] != nil || s.claiming[w.thread] != nil {
+	if s.draining || s.children[w.thread] != nil || s.claiming[w.thread] != nil || !s.mayClaim(w.thread) {
 		return
 	}
 	if q, ok := s.queued[w.thread]; ok {
@@ -364,7 +421,7 @@ func (s *Scheduler) pump() {
 		s.queue = s.queue[1:]
 		wt, ok := s.queued[w.thread]
 		delete(s.queued, w.thread)
-		if !ok || s.children[w.thread] != nil || s.claiming[w.thread] != nil {
+		if !ok || s.children[w.thread] != nil || s.claiming[w.thread] != nil || !s.mayClaim(w.thread) {
 			continue
 		}
 		s.claiming[w.thread] = &claiming{want: wt, acks: len(s.acks[w.thread])}
@@ -475,6 +532,9 @@ func (s *Scheduler) spawned(m Spawned) {
 	delete(s.skipped, th)
 	s.ackRead(th, m.Spawn.acks)
 	s.stats.Claims++
+	if !s.mayClaim(th) {
+		s.rd.Drain = append(s.rd.Drain, th) // disowned while its claim was in flight
+	}
 }
 
 // terminated forgets a stopped thread actor and hands its thread over when
@@ -620,6 +680,9 @@ func (s *Scheduler) rechecked(th string) {
 // id order. While this runner has no session, everything falls to it, to be
 // claimed once it has one.
 func (s *Scheduler) owns(th string) bool {
+	if s.cfg.Owns != nil {
+		return s.cfg.Owns(th)
+	}
 	me := s.session.ID
 	if me == "" {
 		return true
