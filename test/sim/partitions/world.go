@@ -4,7 +4,6 @@ import (
 	"context"
 	"fmt"
 	"math/rand/v2"
-	"slices"
 	"strings"
 	"time"
 
@@ -123,14 +122,6 @@ type Figures struct {
 	Settle       time.Duration // simulated time from the end of the faults to settled
 }
 
-// srvTimer is a timer of the store's server side (a session's expiry),
-// fired as simulated time passes it.
-type srvTimer struct {
-	at  time.Time
-	seq int
-	f   func()
-}
-
 type option struct {
 	weight int
 	do     func()
@@ -147,8 +138,7 @@ type world struct {
 	log     *memstore.Log
 	reader  events.Store
 	poster  events.Store
-	srv     []srvTimer
-	srvSeq  int
+	srv     eventstest.Timers
 	runners []*runner
 	nextID  int
 
@@ -214,6 +204,7 @@ func newWorld(seed uint64, cfg Config) *world {
 		postedAt:  map[uint64]time.Time{},
 		live:      map[string]bool{},
 	}
+	w.srv.Clock = w.clock
 	w.log = memstore.NewLogWith(memstore.LogConfig{Mode: memstore.Mode(seed % 2), Now: w.clock.Now, AfterFunc: w.afterFunc,
 		SessionID: func() string { return fmt.Sprintf("%016x", w.rng.Uint64()) }})
 	w.reader = w.log.Open(memstore.Config{Now: w.clock.Now})
@@ -232,10 +223,7 @@ func newWorld(seed uint64, cfg Config) *world {
 	return w
 }
 
-func (w *world) afterFunc(d time.Duration, f func()) {
-	w.srvSeq++
-	w.srv = append(w.srv, srvTimer{at: w.now().Add(d), seq: w.srvSeq, f: f})
-}
+func (w *world) afterFunc(d time.Duration, f func()) { w.srv.AfterFunc(d, f) }
 
 func (w *world) now() time.Time { return w.clock.Now() }
 
@@ -366,28 +354,7 @@ func (w *world) advance() {
 }
 
 // advanceTo moves the clock to t, firing the server's timers on the way.
-func (w *world) advanceTo(t time.Time) {
-	for {
-		slices.SortFunc(w.srv, func(a, b srvTimer) int {
-			if c := a.at.Compare(b.at); c != 0 {
-				return c
-			}
-			return a.seq - b.seq
-		})
-		if len(w.srv) == 0 || w.srv[0].at.After(t) {
-			break
-		}
-		tm := w.srv[0]
-		w.srv = w.srv[1:]
-		if tm.at.After(w.now()) {
-			w.clock.Advance(tm.at.Sub(w.now()))
-		}
-		tm.f()
-	}
-	if t.After(w.now()) {
-		w.clock.Advance(t.Sub(w.now()))
-	}
-}
+func (w *world) advanceTo(t time.Time) { w.srv.AdvanceTo(t) }
 
 // nextDue is the earliest time anything waits for, zero when nothing does.
 func (w *world) nextDue() time.Time {
@@ -397,8 +364,8 @@ func (w *world) nextDue() time.Time {
 			at = t
 		}
 	}
-	for _, t := range w.srv {
-		min(t.at)
+	for _, t := range w.srv.Due() {
+		min(t)
 	}
 	for _, r := range w.runners {
 		if r.state != alive {

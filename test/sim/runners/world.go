@@ -4,7 +4,6 @@ import (
 	"context"
 	"fmt"
 	"math/rand/v2"
-	"slices"
 	"strings"
 	"time"
 
@@ -106,14 +105,6 @@ type postBook struct {
 	thread  map[string]string // message id -> thread
 }
 
-// srvTimer is a timer of the store's server side (memstore's session
-// expiry), fired as simulated time passes it.
-type srvTimer struct {
-	at  time.Time
-	seq int
-	f   func()
-}
-
 type world struct {
 	cfg     Config
 	seed    uint64
@@ -132,8 +123,7 @@ type world struct {
 	reader   events.Store
 	poster   events.Store
 	postFlt  faults
-	srv      []srvTimer
-	srvSeq   int
+	srv      eventstest.Timers
 	runners  []*runner
 	zombies  []*op
 	queue    []*wqItem
@@ -184,6 +174,7 @@ func newWorld(seed uint64, cfg Config) *world {
 		handed: map[uint64]string{},
 		posts:  postBook{acked: map[string]uint64{}, thread: map[string]string{}},
 	}
+	w.srv.Clock = w.clock
 	w.names = map[string]string{}
 	if cfg.NATS != nil {
 		w.auditor = audit.New()
@@ -224,10 +215,7 @@ func newWorld(seed uint64, cfg Config) *world {
 }
 
 // afterFunc is the log's timer: it fires in simulated time.
-func (w *world) afterFunc(d time.Duration, f func()) {
-	w.srvSeq++
-	w.srv = append(w.srv, srvTimer{at: w.clock.Now().Add(d), seq: w.srvSeq, f: f})
-}
+func (w *world) afterFunc(d time.Duration, f func()) { w.srv.AfterFunc(d, f) }
 
 func (w *world) now() time.Time { return w.clock.Now() }
 
@@ -366,8 +354,8 @@ func (w *world) nextDue() time.Time {
 			at = t
 		}
 	}
-	for _, t := range w.srv {
-		min(t.at)
+	for _, t := range w.srv.Due() {
+		min(t)
 	}
 	for _, r := range w.runners {
 		if r.state != alive {
@@ -401,26 +389,7 @@ func (w *world) advance() {
 
 // advanceTo moves the clock to t, firing the server's timers on the way.
 func (w *world) advanceTo(t time.Time) {
-	for {
-		slices.SortFunc(w.srv, func(a, b srvTimer) int {
-			if c := a.at.Compare(b.at); c != 0 {
-				return c
-			}
-			return a.seq - b.seq
-		})
-		if len(w.srv) == 0 || w.srv[0].at.After(t) {
-			break
-		}
-		tm := w.srv[0]
-		w.srv = w.srv[1:]
-		if tm.at.After(w.now()) {
-			w.clock.Advance(tm.at.Sub(w.now()))
-		}
-		tm.f()
-	}
-	if t.After(w.now()) {
-		w.clock.Advance(t.Sub(w.now()))
-	}
+	w.srv.AdvanceTo(t)
 	w.tracef("time +%s", w.now().Sub(eventstest.Epoch))
 	w.pollWatches()
 }
