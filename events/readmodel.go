@@ -32,6 +32,11 @@ type LogReader interface {
 	// NextSeq returns the sequence of the first event stored at or after
 	// from, and false when there is none.
 	NextSeq(ctx context.Context, from uint64) (uint64, bool, error)
+	// LastPartitionSeq is LastStreamSeq of partition p's stream: with
+	// partitions each stream has its own sequences. p is 0 with one.
+	LastPartitionSeq(ctx context.Context, p int) (uint64, error)
+	// NextPartitionSeq is NextSeq within partition p's stream.
+	NextPartitionSeq(ctx context.Context, p int, from uint64) (uint64, bool, error)
 	// Load returns thread's events from sequence from on, in order.
 	Load(ctx context.Context, thread string, from uint64) ([]Envelope, error)
 	// Replay calls fn with every event on subjects matching filter from

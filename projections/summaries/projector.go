@@ -6,6 +6,7 @@ import (
 	"errors"
 	"fmt"
 	"log/slog"
+	"strconv"
 	"sync/atomic"
 	"time"
 
@@ -33,7 +34,14 @@ type Config struct {
 	// Bucket is the KV bucket of the summaries. Default DefaultBucket.
 	Bucket string
 	// Durable names the durable consumer feeding it. Default DefaultDurable.
+	// With partitions the consumer is on one partition's stream and its
+	// name gets the partition's suffix: summaries-p<p>.
 	Durable string
+	// Partition is the partition whose stream the projector follows, from
+	// 0 to the store's partition count - 1: 0 with one partition. Each
+	// partition's stream has its own sequences, so each has its own
+	// projector, checkpoint and durable consumer ([NewProjectors]).
+	Partition int
 	// Owner names this projector in the checkpoint. Default
 	// host-pid-random. Two projectors must not share one.
 	Owner string
@@ -75,6 +83,11 @@ func (c *Config) setDefaults() error {
 	if c.Durable == "" {
 		c.Durable = DefaultDurable
 	}
+	subj := c.Store.Subjects()
+	if c.Partition < 0 || c.Partition >= subj.PartitionCount() {
+		return fmt.Errorf("summaries: Config.Partition %d is not 0 to %d", c.Partition, subj.PartitionCount()-1)
+	}
+	c.Durable = DurableName(c.Durable, subj, c.Partition)
 	if c.Owner == "" {
 		c.Owner = sys.ProcessID()
 	}
@@ -101,9 +114,20 @@ func (c *Config) setDefaults() error {
 	return nil
 }
 
+// DurableName is the name of partition p's durable consumer of a read model
+// whose consumer is named base: base itself with one partition, base-p<p>
+// with several, so each partition's consumer has a name of its own.
+func DurableName(base string, subj events.Subjects, p int) string {
+	if !subj.Partitioned() {
+		return base
+	}
+	return base + "-p" + strconv.Itoa(p)
+}
+
 // Progress is reported after each committed batch.
 type Progress struct {
-	Checkpoint uint64 // stream sequence applied up to
+	Partition  int    // the projector's partition
+	Checkpoint uint64 // stream sequence applied up to, in its partition
 	Events     uint64 // events applied since the projector started
 }
 
@@ -148,6 +172,30 @@ func NewProjector(cfg Config) (*Projector, error) {
 	return &Projector{cfg: cfg, store: cfg.Store}, nil
 }
 
+// NewProjectors returns one projector per partition of cfg.Store, each
+// with cfg and its own Partition: one with one partition. cfg.Partition is
+// ignored.
+func NewProjectors(cfg Config) ([]*Projector, error) {
+	n := 1
+	if cfg.Store != nil {
+		n = cfg.Store.Subjects().PartitionCount()
+	}
+	ps := make([]*Projector, n)
+	for i := range ps {
+		c := cfg
+		c.Partition = i
+		p, err := NewProjector(c)
+		if err != nil {
+			return nil, err
+		}
+		ps[i] = p
+	}
+	return ps, nil
+}
+
+// Partition returns the partition the projector follows.
+func (p *Projector) Partition() int { return p.cfg.Partition }
+
 // Owner returns the name the projector owns the read model under.
 func (p *Projector) Owner() string { return p.cfg.Owner }
 
@@ -162,7 +210,7 @@ func (p *Projector) Stats() Stats {
 
 // Lag reads how far the read model is behind the stream. See [ReadLag].
 func (p *Projector) Lag(ctx context.Context) (Lag, error) {
-	return ReadLag(ctx, p.store, p.cfg.Bucket, p.cfg.Durable)
+	return ReadPartitionLag(ctx, p.store, p.cfg.Bucket, p.cfg.Durable, p.cfg.Partition)
 }
 
 // Run feeds the read model until ctx ends, then releases it and returns
@@ -202,11 +250,11 @@ func (p *Projector) Run(ctx context.Context) error {
 }
 
 // CatchUp feeds the read model until its checkpoint reaches until (the
-// stream's last sequence when 0), then releases it. It returns an error
+// last sequence of the projector's partition when 0), then releases it. It returns an error
 // wrapping [ErrOwned] when another live projector owns the read model.
 func (p *Projector) CatchUp(ctx context.Context, until uint64) error {
 	if until == 0 {
-		last, err := p.store.LastStreamSeq(ctx)
+		last, err := p.store.LastPartitionSeq(ctx, p.cfg.Partition)
 		if err != nil {
 			return err
 		}
@@ -272,8 +320,13 @@ type touched struct {
 }
 
 func (p *Projector) session(ctx context.Context, own *owner, until uint64) error {
+	var filter string // every event: the one stream's, as before partitions
+	if subj := p.store.Subjects(); subj.Partitioned() {
+		filter = subj.PartitionAll(p.cfg.Partition)
+	}
 	d, err := p.store.OpenDurable(ctx, events.DurableConfig{
 		Name:          p.cfg.Durable,
+		Filter:        filter,
 		MaxAckPending: max(minMaxAckPending, 2*p.cfg.Batch),
 	})
 	if err != nil {
@@ -436,7 +489,7 @@ func (s *session) step(ctx context.Context, ds []events.Delivery) error {
 // that seq rightly follows from-1. The stream denies deletes, so this is
 // only for streams with a history from before.
 func (s *session) realGap(ctx context.Context, from, seq uint64) (bool, error) {
-	first, ok, err := s.p.store.NextSeq(ctx, from)
+	first, ok, err := s.p.store.NextPartitionSeq(ctx, s.p.cfg.Partition, from)
 	if err != nil {
 		return false, err
 	}
@@ -495,7 +548,7 @@ func (s *session) commit(ctx context.Context, envs []events.Envelope, next uint6
 	s.applied, s.appliedAt = next, envs[len(envs)-1].Stored
 	s.p.stats.batches.Add(1)
 	if s.p.cfg.Progress != nil {
-		s.p.cfg.Progress(Progress{Checkpoint: next, Events: s.p.stats.events.Load()})
+		s.p.cfg.Progress(Progress{Partition: s.p.cfg.Partition, Checkpoint: next, Events: s.p.stats.events.Load()})
 	}
 	return s.p.maybeHook(stageCheckpointed)
 }
