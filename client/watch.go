@@ -29,24 +29,40 @@ import (
 //		fmt.Println(env.Seq, env.Type)
 //	}
 func (c *Client) Watch(ctx context.Context, thread string, from uint64) iter.Seq2[events.Envelope, error] {
+	if thread == "" {
+		froms := make([]uint64, c.store.Subjects().PartitionCount())
+		for p := range froms {
+			froms[p] = from
+		}
+		return c.WatchAll(ctx, froms)
+	}
+	return func(yield func(events.Envelope, error) bool) {
+		if err := events.ValidateThreadID(thread); err != nil {
+			yield(events.Envelope{}, fmt.Errorf("client: watch: %w", err))
+			return
+		}
+		c.watchOne(ctx, c.store.Subjects().ThreadAll(thread), from, yield)
+	}
+}
+
+// WatchAll follows every thread's events as Watch("", ...) does, from
+// sequence from[p] on in partition p's stream (0: only new events), one
+// entry per partition ([Client.LastSeqs] has as many): each partition's
+// events in its order, the partitions' interleaved as they come.
+func (c *Client) WatchAll(ctx context.Context, from []uint64) iter.Seq2[events.Envelope, error] {
 	return func(yield func(events.Envelope, error) bool) {
 		subj := c.store.Subjects()
-		filters := []string{subj.All()}
-		if thread != "" {
-			if err := events.ValidateThreadID(thread); err != nil {
-				yield(events.Envelope{}, fmt.Errorf("client: watch: %w", err))
-				return
-			}
-			filters[0] = subj.ThreadAll(thread)
-		} else if subj.Partitioned() {
-			filters = make([]string, subj.PartitionCount())
-			for p := range filters {
-				filters[p] = subj.PartitionAll(p)
-			}
-		}
-		if len(filters) == 1 {
-			c.watchOne(ctx, filters[0], from, yield)
+		if len(from) != subj.PartitionCount() {
+			yield(events.Envelope{}, fmt.Errorf("client: watch: %d start sequences for %d partitions", len(from), subj.PartitionCount()))
 			return
+		}
+		if !subj.Partitioned() {
+			c.watchOne(ctx, subj.All(), from[0], yield)
+			return
+		}
+		filters := make([]string, len(from))
+		for p := range filters {
+			filters[p] = subj.PartitionAll(p)
 		}
 		c.watchMany(ctx, filters, from, yield)
 	}
@@ -84,7 +100,7 @@ type watched struct {
 
 // watchMany follows filters, one per partition's stream, each in a
 // goroutine of its own, and yields what they read on the caller's.
-func (c *Client) watchMany(ctx context.Context, filters []string, from uint64, yield func(events.Envelope, error) bool) {
+func (c *Client) watchMany(ctx context.Context, filters []string, from []uint64, yield func(events.Envelope, error) bool) {
 	ctx, cancel := context.WithCancel(ctx)
 	var wg sync.WaitGroup
 	defer wg.Wait() // after cancel: every follow ends
@@ -95,8 +111,8 @@ func (c *Client) watchMany(ctx context.Context, filters []string, from uint64, y
 			t.Stop()
 		}
 	}()
-	for _, f := range filters {
-		t, err := c.store.Tail(ctx, f, from)
+	for i, f := range filters {
+		t, err := c.store.Tail(ctx, f, from[i])
 		if err != nil {
 			if ctx.Err() == nil {
 				yield(events.Envelope{}, fmt.Errorf("client: watch %s: %w", f, err))
