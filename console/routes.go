@@ -525,7 +525,7 @@ func (c *Console) audit(w http.ResponseWriter, r *http.Request) error {
 	au := audit.NewWithOptions(audit.Options{Subjects: store.Subjects()})
 	var sv *spec.TraceValidator
 	if body.Spec {
-		sv = spec.NewTraceValidator()
+		sv = spec.NewTraceValidatorWith(audit.Options{Subjects: store.Subjects()})
 	}
 	var n, before uint64 // before: the events of the partitions done
 	lastSent := time.Now()

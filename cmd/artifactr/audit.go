@@ -144,7 +144,7 @@ func (a *app) audit(ctx context.Context, conn *connFlags, o auditOpts) error {
 	prog := newProgress(a.stderr)
 	var sv *spec.TraceValidator
 	if withSpec {
-		sv = spec.NewTraceValidator()
+		sv = spec.NewTraceValidatorWith(audit.Options{Subjects: store.Subjects()})
 		prog.each = sv.Add
 	}
 	var r audit.Report
