@@ -25,7 +25,7 @@ type projFlags struct {
 func addProjFlags(cmd *cobra.Command, f *projFlags) {
 	addConnFlags(cmd, &f.conn)
 	addSummariesBucketFlag(cmd, &f.bucket)
-	cmd.Flags().StringVar(&f.durable, "durable", summaries.DefaultDurable, "durable consumer feeding it (with --partitions above 1, each partition's is <durable>-p<N>)")
+	cmd.Flags().StringVar(&f.durable, "durable", summaries.DefaultDurable, "durable consumer feeding it (with --partitions above 1, one of that name on each partition's stream)")
 	cmd.Flags().IntVar(&f.partition, "partition", -1, "with --partitions above 1: only this partition's projector (default every partition)")
 }
 

@@ -55,7 +55,7 @@ func TestProjector_partitions_memstore(t *testing.T) {
 		publish(500)
 	}
 	for _, p := range ps {
-		if l := waitCaughtUp(t, p); l.Partition != p.Partition() || l.Durable != DurableName(DefaultDurable, subj, p.Partition()) {
+		if l := waitCaughtUp(t, p); l.Partition != p.Partition() || l.Durable != DefaultDurable {
 			t.Fatalf("partition %d: lag %+v", p.Partition(), l)
 		}
 	}

@@ -6,7 +6,6 @@ import (
 	"errors"
 	"fmt"
 	"log/slog"
-	"strconv"
 	"sync/atomic"
 	"time"
 
@@ -34,8 +33,9 @@ type Config struct {
 	// Bucket is the KV bucket of the summaries. Default DefaultBucket.
 	Bucket string
 	// Durable names the durable consumer feeding it. Default DefaultDurable.
-	// With partitions the consumer is on one partition's stream and its
-	// name gets the partition's suffix: summaries-p<p>.
+	// With partitions each partition's projector has a consumer of that
+	// name on its partition's stream: one name, so the NATS roles deny it
+	// to clients with one subject whatever the partition count.
 	Durable string
 	// Partition is the partition whose stream the projector follows, from
 	// 0 to the store's partition count - 1: 0 with one partition. Each
@@ -83,11 +83,9 @@ func (c *Config) setDefaults() error {
 	if c.Durable == "" {
 		c.Durable = DefaultDurable
 	}
-	subj := c.Store.Subjects()
-	if c.Partition < 0 || c.Partition >= subj.PartitionCount() {
-		return fmt.Errorf("summaries: Config.Partition %d is not 0 to %d", c.Partition, subj.PartitionCount()-1)
+	if n := c.Store.Subjects().PartitionCount(); c.Partition < 0 || c.Partition >= n {
+		return fmt.Errorf("summaries: Config.Partition %d is not 0 to %d", c.Partition, n-1)
 	}
-	c.Durable = DurableName(c.Durable, subj, c.Partition)
 	if c.Owner == "" {
 		c.Owner = sys.ProcessID()
 	}
@@ -112,16 +110,6 @@ func (c *Config) setDefaults() error {
 		return fmt.Errorf("summaries: Config.StrandedAfter %s is negative", c.StrandedAfter)
 	}
 	return nil
-}
-
-// DurableName is the name of partition p's durable consumer of a read model
-// whose consumer is named base: base itself with one partition, base-p<p>
-// with several, so each partition's consumer has a name of its own.
-func DurableName(base string, subj events.Subjects, p int) string {
-	if !subj.Partitioned() {
-		return base
-	}
-	return base + "-p" + strconv.Itoa(p)
 }
 
 // Progress is reported after each committed batch.

@@ -57,8 +57,7 @@ func ReadLag(ctx context.Context, store events.ReadModelStore, bucket, durable s
 }
 
 // ReadLags reads the lag of each partition's projector, in partition
-// order: one with one partition. durable is the consumers' base name
-// ([DurableName]).
+// order: one with one partition.
 func ReadLags(ctx context.Context, store events.ReadModelStore, bucket, durable string) ([]Lag, error) {
 	lags := make([]Lag, store.Subjects().PartitionCount())
 	for p := range lags {
@@ -72,7 +71,8 @@ func ReadLags(ctx context.Context, store events.ReadModelStore, bucket, durable 
 }
 
 // ReadPartitionLag reads the lag of partition p's projector against its
-// partition's stream. durable is the consumers' base name.
+// partition's stream, fed by the durable consumer durable on that stream
+// (the checkpoint's, when it names one).
 func ReadPartitionLag(ctx context.Context, store events.ReadModelStore, bucket, durable string, p int) (Lag, error) {
 	b, err := openBucket(ctx, store, bucket)
 	if err != nil {
@@ -87,7 +87,6 @@ func ReadPartitionLag(ctx context.Context, store events.ReadModelStore, bucket, 
 	if err != nil {
 		return Lag{}, err
 	}
-	durable = DurableName(durable, subj, p)
 	if cp.Durable != "" {
 		durable = cp.Durable
 	}
@@ -98,7 +97,7 @@ func ReadPartitionLag(ctx context.Context, store events.ReadModelStore, bucket, 
 	if last > cp.Seq {
 		l.Behind = last - cp.Seq
 	}
-	info, err := store.DurableState(ctx, durable)
+	info, err := store.PartitionDurableState(ctx, p, durable)
 	switch {
 	case err == nil:
 		l.DurableExists, l.NumPending, l.NumAckPending = true, info.NumPending, info.NumAckPending

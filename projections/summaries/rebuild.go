@@ -41,7 +41,7 @@ func Rebuild(ctx context.Context, cfg Config, force bool) (Stats, error) {
 	if err := own.write(ctx); err != nil {
 		return p.Stats(), err
 	}
-	if err := p.store.DeleteDurable(ctx, p.cfg.Durable); err != nil {
+	if err := p.store.DeletePartitionDurable(ctx, p.cfg.Partition, p.cfg.Durable); err != nil {
 		return p.Stats(), err
 	}
 	if err := p.purge(ctx, b); err != nil {
