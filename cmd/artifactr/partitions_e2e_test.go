@@ -129,7 +129,9 @@ func TestRun_partitionsServeHTTP(t *testing.T) {
 	var wout, werr testkit.SyncBuffer
 	wctx, stopWatch := context.WithCancel(ctx)
 	wdone := make(chan int, 1)
-	go func() { wdone <- run(wctx, append([]string{"watch", "--from", "all", "--json"}, conn...), &wout, &werr) }()
+	go func() {
+		wdone <- run(wctx, append([]string{"watch", "--from", "all", "--json"}, conn...), &wout, &werr)
+	}()
 	testkit.CheckFor(t, 15*time.Second, func() error {
 		for _, th := range all {
 			if !strings.Contains(wout.String(), `"thread":"`+th+`"`) {
@@ -186,8 +188,8 @@ func TestRun_partitionsServeHTTP(t *testing.T) {
 	code, out, errOut = cli("audit", "--spec", "--json")
 	var rep struct {
 		Audit struct {
-			Events  int  `json:"events"`
-			Threads int  `json:"threads"`
+			Events  int `json:"events"`
+			Threads int `json:"threads"`
 		} `json:"audit"`
 		Spec struct {
 			Threads int `json:"threads"`

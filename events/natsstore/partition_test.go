@@ -15,8 +15,8 @@ import (
 	"github.com/nats-io/nats.go/jetstream"
 
 	"github.com/artifactr/artifactr/events"
-	"github.com/artifactr/artifactr/events/eventstest"
 	"github.com/artifactr/artifactr/events/eventspb"
+	"github.com/artifactr/artifactr/events/eventstest"
 	"github.com/artifactr/artifactr/internal/natsembed"
 	"github.com/artifactr/artifactr/internal/natsembed/natsembedtest"
 )

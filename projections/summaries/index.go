@@ -36,7 +36,7 @@ type Index struct {
 	mu   sync.RWMutex
 	byID map[string]*Summary
 	seqs []uint64 // the sequence the index is exact at, per partition
-	err  error  // the last failure to read or follow, nil once caught up
+	err  error    // the last failure to read or follow, nil once caught up
 	subs map[chan struct{}]struct{}
 }
 
