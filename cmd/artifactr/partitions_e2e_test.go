@@ -6,6 +6,8 @@ import (
 	"fmt"
 	"io"
 	"net/http"
+	"os"
+	"path/filepath"
 	"reflect"
 	"slices"
 	"strings"
@@ -14,6 +16,7 @@ import (
 
 	"github.com/artifactr/artifactr/events"
 	"github.com/artifactr/artifactr/events/natsstore"
+	"github.com/artifactr/artifactr/httpapi"
 	"github.com/artifactr/artifactr/internal/testkit"
 	"github.com/artifactr/artifactr/projections"
 	"github.com/artifactr/artifactr/projections/summaries"
@@ -216,5 +219,75 @@ func TestRun_partitionsServeHTTP(t *testing.T) {
 	}
 	if code, _, errOut := cli("audit", "--from", "2"); code != exitUsage || !strings.Contains(errOut, "--partition") {
 		t.Errorf("audit --from without --partition: exit %d: %s", code, errOut)
+	}
+}
+
+// serve --auth --partitions 4 --http: the roles grant the partitioned
+// subjects and every partition's stream. The client posts to threads in
+// all four partitions (through the CLI and the HTTP API) and lists them;
+// the auditor reads the projectors' status and audits with the spec; serve
+// itself, the runner, is refused nothing (startServeArgs checks).
+func TestRun_partitionsAuth(t *testing.T) {
+	const parts = 4
+	data := t.TempDir()
+	url, out, stop := startServeArgs(t, "--auth", "--data", data, "--listen", "127.0.0.1:0", "--partitions", "4",
+		"--http", "127.0.0.1:0", "--claim-ttl", "2s")
+	defer stop()
+	auth := filepath.Join(data, "auth")
+	as := func(role string) []string {
+		return []string{"--nats", url, "--partitions", "4", "--nkey", filepath.Join(auth, role+".nk")}
+	}
+	ctx := t.Context()
+	ths := threadsInPartitions("pa", parts, parts)
+	for _, th := range ths[:3] {
+		code, stdout, errOut := runCLI(t, ctx, append([]string{"post", th, "hello", "--wait"}, as("client")...)...)
+		if code != exitOK || !strings.Contains(stdout, "echo: hello") {
+			t.Fatalf("post %s as client: exit %d\n%s%s", th, code, stdout, errOut)
+		}
+	}
+	m := httpRE.FindStringSubmatch(out.String())
+	if m == nil {
+		t.Fatalf("no HTTP line:\n%s", out.String())
+	}
+	tok, err := os.ReadFile(filepath.Join(auth, httpapi.ClientTokenFile))
+	if err != nil {
+		t.Fatal(err)
+	}
+	body := `{"assistant_id":"echo","if_not_exists":"create","input":{"messages":[{"role":"user","content":"hi"}]}}`
+	req, _ := http.NewRequestWithContext(ctx, "POST", m[1]+"/threads/"+ths[3]+"/runs/wait", strings.NewReader(body))
+	req.Header.Set("Authorization", "Bearer "+strings.TrimSpace(string(tok)))
+	res, err := http.DefaultClient.Do(req)
+	if err != nil {
+		t.Fatal(err)
+	}
+	b, _ := io.ReadAll(res.Body)
+	res.Body.Close()
+	if res.StatusCode != 200 || !strings.Contains(string(b), "echo: hi") {
+		t.Fatalf("HTTP run on %s: %d %s", ths[3], res.StatusCode, b)
+	}
+	code, stdout, errOut := runCLI(t, ctx, append([]string{"threads", "--json"}, as("client")...)...)
+	var rows []threadSummary
+	if err := json.Unmarshal([]byte(stdout), &rows); code != exitOK || err != nil || len(rows) != parts {
+		t.Fatalf("threads as client: exit %d, %v: %d rows\n%s%s", code, err, len(rows), stdout, errOut)
+	}
+	testkit.CheckFor(t, 20*time.Second, func() error {
+		code, stdout, errOut := runCLI(t, ctx, append([]string{"projections", "status", "--json"}, as("auditor")...)...)
+		var lags []summaries.Lag
+		if err := json.Unmarshal([]byte(stdout), &lags); code != exitOK || err != nil || len(lags) != parts {
+			return fmt.Errorf("projections status as auditor: exit %d, %v\n%s%s", code, err, stdout, errOut)
+		}
+		for _, l := range lags {
+			if l.Behind != 0 || !l.OwnerLive || !l.DurableExists {
+				return fmt.Errorf("partition %d: %+v", l.Partition, l)
+			}
+		}
+		return nil
+	})
+	if code, stdout, errOut := runCLI(t, ctx, append([]string{"audit", "--spec"}, as("auditor")...)...); code != exitOK {
+		t.Fatalf("audit --spec as auditor: exit %d\n%s%s", code, stdout, errOut)
+	}
+	code, _, errOut = runCLI(t, ctx, append([]string{"post", ths[0], "no"}, as("auditor")...)...)
+	if code != exitFail || !strings.Contains(errOut, "permission denied") {
+		t.Errorf("post as auditor: exit %d\n%s", code, errOut)
 	}
 }
