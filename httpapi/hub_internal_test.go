@@ -107,7 +107,9 @@ func TestHub_partitions(t *testing.T) {
 		t.Fatal("partition 3 reached 6 by an event of partition 2")
 	}
 	in <- env(6, "t2")
-	if !h.waitPos(t.Context(), []uint64{0, 0, 9, 6}) {
+	wctx, wcancel := context.WithTimeout(t.Context(), 10*time.Second)
+	defer wcancel()
+	if !h.waitPos(wctx, []uint64{0, 0, 9, 6}) {
 		t.Fatal("hub did not reach 9 in partition 2 and 6 in partition 3")
 	}
 	_, _, f := h.subscribe("t2")
