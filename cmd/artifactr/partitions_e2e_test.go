@@ -109,6 +109,9 @@ func TestRun_partitionsServeHTTP(t *testing.T) {
 	if code, out, _ := cli("show", fork); code != exitOK || !strings.Contains(out, "from "+ths[0]+" at "+at) || !strings.Contains(out, `"hello `+ths[0]+`"  -> history`) {
 		t.Fatalf("show %s: exit %d\n%s", fork, code, out)
 	}
+	if code, out, errOut := cli("show", ths[0], "--at", at); code != exitOK || !strings.Contains(out, "hello "+ths[0]) {
+		t.Fatalf("show %s --at %s: exit %d\n%s%s", ths[0], at, code, out, errOut)
+	}
 	all := append(append([]string{}, ths...), fork)
 
 	// threads lists every partition's threads.
