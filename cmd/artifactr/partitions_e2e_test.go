@@ -155,7 +155,7 @@ func TestRun_partitionsServeHTTP(t *testing.T) {
 	testkit.CheckFor(t, 20*time.Second, func() error {
 		code, out, errOut := cli("projections", "status", "--json")
 		var lags []summaries.Lag
-		if err := json.Unmarshal([]byte(out), &lags); code != exitOK || err != nil || len(lags) != parts {
+		if err := json.Unmarshal([]byte(out), &lags); code != exitOK || err != nil || len(lags) != parts || !strings.Contains(out, `"partition": 0,`) {
 			return fmt.Errorf("projections status: exit %d, %v\n%s%s", code, err, out, errOut)
 		}
 		for p, l := range lags {

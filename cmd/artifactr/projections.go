@@ -117,7 +117,16 @@ Exit code 1 when the read model does not exist yet.`,
 				if one {
 					return errOrNil(enc.Encode(lags[0]))
 				}
-				return errOrNil(enc.Encode(lags))
+				// Each with its partition, 0's too (Lag omits a zero one).
+				type partLag struct {
+					Partition int `json:"partition"`
+					summaries.Lag
+				}
+				out := make([]partLag, len(lags))
+				for i, l := range lags {
+					out[i] = partLag{l.Partition, l}
+				}
+				return errOrNil(enc.Encode(out))
 			}
 			for _, l := range lags {
 				if f.conn.partitions > 1 {
