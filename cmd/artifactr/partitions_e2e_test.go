@@ -190,6 +190,41 @@ func TestRun_partitionsServeHTTP(t *testing.T) {
 		t.Errorf("caught up, yet Read folded %d events itself", snap.Folded)
 	}
 
+	// A rebuild of every partition, one after another, gives the same.
+	code, out, errOut = cli("projections", "rebuild", "--force")
+	if code != exitOK || strings.Count(out, "rebuilt thread_summaries partition ") != parts {
+		t.Fatalf("projections rebuild --force: exit %d\n%s%s", code, out, errOut)
+	}
+	again, err := summaries.Read(ctx, store, summaries.DefaultBucket)
+	if err != nil || !reflect.DeepEqual(again.Summaries, snap.Summaries) {
+		t.Fatalf("after the rebuild: %v\n got %+v\nwant %+v", err, again.Summaries, snap.Summaries)
+	}
+
+	// The console's thread list and audit read every partition.
+	get := func(method, path, body string) string {
+		t.Helper()
+		req, _ := http.NewRequestWithContext(ctx, method, api+path, strings.NewReader(body))
+		res, err := http.DefaultClient.Do(req)
+		if err != nil {
+			t.Fatal(err)
+		}
+		defer res.Body.Close()
+		b, _ := io.ReadAll(res.Body)
+		if res.StatusCode != 200 {
+			t.Fatalf("%s %s: %d %s", method, path, res.StatusCode, b)
+		}
+		return string(b)
+	}
+	testkit.CheckFor(t, 10*time.Second, func() error {
+		if b := get("GET", "/artifactr/threads", ""); !strings.Contains(b, fmt.Sprintf(`"total":%d`, len(all))) {
+			return fmt.Errorf("console threads: %s", b)
+		}
+		return nil
+	})
+	if b := get("POST", "/artifactr/audit", `{"spec":true}`); !strings.Contains(b, `"ok":true`) || !strings.Contains(b, fmt.Sprintf(`"threads":%d`, len(all))) {
+		t.Fatalf("console audit: %s", b)
+	}
+
 	// The audit, with the spec, over every partition; then one partition.
 	code, out, errOut = cli("audit", "--spec", "--json")
 	var rep struct {
