@@ -90,8 +90,24 @@ func (c *Client) ResolveFork(ctx context.Context, env *events.Envelope) error {
 	return projections.ResolveFork(ctx, c.store, env)
 }
 
+// LastSeqs returns each partition stream's last sequence, in partition
+// order: a follow of every thread from the ones after them
+// ([Client.WatchAll]) misses nothing stored later. One with one partition.
+func (c *Client) LastSeqs(ctx context.Context) ([]uint64, error) {
+	seqs := make([]uint64, c.store.Subjects().PartitionCount())
+	for p := range seqs {
+		n, err := c.store.LastPartitionSeq(ctx, p)
+		if err != nil {
+			return nil, fmt.Errorf("client: read partition %d's last sequence: %w", p, err)
+		}
+		seqs[p] = n
+	}
+	return seqs, nil
+}
+
 // LastSeq returns the stream's last sequence: a follow of every thread
 // from the one after it (Watch("", seq+1)) misses nothing stored later.
+// With partitions it fails: use [Client.LastSeqs].
 func (c *Client) LastSeq(ctx context.Context) (uint64, error) {
 	n, err := c.store.LastStreamSeq(ctx)
 	if err != nil {
@@ -99,3 +115,7 @@ func (c *Client) LastSeq(ctx context.Context) (uint64, error) {
 	}
 	return n, nil
 }
+
+// Subjects names the subjects of the client's store: the layout, with its
+// partition count.
+func (c *Client) Subjects() events.Subjects { return c.store.Subjects() }

@@ -77,8 +77,8 @@ func newEnv(t *testing.T) *env {
 		t.Fatal(err)
 	}
 	ictx, stopIndex := context.WithCancel(ctx)
-	ix := summaries.NewIndex(store, "", func(ctx context.Context, from uint64) iter.Seq2[events.Envelope, error] {
-		return c.Watch(ctx, "", from)
+	ix := summaries.NewIndex(store, "", func(ctx context.Context, from []uint64) iter.Seq2[events.Envelope, error] {
+		return c.WatchAll(ctx, from)
 	})
 	con := console.New(console.Config{Client: c, Store: store, Index: ix, Context: ictx, Recent: recent,
 		Metrics: func() map[string]float64 { return map[string]float64{"artifactr_claims_total": 1} }})

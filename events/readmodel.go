@@ -32,6 +32,11 @@ type LogReader interface {
 	// NextSeq returns the sequence of the first event stored at or after
 	// from, and false when there is none.
 	NextSeq(ctx context.Context, from uint64) (uint64, bool, error)
+	// LastPartitionSeq is LastStreamSeq of partition p's stream: with
+	// partitions each stream has its own sequences. p is 0 with one.
+	LastPartitionSeq(ctx context.Context, p int) (uint64, error)
+	// NextPartitionSeq is NextSeq within partition p's stream.
+	NextPartitionSeq(ctx context.Context, p int, from uint64) (uint64, bool, error)
 	// Load returns thread's events from sequence from on, in order.
 	Load(ctx context.Context, thread string, from uint64) ([]Envelope, error)
 	// Replay calls fn with every event on subjects matching filter from
@@ -52,11 +57,20 @@ type ReadModelStore interface {
 	// of that name exists with another filter or acknowledgement policy.
 	OpenDurable(ctx context.Context, cfg DurableConfig) (DurableConsumer, error)
 	// DurableState returns the state of the durable consumer name, or an
-	// error wrapping ErrNotFound.
+	// error wrapping ErrNotFound. With partitions, of the first partition's
+	// stream that has one of that name.
 	DurableState(ctx context.Context, name string) (DurableInfo, error)
 	// DeleteDurable deletes the durable consumer name; deleting one that
-	// does not exist is no error.
+	// does not exist is no error. With partitions, from every partition's
+	// stream.
 	DeleteDurable(ctx context.Context, name string) error
+	// PartitionDurableState is DurableState of the durable consumer name
+	// on partition p's stream: with partitions each stream has consumers of
+	// its own, and a read model may name its consumer the same on each.
+	PartitionDurableState(ctx context.Context, p int, name string) (DurableInfo, error)
+	// DeletePartitionDurable is DeleteDurable on partition p's stream
+	// alone.
+	DeletePartitionDurable(ctx context.Context, p int, name string) error
 	// OpenBucket opens the bucket name; with create it creates it when
 	// missing, and without a missing one returns an error wrapping
 	// ErrNotFound.

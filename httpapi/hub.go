@@ -2,6 +2,7 @@ package httpapi
 
 import (
 	"context"
+	"slices"
 	"sync"
 	"time"
 
@@ -20,12 +21,17 @@ import (
 // event came after the hub's start), so that a run on such a thread reads
 // nothing from NATS: its fold is the hub's, cloned. A thread with events
 // from before the start is read from the log as usual.
+//
+// With partitions each partition's stream has its own sequences, so the
+// hub's start and position are one per partition, and a sequence is
+// compared with its thread's partition's.
 type hub struct {
-	start uint64 // the first sequence the hub follows
+	subj  events.Subjects
+	start []uint64 // the first sequence the hub follows, per partition
 
 	mu    sync.Mutex // protects the fields below
 	cond  *sync.Cond // signalled when pos moves or the hub stops
-	pos   uint64     // the last sequence applied
+	pos   []uint64   // the last sequence applied, per partition
 	subs  map[string]map[*sub]struct{}
 	folds map[string]*fold
 	down  bool // the follow ended: subscribe returns nil
@@ -53,17 +59,37 @@ type sub struct {
 // subBuffer is how far a subscriber may fall behind before it is dropped.
 const subBuffer = 512
 
-func newHub(start uint64) *hub {
-	h := &hub{start: start, pos: start - 1, subs: map[string]map[*sub]struct{}{}, folds: map[string]*fold{}}
+// newHub returns a hub of subj's partitions that follows from start, one
+// sequence per partition.
+func newHub(subj events.Subjects, start []uint64) *hub {
+	h := &hub{subj: subj, subs: map[string]map[*sub]struct{}{}, folds: map[string]*fold{}}
 	h.cond = sync.NewCond(&h.mu)
+	h.start, h.pos = starts(start)
 	return h
 }
 
+// starts returns a copy of start and the positions before it.
+func starts(start []uint64) (from, pos []uint64) {
+	from, pos = slices.Clone(start), make([]uint64, len(start))
+	for p := range start {
+		pos[p] = start[p] - 1
+	}
+	return from, pos
+}
+
 // restart makes a hub that is down follow again from start.
-func (h *hub) restart(start uint64) {
+func (h *hub) restart(start []uint64) {
 	h.mu.Lock()
 	defer h.mu.Unlock()
-	h.start, h.pos, h.down = start, start-1, false
+	h.start, h.pos = starts(start)
+	h.down = false
+}
+
+// from returns where the hub follows from, per partition.
+func (h *hub) from() []uint64 {
+	h.mu.Lock()
+	defer h.mu.Unlock()
+	return slices.Clone(h.start)
 }
 
 // run follows the stream until ctx ends or the follow fails; then every
@@ -98,7 +124,9 @@ func (h *hub) run(ctx context.Context, watch func(ctx context.Context) func(func
 				delete(h.subs[env.Thread], s)
 			}
 		}
-		h.pos = env.Seq
+		if p, ok := h.subj.FilterPartition(env.Subject); ok {
+			h.pos[p] = env.Seq
+		}
 		h.cond.Broadcast()
 		h.mu.Unlock()
 	}
@@ -158,9 +186,9 @@ func nth(xs []uint64, k int) uint64 {
 	return xs[min(k, len(xs)-1)]
 }
 
-// waitPos waits until the hub has applied every event up to seq; false
-// when the hub is down or ctx ends first.
-func (h *hub) waitPos(ctx context.Context, seq uint64) bool {
+// waitPos waits until the hub has applied every event up to seq[p] in
+// each partition p; false when the hub is down or ctx ends first.
+func (h *hub) waitPos(ctx context.Context, seq []uint64) bool {
 	stop := context.AfterFunc(ctx, func() {
 		h.mu.Lock()
 		h.cond.Broadcast()
@@ -169,21 +197,39 @@ func (h *hub) waitPos(ctx context.Context, seq uint64) bool {
 	defer stop()
 	h.mu.Lock()
 	defer h.mu.Unlock()
-	for h.pos < seq && !h.down && ctx.Err() == nil {
+	for !h.reached(seq) && !h.down && ctx.Err() == nil {
 		h.cond.Wait()
 	}
-	return h.pos >= seq && !h.down
+	return h.reached(seq) && !h.down
+}
+
+// reached reports whether pos has reached seq in every partition. Called
+// with mu held.
+func (h *hub) reached(seq []uint64) bool {
+	for p := range seq {
+		if p < len(h.pos) && h.pos[p] < seq[p] {
+			return false
+		}
+	}
+	return true
 }
 
 // caughtUpWait bounds how long an answer waits for the hub to reach what
 // it read or wrote; past it the answer goes out anyway.
 const caughtUpWait = 5 * time.Second
 
-// caughtUp waits until the hub has applied seq, so that a request made
-// after this answer finds the hub's folds at least as new as the answer:
-// what the API answered, later runs and waits see (monotonic reads and
-// read-your-writes through the API).
-func (s *Server) caughtUp(ctx context.Context, seq uint64) {
+// caughtUp waits until the hub has applied seq of thread's partition, so
+// that a request made after this answer finds the hub's folds at least as
+// new as the answer: what the API answered, later runs and waits see
+// (monotonic reads and read-your-writes through the API).
+func (s *Server) caughtUp(ctx context.Context, thread string, seq uint64) {
+	want := make([]uint64, len(s.hub.start))
+	want[s.hub.subj.PartitionOf(thread)] = seq
+	s.caughtUpAll(ctx, want)
+}
+
+// caughtUpAll is caughtUp of every partition: seq[p] in partition p.
+func (s *Server) caughtUpAll(ctx context.Context, seq []uint64) {
 	ctx, cancel := context.WithTimeout(ctx, caughtUpWait)
 	defer cancel()
 	s.hub.waitPos(ctx, seq)
@@ -245,7 +291,7 @@ func (h *hub) verify(thread string, f *fold, loaded []events.Envelope) {
 	if h.folds[thread] != f {
 		return
 	}
-	if len(loaded) > 0 && loaded[0].Seq < h.start {
+	if len(loaded) > 0 && loaded[0].Seq < h.start[h.subj.PartitionOf(thread)] {
 		delete(h.folds, thread)
 		return
 	}

@@ -535,7 +535,7 @@ func (s *Server) waitOutput(ctx context.Context, thread, run string, cancelOnDis
 		}
 		return nil, err
 	}
-	s.caughtUp(ctx, t.LastSeq) // when it followed alone, past a lost subscription
+	s.caughtUp(ctx, thread, t.LastSeq) // when it followed alone, past a lost subscription
 	return outputOf(t, lr), nil
 }
 
@@ -878,7 +878,7 @@ func (s *Server) cancelRun(w http.ResponseWriter, r *http.Request) error {
 		if err != nil {
 			return err
 		}
-		s.caughtUp(r.Context(), seq)
+		s.caughtUp(r.Context(), thread, seq)
 	}
 	if !wait {
 		w.WriteHeader(http.StatusAccepted)

@@ -110,20 +110,20 @@ func New(cfg Config) (*Server, error) {
 	// gone) starts again from the end then, with every subscriber gone
 	// on alone meanwhile.
 	ctx, cancel := context.WithTimeout(s.ctx, 10*time.Second)
-	last, err := s.c.LastSeq(ctx)
+	last, err := s.c.LastSeqs(ctx)
 	cancel()
 	if err != nil {
 		s.cancel()
 		return nil, fmt.Errorf("httpapi: %w", err)
 	}
-	s.hub = newHub(last + 1)
+	s.hub = newHub(cfg.Client.Subjects(), next(last))
 	s.wg.Add(1)
 	go func() {
 		defer s.wg.Done()
 		for {
-			from := s.hub.start
+			from := s.hub.from()
 			s.hub.run(s.ctx, func(ctx context.Context) func(func(events.Envelope, error) bool) {
-				return resolving(ctx, s.c, s.c.Watch(ctx, "", from))
+				return resolving(ctx, s.c, s.c.WatchAll(ctx, from))
 			})
 			t := time.NewTimer(time.Second)
 			select {
@@ -133,11 +133,11 @@ func New(cfg Config) (*Server, error) {
 			case <-t.C:
 			}
 			ctx, cancel := context.WithTimeout(s.ctx, 10*time.Second)
-			last, err := s.c.LastSeq(ctx)
+			last, err := s.c.LastSeqs(ctx)
 			cancel()
 			if err == nil {
-				s.log.Warn("httpapi: the stream's follow ended; following again", "from", last+1)
-				s.hub.restart(last + 1)
+				s.log.Warn("httpapi: the stream's follow ended; following again", "from", next(last))
+				s.hub.restart(next(last))
 			}
 		}
 	}()
@@ -145,6 +145,15 @@ func New(cfg Config) (*Server, error) {
 	go s.drainDelayed()
 	s.routes()
 	return s, nil
+}
+
+// next returns the sequences after last, one per partition.
+func next(last []uint64) []uint64 {
+	out := make([]uint64, len(last))
+	for p := range last {
+		out[p] = last[p] + 1
+	}
+	return out
 }
 
 // Close stops the server's own goroutines (the follow, the delayed posts'

@@ -50,7 +50,7 @@ func (s *Server) loadThread(ctx context.Context, id string) (*projections.Thread
 	case t.DeletedSeq != 0:
 		return nil, errorf(http.StatusNotFound, "thread %s was deleted (thread_deleted at %d; its events are kept, the stream is the audit log)", id, t.DeletedSeq)
 	}
-	s.caughtUp(ctx, t.LastSeq)
+	s.caughtUp(ctx, id, t.LastSeq)
 	return t, nil
 }
 
@@ -189,7 +189,7 @@ func (s *Server) deleteThread(w http.ResponseWriter, r *http.Request) error {
 	if err != nil {
 		return err
 	}
-	s.caughtUp(r.Context(), seq)
+	s.caughtUp(r.Context(), id, seq)
 	w.WriteHeader(http.StatusNoContent)
 	return nil
 }
@@ -291,7 +291,7 @@ func (s *Server) loadEvents(ctx context.Context, id string) ([]events.Envelope, 
 	}
 	envs, err := s.c.Events(ctx, id)
 	if err == nil && len(envs) > 0 {
-		s.caughtUp(ctx, envs[len(envs)-1].Seq)
+		s.caughtUp(ctx, id, envs[len(envs)-1].Seq)
 	}
 	return envs, err
 }
@@ -516,7 +516,7 @@ func (s *Server) matchingThreads(ctx context.Context, q threadSearch) ([]summari
 	if err != nil {
 		return nil, err
 	}
-	s.caughtUp(ctx, snap.LastSeq)
+	s.caughtUpAll(ctx, snap.LastSeqs)
 	have := make(map[string]uint64, len(snap.Summaries))
 	idx := make(map[string]int, len(snap.Summaries))
 	for i, sm := range snap.Summaries {

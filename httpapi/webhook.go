@@ -59,7 +59,9 @@ type outstanding struct {
 	inflight           bool
 }
 
-// Run delivers webhooks until ctx ends.
+// Run delivers webhooks until ctx ends. With partitions it runs one loop
+// per partition, each with a durable consumer of its own on its
+// partition's stream (Durable-p<p>): each stream has its own sequences.
 func (wh *Webhooks) Run(ctx context.Context) error {
 	if wh.Durable == "" {
 		wh.Durable = DefaultWebhookDurable
@@ -76,13 +78,33 @@ func (wh *Webhooks) Run(ctx context.Context) error {
 	if wh.Logger == nil {
 		wh.Logger = slog.New(slog.DiscardHandler)
 	}
-	d, err := wh.Store.OpenDurable(ctx, events.DurableConfig{Name: wh.Durable, Filter: wh.Store.Subjects().All(), AckWait: 5 * time.Minute, MaxAckPending: 10_000})
+	subj := wh.Store.Subjects()
+	if !subj.Partitioned() {
+		return wh.run(ctx, wh.Durable, subj.All())
+	}
+	errs := make([]error, subj.PartitionCount())
+	var wg sync.WaitGroup
+	for p := range errs {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			errs[p] = wh.run(ctx, fmt.Sprintf("%s-p%d", wh.Durable, p), subj.PartitionAll(p))
+		}()
+	}
+	wg.Wait()
+	return errors.Join(errs...)
+}
+
+// run delivers the webhooks of the posts on filter, one stream's, through
+// the durable consumer name.
+func (wh *Webhooks) run(ctx context.Context, name, filter string) error {
+	d, err := wh.Store.OpenDurable(ctx, events.DurableConfig{Name: name, Filter: filter, AckWait: 5 * time.Minute, MaxAckPending: 10_000})
 	if err != nil {
 		return fmt.Errorf("httpapi: webhooks: %w", err)
 	}
 	// Deliveries left unacked by an earlier serve come again at once, not
 	// after the ack wait.
-	if info, err := wh.Store.DurableState(ctx, wh.Durable); err == nil && info.AckFloor > 0 {
+	if info, err := wh.Store.DurableState(ctx, name); err == nil && info.AckFloor > 0 {
 		if err := d.Reset(ctx, info.AckFloor+1); err != nil {
 			return fmt.Errorf("httpapi: webhooks: %w", err)
 		}

@@ -68,8 +68,8 @@ func startHTTP(ctx context.Context, cfg *Config, recent *console.Recent, metrics
 	}
 	ictx, stopIndex := context.WithCancel(context.WithoutCancel(ctx))
 	closeAll := func() { stopIndex(); c.Close() }
-	index := summaries.NewIndex(cfg.Store, cfg.Summaries, func(ctx context.Context, from uint64) iter.Seq2[events.Envelope, error] {
-		return c.Watch(ctx, "", from)
+	index := summaries.NewIndex(cfg.Store, cfg.Summaries, func(ctx context.Context, from []uint64) iter.Seq2[events.Envelope, error] {
+		return c.WatchAll(ctx, from)
 	})
 	con := console.New(console.Config{Client: c, Store: cfg.Store, Index: index, Context: ictx, Summaries: cfg.Summaries,
 		Recent: recent, Metrics: metrics, Logger: cfg.Logger})

@@ -175,13 +175,13 @@ func Start(ctx context.Context, cfg Config) (*Server, error) {
 	return s, nil
 }
 
-// startProjector runs the thread-summaries projector until close. The
-// projector sees every event, once across all servers: it finds a thread
-// that a runner left stranded for longer than strandedAfter, and this
-// runner claims it.
+// startProjector runs the thread-summaries projectors, one per partition,
+// until close. Each sees every event of its partition, once across all
+// servers: it finds a thread that a runner left stranded for longer than
+// strandedAfter, and this runner claims it.
 func (s *Server) startProjector(ctx context.Context, strandedAfter time.Duration) error {
 	owner := s.r.ID() + "/summaries"
-	p, err := summaries.NewProjector(summaries.Config{Store: s.cfg.Store, Bucket: s.cfg.Summaries, Owner: owner, Logger: s.cfg.Logger,
+	ps, err := summaries.NewProjectors(summaries.Config{Store: s.cfg.Store, Bucket: s.cfg.Summaries, Owner: owner, Logger: s.cfg.Logger,
 		StrandedAfter: strandedAfter, Stranded: func(th string, _ time.Time) {
 			s.obs.stranded()
 			s.r.Wake(th)
@@ -190,15 +190,18 @@ func (s *Server) startProjector(ctx context.Context, strandedAfter time.Duration
 		return err
 	}
 	pctx, cancel := context.WithCancel(context.WithoutCancel(ctx))
-	done := make(chan struct{})
-	go func() {
-		defer close(done)
-		if err := p.Run(pctx); err != nil {
-			s.cfg.Logger.Error("thread-summaries projector stopped", "err", err)
-		}
-	}()
+	var wg sync.WaitGroup
+	for _, p := range ps {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			if err := p.Run(pctx); err != nil {
+				s.cfg.Logger.Error("thread-summaries projector stopped", "partition", p.Partition(), "err", err)
+			}
+		}()
+	}
 	s.owner = owner
-	s.stopProj = func() { cancel(); <-done }
+	s.stopProj = func() { cancel(); wg.Wait() }
 	return nil
 }
 

@@ -28,6 +28,7 @@ func (a *app) auditCommand() *cobra.Command {
 		spec   bool
 		strand time.Duration
 		leases bool
+		part   int
 	)
 	cmd := &cobra.Command{
 		Use:   "audit",
@@ -70,6 +71,11 @@ unexplained-lease TTL (1 min), and log and count it
 events (which claim is newest, what was consumed) may then report findings
 that a full replay would not.
 
+With --partitions above 1 the audit replays every partition's stream in
+turn (each thread lives in one, and every check is per thread), or only
+--partition N's. Each stream has its own sequences, so --from needs
+--partition.
+
 Exit codes, as for every command: 0 no violations (anomalies alone do not
 fail an audit), 1 violations found or the audit could not run (NATS
 unreachable, no stream, --thread with no events; the message on stderr
@@ -77,12 +83,12 @@ says which), 2 usage error.`,
 		Args: cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error {
 			if leases {
-				if thread != "" || spec || from > 1 {
-					return usage(fmt.Errorf("--leases takes none of --thread, --spec, --from"))
+				if thread != "" || spec || from > 1 || part >= 0 {
+					return usage(fmt.Errorf("--leases takes none of --thread, --spec, --from, --partition"))
 				}
 				return a.auditLeases(cmd.Context(), &conn, asJSON)
 			}
-			return a.audit(cmd.Context(), &conn, auditOpts{thread: thread, from: from, asJSON: asJSON, spec: spec, strandedAfter: strand})
+			return a.audit(cmd.Context(), &conn, auditOpts{thread: thread, from: from, asJSON: asJSON, spec: spec, strandedAfter: strand, partition: part})
 		},
 	}
 	addConnFlags(cmd, &conn)
@@ -93,6 +99,7 @@ says which), 2 usage error.`,
 	cmd.Flags().DurationVar(&strand, "stranded-after", runner.ConsumeBound(defaultClaimTTL, natsstore.WorkAckWait),
 		"warn of threads with a message pending, no run and no claim for longer than this (0: off)")
 	cmd.Flags().BoolVar(&leases, "leases", false, "list the leases no live session explains, instead of replaying the log")
+	cmd.Flags().IntVar(&part, "partition", -1, "with --partitions above 1: audit only this partition's stream (default every partition)")
 	return cmd
 }
 
@@ -102,6 +109,7 @@ type auditOpts struct {
 	from          uint64
 	asJSON, spec  bool
 	strandedAfter time.Duration
+	partition     int // -1: every partition
 }
 
 func (a *app) audit(ctx context.Context, conn *connFlags, o auditOpts) error {
@@ -116,6 +124,15 @@ func (a *app) audit(ctx context.Context, conn *connFlags, o auditOpts) error {
 		}
 	}
 	from = max(from, 1)
+	n := max(conn.partitions, 1)
+	switch {
+	case o.partition >= n:
+		return usagef("--partition %d: want 0 to %d (--partitions %d)", o.partition, n-1, n)
+	case o.partition >= 0 && thread != "":
+		return usage(fmt.Errorf("--thread audits one thread, in its own partition: drop --partition"))
+	case n > 1 && from > 1 && o.partition < 0 && thread == "":
+		return usage(fmt.Errorf("--from %d: each partition's stream has its own sequences: name one with --partition", from))
+	}
 	if withSpec && from > 1 {
 		return usage(fmt.Errorf("--spec validates whole threads from their first event: drop --from"))
 	}
@@ -127,14 +144,14 @@ func (a *app) audit(ctx context.Context, conn *connFlags, o auditOpts) error {
 	prog := newProgress(a.stderr)
 	var sv *spec.TraceValidator
 	if withSpec {
-		sv = spec.NewTraceValidator()
+		sv = spec.NewTraceValidatorWith(audit.Options{Subjects: store.Subjects()})
 		prog.each = sv.Add
 	}
 	var r audit.Report
 	if thread != "" {
 		r, err = auditThread(ctx, store, thread, from, aopts, prog)
 	} else {
-		r, err = auditStream(ctx, store, from, aopts, prog)
+		r, err = auditStream(ctx, store, o.partition, from, aopts, prog)
 	}
 	prog.done()
 	if errors.Is(err, errThreadEmpty) {
@@ -277,32 +294,50 @@ func auditThread(ctx context.Context, store events.Store, thread string, from ui
 
 // auditStream replays every event of the store's stream from from up to
 // its last sequence when the audit began (natsstore Replay: one ordered
-// consumer, decoding ahead of the audit in a goroutine of its own).
-func auditStream(ctx context.Context, store *natsstore.Store, from uint64, o audit.Options, prog *progress) (audit.Report, error) {
-	o.Subjects = store.Subjects()
+// consumer, decoding ahead of the audit in a goroutine of its own). With
+// partitions it replays each partition's stream in turn, or only part's
+// (part >= 0): every check is per thread, and a thread lives in one.
+func auditStream(ctx context.Context, store *natsstore.Store, part int, from uint64, o audit.Options, prog *progress) (audit.Report, error) {
+	subj := store.Subjects()
+	o.Subjects = subj
 	au := audit.NewWithOptions(o)
-	last, err := store.LastStreamSeq(ctx)
-	if err != nil {
-		return audit.Report{}, err
-	}
-	if last < from {
-		return au.Report(), nil
-	}
-	prog.total = last - from + 1
-	logOnly := projections.LogOnly(store) // the audit checks the log, not snapshots
-	_, err = store.Replay(ctx, store.Subjects().All(), from, func(env events.Envelope) error {
-		// A fork by reference is checked against the history it names,
-		// read from its source: the one read an audit makes besides the
-		// replay, once per fork.
-		if err := projections.ResolveFork(ctx, logOnly, &env); err != nil {
-			return err
+	parts := []int{part}
+	if part < 0 {
+		parts = make([]int, subj.PartitionCount())
+		for p := range parts {
+			parts[p] = p
 		}
-		au.Add(env)
-		prog.tick(env)
-		return nil
-	})
-	if err != nil {
-		return audit.Report{}, err
+	}
+	lasts := make([]uint64, len(parts))
+	for i, p := range parts {
+		last, err := store.LastPartitionSeq(ctx, p)
+		if err != nil {
+			return audit.Report{}, err
+		}
+		lasts[i] = last
+		if last >= from {
+			prog.total += last - from + 1
+		}
+	}
+	logOnly := projections.LogOnly(store) // the audit checks the log, not snapshots
+	for i, p := range parts {
+		if lasts[i] < from {
+			continue
+		}
+		_, err := store.Replay(ctx, subj.PartitionAll(p), from, func(env events.Envelope) error {
+			// A fork by reference is checked against the history it
+			// names, read from its source (in its own partition): the one
+			// read an audit makes besides the replay, once per fork.
+			if err := projections.ResolveFork(ctx, logOnly, &env); err != nil {
+				return err
+			}
+			au.Add(env)
+			prog.tick(env)
+			return nil
+		})
+		if err != nil {
+			return audit.Report{}, err
+		}
 	}
 	return au.Report(), nil
 }

@@ -134,6 +134,7 @@ func (f *serveFlags) authNames() natsauth.Names {
 	n.Stream = f.conn.stream
 	n.Summaries = f.summaries
 	n.Durables = []string{f.workQueue, summaries.DefaultDurable}
+	n.Partitions = f.conn.partitions
 	return n
 }
 

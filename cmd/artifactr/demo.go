@@ -106,7 +106,7 @@ func demoSummary(ctx context.Context, p *demo.Tour, store *natsstore.Store) erro
 	if err := p.Write(func(w io.Writer) error { return writeSummaries(w, sums) }); err != nil {
 		return err
 	}
-	r, err := auditStream(ctx, store, 1, audit.Options{}, newProgress(nil))
+	r, err := auditStream(ctx, store, -1, 1, audit.Options{}, newProgress(nil))
 	if err != nil {
 		return err
 	}

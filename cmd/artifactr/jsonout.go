@@ -78,6 +78,7 @@ type (
 	}
 	rebuiltJSON struct {
 		Bucket       string  `json:"summaries_bucket"`
+		Partition    *int    `json:"partition,omitempty"` // with partitions
 		Events       uint64  `json:"events"`
 		Writes       uint64  `json:"writes"`
 		Checkpoint   uint64  `json:"checkpoint"`

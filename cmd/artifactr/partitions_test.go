@@ -49,9 +49,4 @@ func TestRun_partitions(t *testing.T) {
 	if code, _, errOut = runCLI(t, t.Context(), "post", "t1", "hi", "--nats", url, "--partitions", "0"); code != exitUsage {
 		t.Fatalf("--partitions 0: exit %d: %s", code, errOut)
 	}
-	// serve's read models read one stream so far: it says so.
-	code, _, errOut = runCLI(t, t.Context(), "serve", "--nats", url, "--partitions", "4")
-	if code != exitUsage || !strings.Contains(errOut, "--projector=false") {
-		t.Fatalf("serve --partitions 4: exit %d: %s", code, errOut)
-	}
 }

@@ -10,20 +10,40 @@ import (
 
 	"github.com/spf13/cobra"
 
+	"github.com/artifactr/artifactr/events"
 	"github.com/artifactr/artifactr/projections/summaries"
 )
 
 // projFlags are the options shared by the projections commands.
 type projFlags struct {
-	conn    connFlags
-	bucket  string
-	durable string
+	conn      connFlags
+	bucket    string
+	durable   string
+	partition int // -1: every partition
 }
 
 func addProjFlags(cmd *cobra.Command, f *projFlags) {
 	addConnFlags(cmd, &f.conn)
 	addSummariesBucketFlag(cmd, &f.bucket)
-	cmd.Flags().StringVar(&f.durable, "durable", summaries.DefaultDurable, "durable consumer feeding it")
+	cmd.Flags().StringVar(&f.durable, "durable", summaries.DefaultDurable, "durable consumer feeding it (with --partitions above 1, one of that name on each partition's stream)")
+	cmd.Flags().IntVar(&f.partition, "partition", -1, "with --partitions above 1: only this partition's projector (default every partition)")
+}
+
+// partitions returns the partitions a projections command works on: the
+// one --partition names, or every one.
+func (f *projFlags) partitions() ([]int, error) {
+	n := max(f.conn.partitions, 1)
+	if f.partition >= n {
+		return nil, usagef("--partition %d: want 0 to %d (--partitions %d)", f.partition, n-1, n)
+	}
+	if f.partition >= 0 {
+		return []int{f.partition}, nil
+	}
+	ps := make([]int, n)
+	for i := range ps {
+		ps[i] = i
+	}
+	return ps, nil
 }
 
 func (a *app) projectionsCommand() *cobra.Command {
@@ -62,27 +82,61 @@ projector owns the read model.
   {"bucket","stream_last_seq","checkpoint","behind","epoch","durable","durable_exists",
    "num_pending","num_ack_pending","owner","owner_live","updated"}
 
+With --partitions above 1 each partition's stream has its own sequences and
+its own projector, checkpoint and consumer: status shows each partition
+(--partition N: only that one), and --json prints an array of those objects,
+each with "partition", unless --partition names one.
+
 Exit code 1 when the read model does not exist yet.`,
 		Args: cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error {
+			parts, err := f.partitions()
+			if err != nil {
+				return err
+			}
 			store, err := a.openRead(cmd.Context(), &f.conn)
 			if err != nil {
 				return err
 			}
 			defer store.Close()
-			l, err := summaries.ReadLag(cmd.Context(), store, f.bucket, f.durable)
-			if errors.Is(err, summaries.ErrNoReadModel) {
-				return failf("no read model in bucket %s yet: run 'artifactr serve' or 'artifactr projections rebuild'", f.bucket)
+			var lags []summaries.Lag
+			for _, p := range parts {
+				l, err := summaries.ReadPartitionLag(cmd.Context(), store, f.bucket, f.durable, p)
+				if errors.Is(err, summaries.ErrNoReadModel) {
+					return failf("no read model in bucket %s yet: run 'artifactr serve' or 'artifactr projections rebuild'", f.bucket)
+				}
+				if err != nil {
+					return storeError(f.conn.url, err)
+				}
+				lags = append(lags, l)
 			}
-			if err != nil {
-				return storeError(f.conn.url, err)
-			}
+			one := len(lags) == 1 && (f.conn.partitions <= 1 || f.partition >= 0)
 			if asJSON {
 				enc := json.NewEncoder(a.stdout)
 				enc.SetIndent("", "  ")
-				return errOrNil(enc.Encode(l))
+				if one {
+					return errOrNil(enc.Encode(lags[0]))
+				}
+				// Each with its partition, 0's too (Lag omits a zero one).
+				type partLag struct {
+					Partition int `json:"partition"`
+					summaries.Lag
+				}
+				out := make([]partLag, len(lags))
+				for i, l := range lags {
+					out[i] = partLag{l.Partition, l}
+				}
+				return errOrNil(enc.Encode(out))
 			}
-			return errOrNil(writeLag(a.stdout, l))
+			for _, l := range lags {
+				if f.conn.partitions > 1 {
+					fmt.Fprintf(a.stdout, "partition %d:\n", l.Partition)
+				}
+				if err := writeLag(a.stdout, l); err != nil {
+					return errOrNil(err)
+				}
+			}
+			return nil
 		},
 	}
 	addProjFlags(cmd, &f)
@@ -136,6 +190,10 @@ While a projector owns the read model (a serve is running) rebuild refuses,
 naming it, unless --force: the owner is then fenced out, stands by, and
 takes the read model back once the rebuild is done.
 
+With --partitions above 1 each partition has its own projector and
+checkpoint: rebuild does each partition in turn (--partition N: only that
+one), with a line (or a JSON document) for each.
+
 --json prints one object at the end instead of the summary line:
   {"summaries_bucket","events","writes","checkpoint","seconds","events_per_second"}`,
 		Args: cobra.NoArgs,
@@ -143,33 +201,20 @@ takes the read model back once the rebuild is done.
 			if batch < 1 || batch > 50_000 {
 				return usagef("--batch %d: want 1 to 50000", batch)
 			}
+			parts, err := f.partitions()
+			if err != nil {
+				return err
+			}
 			store, err := a.openRead(cmd.Context(), &f.conn)
 			if err != nil {
 				return err
 			}
 			defer store.Close()
-			target, err := store.LastStreamSeq(cmd.Context())
-			if err != nil {
-				return storeError(f.conn.url, err)
+			for _, p := range parts {
+				if err := a.rebuildPartition(cmd, store, &f, p, batch, force, asJSON); err != nil {
+					return err
+				}
 			}
-			rep := &rebuildProgress{w: a.stderr, target: target, start: time.Now()}
-			st, err := summaries.Rebuild(cmd.Context(), summaries.Config{
-				Store: store, Bucket: f.bucket, Durable: f.durable, Batch: batch, Logger: a.log, Progress: rep.report,
-			}, force)
-			if errors.Is(err, summaries.ErrOwned) {
-				return failf("%v\nhint: stop 'artifactr serve', or pass --force", err)
-			}
-			if err != nil {
-				return storeError(f.conn.url, err)
-			}
-			el := time.Since(rep.start)
-			rate := float64(st.Events) / max(el.Seconds(), 1e-9)
-			if asJSON {
-				return writeJSON(a.stdout, rebuiltJSON{Bucket: f.bucket, Events: st.Events, Writes: st.Writes,
-					Checkpoint: target, Seconds: el.Seconds(), EventsPerSec: rate})
-			}
-			fmt.Fprintf(a.stdout, "rebuilt %s: %d events in %s (%.0f events/s), %d summary writes, checkpoint %d\n",
-				f.bucket, st.Events, el.Round(time.Millisecond), rate, st.Writes, target)
 			return nil
 		},
 	}
@@ -178,6 +223,38 @@ takes the read model back once the rebuild is done.
 	cmd.Flags().IntVar(&batch, "batch", 5000, "events per batch: each writes every summary it touched once")
 	cmd.Flags().BoolVar(&asJSON, "json", false, "print one JSON object")
 	return cmd
+}
+
+// rebuildPartition rebuilds partition p's read model and reports it.
+func (a *app) rebuildPartition(cmd *cobra.Command, store events.ReadModelStore, f *projFlags, p, batch int, force, asJSON bool) error {
+	target, err := store.LastPartitionSeq(cmd.Context(), p)
+	if err != nil {
+		return storeError(f.conn.url, err)
+	}
+	rep := &rebuildProgress{w: a.stderr, target: target, start: time.Now()}
+	st, err := summaries.Rebuild(cmd.Context(), summaries.Config{
+		Store: store, Bucket: f.bucket, Durable: f.durable, Partition: p, Batch: batch, Logger: a.log, Progress: rep.report,
+	}, force)
+	if errors.Is(err, summaries.ErrOwned) {
+		return failf("%v\nhint: stop 'artifactr serve', or pass --force", err)
+	}
+	if err != nil {
+		return storeError(f.conn.url, err)
+	}
+	el := time.Since(rep.start)
+	rate := float64(st.Events) / max(el.Seconds(), 1e-9)
+	part := ""
+	var jpart *int
+	if store.Subjects().Partitioned() {
+		part, jpart = fmt.Sprintf(" partition %d", p), &p
+	}
+	if asJSON {
+		return writeJSON(a.stdout, rebuiltJSON{Bucket: f.bucket, Partition: jpart, Events: st.Events, Writes: st.Writes,
+			Checkpoint: target, Seconds: el.Seconds(), EventsPerSec: rate})
+	}
+	fmt.Fprintf(a.stdout, "rebuilt %s%s: %d events in %s (%.0f events/s), %d summary writes, checkpoint %d\n",
+		f.bucket, part, st.Events, el.Round(time.Millisecond), rate, st.Writes, target)
+	return nil
 }
 
 // rebuildProgress prints a line on stderr at most once a second.

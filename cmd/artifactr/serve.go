@@ -257,11 +257,6 @@ func (f *serveFlags) validate(external bool) error {
 		return usagef("--work-queue %q: want a consumer name of [A-Za-z0-9_-]", f.workQueue)
 	case !validName(f.summaries):
 		return usagef("--summaries-bucket %q: want a bucket name of [A-Za-z0-9_-]", f.summaries)
-	case f.conn.partitions > 1 && f.projector:
-		// The read models still read one stream (issue 29, step 3).
-		return usagef("--partitions %d: the thread-summaries projector reads one stream so far; pass --projector=false", f.conn.partitions)
-	case f.conn.partitions > 1 && f.http.addr != "":
-		return usagef("--partitions %d: the HTTP API reads the thread summaries, which read one stream so far; leave --http off", f.conn.partitions)
 	case f.runnerID != "" && !validName(f.runnerID):
 		return usagef("--runner-id %q: want [A-Za-z0-9_-]{1,128}: it names the runner's session key and its claims' holders", f.runnerID)
 	}

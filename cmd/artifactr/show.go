@@ -70,7 +70,7 @@ one verifies and is not past --at SEQ, and reads only the events after it.`,
 				return err
 			}
 			defer cl.Close()
-			if err := checkAt(cmd.Context(), cl, at); err != nil {
+			if err := checkAt(cmd.Context(), cl, thread, at); err != nil {
 				return err
 			}
 			t, err := cl.Thread(cmd.Context(), thread, opt)
@@ -112,7 +112,7 @@ func errNoEvents(thread string, from uint64) error {
 // checkAt refuses an --at outside the stream: a sequence of 0 or past its
 // last, or a time still to come. Such a point is most likely a typo, and
 // showing the latest state for it would hide that.
-func checkAt(ctx context.Context, cl *client.Client, at string) error {
+func checkAt(ctx context.Context, cl *client.Client, thread, at string) error {
 	if at == "" {
 		return nil
 	}
@@ -126,11 +126,12 @@ func checkAt(ctx context.Context, cl *client.Client, at string) error {
 	if n == 0 {
 		return failf("--at 0: stream sequences start at 1")
 	}
-	last, err := cl.LastSeq(ctx)
+	lasts, err := cl.LastSeqs(ctx)
 	if err != nil {
 		return storeError(cl.URL(), err)
 	}
-	if n > last {
+	// With partitions, the sequences of thread's partition's stream.
+	if last := lasts[cl.Subjects().PartitionOf(thread)]; n > last {
 		return failf("--at %d is past the stream's last sequence, %d", n, last)
 	}
 	return nil

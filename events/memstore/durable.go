@@ -2,6 +2,7 @@ package memstore
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"maps"
 	"slices"
@@ -46,7 +47,13 @@ type token struct {
 type durableHandle struct {
 	s    *Store
 	name string
+	id   string // its key in the log's durables: name and stream
 }
+
+// durableID is the key of durable name on stream key: as on JetStream, each
+// partition's stream has consumers of its own, so one name may have one on
+// each.
+func durableID(name, key string) string { return key + "/" + name }
 
 // OpenDurable implements [events.ReadModelStore]. An existing durable keeps
 // its position and its AckWait and MaxAckPending, as a JetStream consumer
@@ -80,28 +87,44 @@ func (s *Store) OpenDurable(ctx context.Context, cfg events.DurableConfig) (even
 	if l.rm.durables == nil {
 		l.rm.durables = make(map[string]*durable)
 	}
-	d := l.rm.durables[cfg.Name]
+	id := durableID(cfg.Name, key)
+	d := l.rm.durables[id]
 	if d == nil {
 		l.rm.gen++
 		d = &durable{cfg: cfg, key: key, gen: l.rm.gen, pending: make(map[uint64]*inflight)}
-		l.rm.durables[cfg.Name] = d
+		l.rm.durables[id] = d
 	}
 	if d.cfg.Filter != cfg.Filter {
 		return nil, fmt.Errorf("memstore: durable %s exists with filter %q, want %q; delete it to recreate it: %w",
 			cfg.Name, d.cfg.Filter, cfg.Filter, events.ErrUnsafeConfig)
 	}
-	return &durableHandle{s: s, name: cfg.Name}, nil
+	return &durableHandle{s: s, name: cfg.Name, id: id}, nil
 }
 
-// DurableState implements [events.ReadModelStore].
+// DurableState implements [events.ReadModelStore]: with partitions, of the
+// first partition's stream that has a durable of that name, as natsstore.
 func (s *Store) DurableState(ctx context.Context, name string) (events.DurableInfo, error) {
+	for p := range s.cfg.Subjects.PartitionCount() {
+		info, err := s.PartitionDurableState(ctx, p, name)
+		if !errors.Is(err, events.ErrNotFound) {
+			return info, err
+		}
+	}
+	return events.DurableInfo{}, notFound("durable", name)
+}
+
+// PartitionDurableState implements [events.ReadModelStore].
+func (s *Store) PartitionDurableState(ctx context.Context, p int, name string) (events.DurableInfo, error) {
 	if err := ctx.Err(); err != nil {
 		return events.DurableInfo{}, err
+	}
+	if p < 0 || p >= s.cfg.Subjects.PartitionCount() {
+		return events.DurableInfo{}, fmt.Errorf("memstore: %w: no partition %d", events.ErrLayout, p)
 	}
 	l := s.log
 	l.mu.Lock()
 	defer l.mu.Unlock()
-	d := l.rm.durables[name]
+	d := l.rm.durables[durableID(name, s.partKey(p))]
 	if d == nil {
 		return events.DurableInfo{}, notFound("durable", name)
 	}
@@ -115,22 +138,36 @@ func (s *Store) DurableState(ctx context.Context, name string) (events.DurableIn
 	return info, nil
 }
 
-// DeleteDurable implements [events.ReadModelStore].
+// DeleteDurable implements [events.ReadModelStore]: from every partition's
+// stream.
 func (s *Store) DeleteDurable(ctx context.Context, name string) error {
+	for p := range s.cfg.Subjects.PartitionCount() {
+		if err := s.DeletePartitionDurable(ctx, p, name); err != nil {
+			return err
+		}
+	}
+	return nil
+}
+
+// DeletePartitionDurable implements [events.ReadModelStore].
+func (s *Store) DeletePartitionDurable(ctx context.Context, p int, name string) error {
 	if err := ctx.Err(); err != nil {
 		return err
+	}
+	if p < 0 || p >= s.cfg.Subjects.PartitionCount() {
+		return fmt.Errorf("memstore: %w: no partition %d", events.ErrLayout, p)
 	}
 	l := s.log
 	l.mu.Lock()
 	defer l.mu.Unlock()
-	delete(l.rm.durables, name)
+	delete(l.rm.durables, durableID(name, s.partKey(p)))
 	return nil
 }
 
 // lookLocked returns the durable h reads, or an error wrapping
 // [events.ErrNotFound] when it was deleted.
 func (h *durableHandle) lookLocked() (*durable, error) {
-	d := h.s.log.rm.durables[h.name]
+	d := h.s.log.rm.durables[h.id]
 	if d == nil {
 		return nil, notFound("durable", h.name)
 	}
@@ -212,7 +249,7 @@ func (h *durableHandle) takeLocked(d *durable, max int) []events.Delivery {
 		f.count++
 		f.due = now.Add(d.cfg.AckWait)
 		out = append(out, events.Delivery{Env: h.s.decode(recs[seq-1]), Delivered: f.count,
-			Token: token{name: h.name, gen: d.gen, seq: seq}})
+			Token: token{name: h.id, gen: d.gen, seq: seq}})
 	}
 	for _, seq := range slices.Sorted(maps.Keys(d.pending)) {
 		if len(out) == max {
@@ -250,7 +287,7 @@ func (d *durable) nextDueLocked() time.Time {
 // as the reset dropped it.
 func (h *durableHandle) Ack(ctx context.Context, dl events.Delivery) error {
 	tok, ok := dl.Token.(token)
-	if !ok || tok.name != h.name {
+	if !ok || tok.name != h.id {
 		return fmt.Errorf("memstore: durable %s: ack of a delivery it did not make", h.name)
 	}
 	if err := ctx.Err(); err != nil {

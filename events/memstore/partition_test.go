@@ -8,6 +8,7 @@ import (
 
 	"github.com/artifactr/artifactr/events"
 	"github.com/artifactr/artifactr/events/eventspb"
+	"github.com/artifactr/artifactr/events/eventstest"
 	"github.com/artifactr/artifactr/events/memstore"
 )
 
@@ -49,4 +50,8 @@ func TestStore_partitionSequences(t *testing.T) {
 	if threads, err := s.Threads(ctx); err != nil || len(threads) != n {
 		t.Fatalf("threads %v %v, want one per partition", threads, err)
 	}
+}
+
+func TestStore_partitionReads(t *testing.T) {
+	eventstest.RunPartitionReads(t, memstore.New(memstore.Config{Subjects: events.Subjects{Partitions: 4}}))
 }

@@ -56,8 +56,20 @@ func (s *Store) NextSeq(ctx context.Context, from uint64) (uint64, bool, error) 
 	if err := s.onePartition("next sequence"); err != nil {
 		return 0, false, err
 	}
+	return s.NextPartitionSeq(ctx, 0, from)
+}
+
+// NextPartitionSeq implements [events.LogReader]: NextSeq within partition
+// p's stream.
+func (s *Store) NextPartitionSeq(ctx context.Context, p int, from uint64) (uint64, bool, error) {
+	if err := ctx.Err(); err != nil {
+		return 0, false, err
+	}
+	if p < 0 || p >= s.cfg.Subjects.PartitionCount() {
+		return 0, false, fmt.Errorf("memstore: %w: no partition %d", events.ErrLayout, p)
+	}
 	from = max(from, 1)
-	if from > uint64(len(s.log.recs(s.partKey(0)))) {
+	if from > uint64(len(s.log.recs(s.partKey(p)))) {
 		return 0, false, nil
 	}
 	return from, true, nil

@@ -217,9 +217,28 @@ func (s *Store) DurableState(ctx context.Context, name string) (events.DurableIn
 	}
 	ctx, cancel := s.bound(ctx)
 	defer cancel()
+	return s.durableState(ctx, s.streams, name)
+}
+
+// PartitionDurableState implements [events.ReadModelStore]: the state of
+// the durable consumer name on partition p's stream.
+func (s *Store) PartitionDurableState(ctx context.Context, p int, name string) (events.DurableInfo, error) {
+	if err := s.checkOpen(); err != nil {
+		return events.DurableInfo{}, err
+	}
+	if p < 0 || p >= len(s.streams) {
+		return events.DurableInfo{}, fmt.Errorf("natsstore: %w: no partition %d of %d", events.ErrLayout, p, len(s.streams))
+	}
+	ctx, cancel := s.bound(ctx)
+	defer cancel()
+	return s.durableState(ctx, s.streams[p:p+1], name)
+}
+
+// durableState is the state of the first of streams' consumers named name.
+func (s *Store) durableState(ctx context.Context, streams []jetstream.Stream, name string) (events.DurableInfo, error) {
 	var c jetstream.Consumer
 	var err error = jetstream.ErrConsumerNotFound
-	for _, st := range s.streams {
+	for _, st := range streams {
 		if c, err = st.Consumer(ctx, name); !errors.Is(err, jetstream.ErrConsumerNotFound) {
 			break
 		}
@@ -243,12 +262,25 @@ func (s *Store) DurableState(ctx context.Context, name string) (events.DurableIn
 // DeleteDurable deletes the durable consumer name, from every partition's
 // stream. Deleting one that does not exist is not an error.
 func (s *Store) DeleteDurable(ctx context.Context, name string) error {
+	return s.deleteDurable(ctx, s.streams, name)
+}
+
+// DeletePartitionDurable implements [events.ReadModelStore]: DeleteDurable
+// on partition p's stream alone.
+func (s *Store) DeletePartitionDurable(ctx context.Context, p int, name string) error {
+	if p < 0 || p >= len(s.streams) {
+		return fmt.Errorf("natsstore: %w: no partition %d of %d", events.ErrLayout, p, len(s.streams))
+	}
+	return s.deleteDurable(ctx, s.streams[p:p+1], name)
+}
+
+func (s *Store) deleteDurable(ctx context.Context, streams []jetstream.Stream, name string) error {
 	if err := s.checkOpen(); err != nil {
 		return err
 	}
 	ctx, cancel := s.bound(ctx)
 	defer cancel()
-	for _, st := range s.streams {
+	for _, st := range streams {
 		err := st.DeleteConsumer(ctx, name)
 		if err != nil && !errors.Is(err, jetstream.ErrConsumerNotFound) {
 			return unavailable("delete durable "+name, err)

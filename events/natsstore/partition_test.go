@@ -16,6 +16,7 @@ import (
 
 	"github.com/artifactr/artifactr/events"
 	"github.com/artifactr/artifactr/events/eventspb"
+	"github.com/artifactr/artifactr/events/eventstest"
 	"github.com/artifactr/artifactr/internal/natsembed"
 	"github.com/artifactr/artifactr/internal/natsembed/natsembedtest"
 )
@@ -368,4 +369,9 @@ func TestPartition_R3leaders(t *testing.T) {
 			t.Fatalf("partition %d: stale fenced append: %v, want ErrThreadBusy", p, err)
 		}
 	}
+}
+
+func TestPartition_reads(t *testing.T) {
+	srv := natsembedtest.RunForTest(t)
+	eventstest.RunPartitionReads(t, open(t, srv, func(c *Config) { c.Partitions = 4 }))
 }

@@ -243,11 +243,22 @@ func (s *Store) NextSeq(ctx context.Context, from uint64) (uint64, bool, error) 
 	if err := s.onePartition("next sequence"); err != nil {
 		return 0, false, err
 	}
+	return s.NextPartitionSeq(ctx, 0, from)
+}
+
+// NextPartitionSeq is [Store.NextSeq] within partition p's stream.
+func (s *Store) NextPartitionSeq(ctx context.Context, p int, from uint64) (uint64, bool, error) {
+	if err := s.checkOpen(); err != nil {
+		return 0, false, err
+	}
+	if p < 0 || p >= len(s.streams) {
+		return 0, false, fmt.Errorf("natsstore: %w: no partition %d of %d", events.ErrLayout, p, len(s.streams))
+	}
 	ctx, cancel := s.bound(ctx)
 	defer cancel()
 	from = max(from, 1)
 	for {
-		m, err := s.getMsg(ctx, s.cfg.Stream, msgGetRequest{Seq: from, NextFor: s.subj.All()})
+		m, err := s.getMsg(ctx, s.streamName(p), msgGetRequest{Seq: from, NextFor: s.subj.PartitionAll(p)})
 		if errors.Is(err, jetstream.ErrMsgNotFound) {
 			return 0, false, nil
 		}

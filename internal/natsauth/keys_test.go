@@ -80,3 +80,41 @@ func TestNames_Validate(t *testing.T) {
 		t.Error("a stream name with a dot passed")
 	}
 }
+
+// permBytes is the size of role r's subjects under n: what they add to a
+// user JWT.
+func permBytes(n natsauth.Names, r natsauth.Role) int {
+	p, _ := n.Permissions(r)
+	size := 0
+	for _, l := range [][]string{p.PubAllow, p.PubDeny, p.SubAllow, p.SubDeny} {
+		for _, s := range l {
+			size += len(s) + 3 // quotes and a comma, as in the JWT's JSON
+		}
+	}
+	return size
+}
+
+// With partitions a role's permissions do not grow with the partition
+// count, and stay no larger than with one stream: each user's JWT fits
+// under the server's control line whatever P (the operator-mode test,
+// cmd/artifactr TestRun_credsOperatorMode, runs the one-stream JWTs).
+func TestNames_Permissions_partitionsDoNotGrow(t *testing.T) {
+	one := natsauth.DefaultNames()
+	for _, r := range []natsauth.Role{natsauth.Runner, natsauth.Client, natsauth.Auditor} {
+		base := permBytes(one, r)
+		var at4 int
+		for _, parts := range []int{2, 4, 64, 1024} {
+			n := natsauth.DefaultNames()
+			n.Partitions = parts
+			got := permBytes(n, r)
+			if got > base {
+				t.Errorf("%s with %d partitions: %d bytes of permissions, more than %d with one stream", r, parts, got, base)
+			}
+			if parts == 4 {
+				at4 = got
+			} else if parts > 4 && got != at4 {
+				t.Errorf("%s: %d bytes with %d partitions, %d with 4: the permissions grow with P", r, got, parts, at4)
+			}
+		}
+	}
+}

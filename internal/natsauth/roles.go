@@ -70,7 +70,14 @@ type Names struct {
 	Delayed string
 	// Durables are the durable consumers only runners may create, read,
 	// acknowledge or delete: the work queue and the summaries projector's.
+	// With partitions each has one of its name on every partition's
+	// stream.
 	Durables []string
+	// Partitions is the layout's partition count (0 means 1). With more
+	// than one, a thread's subjects are <prefix>.<p>.T.<kind> and the
+	// thread streams are <Stream>-p<p> (docs/partitions.md); see
+	// [Names.Permissions].
+	Partitions int
 }
 
 // DefaultNames returns the names artifactr uses by default.
@@ -120,12 +127,43 @@ type Perm struct {
 	SubAllow, SubDeny []string
 }
 
+// partitioned reports whether the layout has more than one partition.
+func (n Names) partitioned() bool { return n.Partitions > 1 }
+
+// threads returns the wildcard subject of every thread's events of kind k:
+// <prefix>.*.k, or <prefix>.*.*.k with partitions, whatever their count.
+func (n Names) threads(k string) string {
+	if n.partitioned() {
+		return n.Prefix + ".*.*." + k
+	}
+	return n.Prefix + ".*." + k
+}
+
+// threadStream is the stream token of the thread streams' API subjects:
+// the stream's name, or with partitions a wildcard. NATS wildcards match
+// whole tokens only (nats-server sublist.go: a '*' inside a token, as in
+// ARTIFACTR-p*, is a literal character), so the P streams <Stream>-p<p>
+// could only be named one by one, ten subjects each in every user's JWT;
+// the wildcard keeps the JWT's size whatever P. It lets every role read
+// (never write) every stream of the account, which holds artifactr's
+// alone; what writes and which consumers a role may use stay as narrow as
+// with one stream.
+func (n Names) threadStream() string {
+	if n.partitioned() {
+		return "*"
+	}
+	return n.Stream
+}
+
 // streams returns the JetStream streams every role reads: the thread
 // stream and the streams behind the buckets it scans. The delayed posts'
 // bucket is the clients' alone (streamAPI): each stream costs every user
 // JWT ten subjects, and a runner's JWT must stay under the server's control
 // line.
 func (n Names) streams() []string {
+	if n.partitioned() {
+		return []string{n.threadStream()} // every stream, the buckets' too
+	}
 	return []string{n.Stream, "KV_" + n.Claims, "KV_" + n.Summaries, "KV_" + n.Snapshots}
 }
 
@@ -185,13 +223,14 @@ func streamAPI(st string) []string {
 // deleted it would starve the runners.
 func (n Names) durableDeny() []string {
 	var s []string
+	st := n.threadStream()
 	for _, d := range n.Durables {
 		s = append(s,
-			"$JS.API.CONSUMER.CREATE."+n.Stream+"."+d,
-			"$JS.API.CONSUMER.CREATE."+n.Stream+"."+d+".>",
-			"$JS.API.CONSUMER.DELETE."+n.Stream+"."+d,
-			"$JS.API.CONSUMER.MSG.NEXT."+n.Stream+"."+d,
-			"$JS.ACK."+n.Stream+"."+d+".>",
+			"$JS.API.CONSUMER.CREATE."+st+"."+d,
+			"$JS.API.CONSUMER.CREATE."+st+"."+d+".>",
+			"$JS.API.CONSUMER.DELETE."+st+"."+d,
+			"$JS.API.CONSUMER.MSG.NEXT."+st+"."+d,
+			"$JS.ACK."+st+"."+d+".>",
 		)
 	}
 	return s
@@ -199,32 +238,40 @@ func (n Names) durableDeny() []string {
 
 // Permissions returns role's permissions for names. Admin has none: it may
 // do anything in the account.
+//
+// With partitions, the thread subjects take a wildcard for the partition
+// token (threads.*.*.posted: no list of partitions) and the thread
+// streams' API subjects one for the stream token (see threadStream), so a
+// user's permissions, and its JWT, do not grow with the partition count.
 func (n Names) Permissions(r Role) (Perm, bool) {
 	sub := []string{"_INBOX.>", n.Prefix + ".>"}
+	st := n.threadStream()
 	switch r {
 	case Runner:
 		pub := []string{
-			n.Prefix + ".*.claim",
-			n.Prefix + ".*.run",
+			n.threads("claim"),
+			n.threads("run"),
 			// The guard of a guarded consuming write (natsstore.GuardMode):
 			// only writers of the run subject may write it.
-			n.Prefix + ".*.guard",
+			n.threads("guard"),
 			"$KV." + n.Claims + ".>",
 			"$KV." + n.Summaries + ".>",
 			"$KV." + n.Snapshots + ".>",
 			"$KV." + n.messageIDs() + ".>",
-			"$JS.API.CONSUMER.DURABLE.CREATE." + n.Stream + ".*",
+			"$JS.API.CONSUMER.DURABLE.CREATE." + st + ".*",
 			// The summaries projector moves its durable back to its
 			// checkpoint at each start and on a gap.
-			"$JS.API.CONSUMER.RESET." + n.Stream + ".*",
-			"$JS.ACK." + n.Stream + ".>",
+			"$JS.API.CONSUMER.RESET." + st + ".*",
+			"$JS.ACK." + st + ".>",
 		}
 		return Perm{PubAllow: append(pub, n.readAPI()...), SubAllow: sub}, true
 	case Client:
 		// A post writes its message id's key first (natsstore); the HTTP
 		// API keeps its delayed posts in a bucket of their own.
-		pub := append([]string{n.Prefix + ".*.posted", "$KV." + n.messageIDs() + ".>", "$KV." + n.delayed() + ".>"}, n.readAPI()...)
-		pub = append(pub, streamAPI("KV_"+n.delayed())...)
+		pub := append([]string{n.threads("posted"), "$KV." + n.messageIDs() + ".>", "$KV." + n.delayed() + ".>"}, n.readAPI()...)
+		if !n.partitioned() { // else readAPI's wildcard covers it
+			pub = append(pub, streamAPI("KV_"+n.delayed())...)
+		}
 		return Perm{PubAllow: pub, PubDeny: n.durableDeny(), SubAllow: sub}, true
 	case Auditor:
 		return Perm{PubAllow: n.readAPI(), PubDeny: n.durableDeny(), SubAllow: sub}, true

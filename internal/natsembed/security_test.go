@@ -30,6 +30,11 @@ func startWith(t *testing.T, cfg natsembed.Config) *natsembed.Server {
 
 func roleKeys(t *testing.T) (map[natsauth.Role][]byte, string) {
 	t.Helper()
+	return roleKeysFor(t, natsauth.DefaultNames())
+}
+
+func roleKeysFor(t *testing.T, n natsauth.Names) (map[natsauth.Role][]byte, string) {
+	t.Helper()
 	seeds := map[natsauth.Role][]byte{}
 	users := map[natsauth.Role]string{}
 	for _, r := range natsauth.Roles {
@@ -39,8 +44,17 @@ func roleKeys(t *testing.T) (map[natsauth.Role][]byte, string) {
 		}
 		seeds[r], users[r] = k.Seed, k.Public
 	}
-	n := natsauth.DefaultNames()
 	return seeds, natsauth.PermissionsConf(n) + natsauth.AccountConf(n, users)
+}
+
+// With four partitions every role may do on each partition's subjects and
+// stream what it may with one, and nothing more of the writes.
+func TestStart_authConfPartitioned(t *testing.T) {
+	n := natsauth.DefaultNames()
+	n.Partitions = 4
+	seeds, conf := roleKeysFor(t, n)
+	srv := startWith(t, natsembed.Config{AuthConf: conf})
+	authtest.CheckCases(t, srv.ClientURL(), seeds, authtest.PartitionedMatrix())
 }
 
 // The embedded server with AuthConf enforces every role's permissions;

@@ -5,6 +5,7 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"strconv"
 	"time"
 
 	"github.com/artifactr/artifactr/events"
@@ -13,6 +14,16 @@ import (
 // CheckpointKey is the bucket key of the [Checkpoint]. Thread ids cannot
 // contain a dot, so it never collides with a thread's summary.
 const CheckpointKey = "_meta.checkpoint"
+
+// CheckpointKeyOf is the key of partition p's checkpoint: [CheckpointKey]
+// with one partition, _meta.checkpoint.p<p> with several, since each
+// partition's stream has its own sequences.
+func CheckpointKeyOf(subj events.Subjects, p int) string {
+	if !subj.Partitioned() {
+		return CheckpointKey
+	}
+	return CheckpointKey + ".p" + strconv.Itoa(p)
+}
 
 // threadKeys is the key filter of the summaries: keys of one token.
 const threadKeys = "*"
@@ -62,11 +73,11 @@ type stored struct {
 	Epoch uint64 `json:"epoch"`
 }
 
-// readCheckpoint reads the checkpoint and its revision. A missing or
-// unreadable checkpoint reads as the zero one (resume from the start: the
+// readCheckpoint reads the checkpoint under key and its revision. A missing
+// or unreadable checkpoint reads as the zero one (resume from the start: the
 // summaries' own sequences make that safe).
-func readCheckpoint(ctx context.Context, b events.KVBucket) (Checkpoint, uint64, error) {
-	e, found, err := b.Get(ctx, CheckpointKey)
+func readCheckpoint(ctx context.Context, b events.KVBucket, key string) (Checkpoint, uint64, error) {
+	e, found, err := b.Get(ctx, key)
 	if err != nil {
 		return Checkpoint{}, 0, err
 	}
@@ -104,7 +115,7 @@ func (p *Projector) acquire(ctx context.Context, b events.KVBucket, force bool) 
 }
 
 func (p *Projector) tryAcquire(ctx context.Context, b events.KVBucket, force bool) (*owner, error) {
-	cp, rev, err := readCheckpoint(ctx, b)
+	cp, rev, err := readCheckpoint(ctx, b, p.checkpointKey())
 	if err != nil {
 		return nil, err
 	}
@@ -134,7 +145,7 @@ func (o *owner) write(ctx context.Context) error {
 	if err != nil {
 		return err
 	}
-	rev, err := o.b.Put(ctx, CheckpointKey, data, o.rev)
+	rev, err := o.b.Put(ctx, o.p.checkpointKey(), data, o.rev)
 	if errors.Is(err, events.ErrConflict) {
 		return fmt.Errorf("%w: %w", errLost, err)
 	}
@@ -163,6 +174,11 @@ func (o *owner) release(ctx context.Context) {
 	cp := o.cp
 	cp.Expires, cp.Updated = time.Time{}, now
 	if data, err := json.Marshal(cp); err == nil {
-		_, _ = o.b.Put(ctx, CheckpointKey, data, o.rev)
+		_, _ = o.b.Put(ctx, o.p.checkpointKey(), data, o.rev)
 	}
+}
+
+// checkpointKey is the key of the projector's partition's checkpoint.
+func (p *Projector) checkpointKey() string {
+	return CheckpointKeyOf(p.store.Subjects(), p.cfg.Partition)
 }

@@ -55,6 +55,16 @@
 // harmless is the compare-and-set on each summary, the sequence check in
 // Apply, and the checkpoint write that fences it out.
 //
+// # Partitions
+//
+// With a partitioned layout each partition's stream has its own sequences,
+// so each partition has its own projector ([NewProjectors], Config.Partition):
+// its own checkpoint key ([CheckpointKeyOf]), lease and epoch in the one
+// bucket, and a durable consumer of the same name on its partition's
+// stream. A thread lives in one partition, so its summary has one writer's
+// epoch. [Read] reads every partition's checkpoint and tail; [ReadLags]
+// has each partition's lag and [ReadLag] the one furthest behind.
+//
 // # Stranded threads
 //
 // With Config.StrandedAfter set (serve passes runner.ConsumeBound), the

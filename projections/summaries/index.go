@@ -13,9 +13,10 @@ import (
 	"github.com/artifactr/artifactr/internal/sys"
 )
 
-// Follow yields the stream's events from sequence from on, in order, live,
-// until ctx ends: what client.Client.Watch("", from) does.
-type Follow func(ctx context.Context, from uint64) iter.Seq2[events.Envelope, error]
+// Follow yields every partition's events from sequence from[p] on in
+// partition p's stream (one entry per partition), each partition's in
+// order, live, until ctx ends: what client.Client.WatchAll(from) does.
+type Follow func(ctx context.Context, from []uint64) iter.Seq2[events.Envelope, error]
 
 // Index is every thread's summary in memory, kept live: one [Read] of the
 // bucket, then the stream's events after it folded in as they are stored.
@@ -25,6 +26,7 @@ type Follow func(ctx context.Context, from uint64) iter.Seq2[events.Envelope, er
 // the process that asks for it; nothing is written.
 type Index struct {
 	store  events.ReadModelStore
+	subj   events.Subjects
 	bucket string
 	follow Follow
 
@@ -33,8 +35,8 @@ type Index struct {
 
 	mu   sync.RWMutex
 	byID map[string]*Summary
-	seq  uint64 // the stream sequence the index is exact at
-	err  error  // the last failure to read or follow, nil once caught up
+	seqs []uint64 // the sequence the index is exact at, per partition
+	err  error    // the last failure to read or follow, nil once caught up
 	subs map[chan struct{}]struct{}
 }
 
@@ -43,7 +45,8 @@ type Index struct {
 // with ctx.
 func NewIndex(store events.ReadModelStore, bucket string, follow Follow) *Index {
 	return &Index{
-		store: store, bucket: cmp.Or(bucket, DefaultBucket), follow: follow,
+		store: store, subj: store.Subjects(), bucket: cmp.Or(bucket, DefaultBucket), follow: follow,
+		seqs:  make([]uint64, store.Subjects().PartitionCount()),
 		ready: make(chan struct{}), byID: map[string]*Summary{}, subs: map[chan struct{}]struct{}{},
 	}
 }
@@ -84,7 +87,7 @@ func (ix *Index) run(ctx context.Context) {
 
 func (ix *Index) readAndFollow(ctx context.Context, first *bool) error {
 	snap, err := Read(ctx, ix.store, ix.bucket)
-	from := uint64(1)
+	seqs := make([]uint64, ix.subj.PartitionCount())
 	byID := map[string]*Summary{}
 	switch {
 	case errors.Is(err, ErrNoReadModel):
@@ -96,10 +99,14 @@ func (ix *Index) readAndFollow(ctx context.Context, first *bool) error {
 			s := snap.Summaries[i]
 			byID[s.Thread] = &s
 		}
-		from = snap.LastSeq + 1
+		copy(seqs, snap.LastSeqs)
+	}
+	from := make([]uint64, len(seqs))
+	for p := range seqs {
+		from[p] = seqs[p] + 1
 	}
 	ix.mu.Lock()
-	ix.byID, ix.seq, ix.err = byID, from-1, nil
+	ix.byID, ix.seqs, ix.err = byID, seqs, nil
 	ix.mu.Unlock()
 	if *first {
 		*first = false
@@ -116,12 +123,13 @@ func (ix *Index) readAndFollow(ctx context.Context, first *bool) error {
 }
 
 func (ix *Index) apply(env events.Envelope) {
+	p, ok := ix.subj.FilterPartition(env.Subject)
 	ix.mu.Lock()
-	if env.Seq <= ix.seq {
+	if !ok || env.Seq <= ix.seqs[p] {
 		ix.mu.Unlock()
 		return
 	}
-	ix.seq = env.Seq
+	ix.seqs[p] = env.Seq
 	if events.ValidateThreadID(env.Thread) == nil {
 		s, ok := ix.byID[env.Thread]
 		if !ok {
@@ -160,7 +168,7 @@ func (ix *Index) Wait(ctx context.Context) error {
 	}
 	ix.mu.RLock()
 	defer ix.mu.RUnlock()
-	if len(ix.byID) == 0 && ix.seq == 0 && ix.err != nil {
+	if len(ix.byID) == 0 && sum(ix.seqs) == 0 && ix.err != nil {
 		return ix.err
 	}
 	return nil
@@ -192,11 +200,28 @@ func (ix *Index) Get(thread string) (Summary, bool) {
 	return s.Clone(), true
 }
 
-// Seq returns the stream sequence the index is exact at.
+// Seq returns the stream sequence the index is exact at. With partitions
+// it is the sum of each partition's ([Index.Seqs]): it grows with every
+// event applied, but names no one stream's sequence.
 func (ix *Index) Seq() uint64 {
 	ix.mu.RLock()
 	defer ix.mu.RUnlock()
-	return ix.seq
+	return sum(ix.seqs)
+}
+
+// Seqs returns the sequence the index is exact at in each partition.
+func (ix *Index) Seqs() []uint64 {
+	ix.mu.RLock()
+	defer ix.mu.RUnlock()
+	return slices.Clone(ix.seqs)
+}
+
+func sum(xs []uint64) uint64 {
+	var n uint64
+	for _, x := range xs {
+		n += x
+	}
+	return n
 }
 
 // Query selects and orders summaries.
@@ -212,7 +237,8 @@ type Query struct {
 	Offset, Limit int
 }
 
-// Page is one page of a [Query], exact as of stream sequence Seq.
+// Page is one page of a [Query], exact as of stream sequence Seq (see
+// [Index.Seq] for partitions).
 type Page struct {
 	Summaries []Summary
 	Total     int // matches in all
@@ -228,7 +254,7 @@ func (ix *Index) Query(q Query) Page {
 			match = append(match, s)
 		}
 	}
-	seq := ix.seq
+	seq := sum(ix.seqs)
 	compare := q.Compare
 	if compare == nil {
 		compare = func(a, b *Summary) int { return 0 }

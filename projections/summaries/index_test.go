@@ -40,8 +40,8 @@ func indexEnv(t *testing.T, n int) (*natsstore.Store, *client.Client) {
 }
 
 func follow(c *client.Client) summaries.Follow {
-	return func(ctx context.Context, from uint64) iter.Seq2[events.Envelope, error] {
-		return c.Watch(ctx, "", from)
+	return func(ctx context.Context, from []uint64) iter.Seq2[events.Envelope, error] {
+		return c.WatchAll(ctx, from)
 	}
 }
 
@@ -125,9 +125,9 @@ func TestIndex_startsFromTheReadModel(t *testing.T) {
 	}
 	// A follow that yields nothing: all the index knows comes from the
 	// bucket, so 12 threads prove it read the read model.
-	none := func(ctx context.Context, from uint64) iter.Seq2[events.Envelope, error] {
-		if from != last+1 {
-			t.Errorf("follow from %d, want %d: the bucket's snapshot is exact at the stream's last", from, last+1)
+	none := func(ctx context.Context, from []uint64) iter.Seq2[events.Envelope, error] {
+		if len(from) != 1 || from[0] != last+1 {
+			t.Errorf("follow from %v, want [%d]: the bucket's snapshot is exact at the stream's last", from, last+1)
 		}
 		return func(yield func(events.Envelope, error) bool) { <-ctx.Done() }
 	}

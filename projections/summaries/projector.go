@@ -33,7 +33,15 @@ type Config struct {
 	// Bucket is the KV bucket of the summaries. Default DefaultBucket.
 	Bucket string
 	// Durable names the durable consumer feeding it. Default DefaultDurable.
+	// With partitions each partition's projector has a consumer of that
+	// name on its partition's stream: one name, so the NATS roles deny it
+	// to clients with one subject whatever the partition count.
 	Durable string
+	// Partition is the partition whose stream the projector follows, from
+	// 0 to the store's partition count - 1: 0 with one partition. Each
+	// partition's stream has its own sequences, so each has its own
+	// projector, checkpoint and durable consumer ([NewProjectors]).
+	Partition int
 	// Owner names this projector in the checkpoint. Default
 	// host-pid-random. Two projectors must not share one.
 	Owner string
@@ -75,6 +83,9 @@ func (c *Config) setDefaults() error {
 	if c.Durable == "" {
 		c.Durable = DefaultDurable
 	}
+	if n := c.Store.Subjects().PartitionCount(); c.Partition < 0 || c.Partition >= n {
+		return fmt.Errorf("summaries: Config.Partition %d is not 0 to %d", c.Partition, n-1)
+	}
 	if c.Owner == "" {
 		c.Owner = sys.ProcessID()
 	}
@@ -103,7 +114,8 @@ func (c *Config) setDefaults() error {
 
 // Progress is reported after each committed batch.
 type Progress struct {
-	Checkpoint uint64 // stream sequence applied up to
+	Partition  int    // the projector's partition
+	Checkpoint uint64 // stream sequence applied up to, in its partition
 	Events     uint64 // events applied since the projector started
 }
 
@@ -148,6 +160,30 @@ func NewProjector(cfg Config) (*Projector, error) {
 	return &Projector{cfg: cfg, store: cfg.Store}, nil
 }
 
+// NewProjectors returns one projector per partition of cfg.Store, each
+// with cfg and its own Partition: one with one partition. cfg.Partition is
+// ignored.
+func NewProjectors(cfg Config) ([]*Projector, error) {
+	n := 1
+	if cfg.Store != nil {
+		n = cfg.Store.Subjects().PartitionCount()
+	}
+	ps := make([]*Projector, n)
+	for i := range ps {
+		c := cfg
+		c.Partition = i
+		p, err := NewProjector(c)
+		if err != nil {
+			return nil, err
+		}
+		ps[i] = p
+	}
+	return ps, nil
+}
+
+// Partition returns the partition the projector follows.
+func (p *Projector) Partition() int { return p.cfg.Partition }
+
 // Owner returns the name the projector owns the read model under.
 func (p *Projector) Owner() string { return p.cfg.Owner }
 
@@ -162,7 +198,7 @@ func (p *Projector) Stats() Stats {
 
 // Lag reads how far the read model is behind the stream. See [ReadLag].
 func (p *Projector) Lag(ctx context.Context) (Lag, error) {
-	return ReadLag(ctx, p.store, p.cfg.Bucket, p.cfg.Durable)
+	return ReadPartitionLag(ctx, p.store, p.cfg.Bucket, p.cfg.Durable, p.cfg.Partition)
 }
 
 // Run feeds the read model until ctx ends, then releases it and returns
@@ -202,11 +238,11 @@ func (p *Projector) Run(ctx context.Context) error {
 }
 
 // CatchUp feeds the read model until its checkpoint reaches until (the
-// stream's last sequence when 0), then releases it. It returns an error
+// last sequence of the projector's partition when 0), then releases it. It returns an error
 // wrapping [ErrOwned] when another live projector owns the read model.
 func (p *Projector) CatchUp(ctx context.Context, until uint64) error {
 	if until == 0 {
-		last, err := p.store.LastStreamSeq(ctx)
+		last, err := p.store.LastPartitionSeq(ctx, p.cfg.Partition)
 		if err != nil {
 			return err
 		}
@@ -272,8 +308,13 @@ type touched struct {
 }
 
 func (p *Projector) session(ctx context.Context, own *owner, until uint64) error {
+	var filter string // every event: the one stream's, as before partitions
+	if subj := p.store.Subjects(); subj.Partitioned() {
+		filter = subj.PartitionAll(p.cfg.Partition)
+	}
 	d, err := p.store.OpenDurable(ctx, events.DurableConfig{
 		Name:          p.cfg.Durable,
+		Filter:        filter,
 		MaxAckPending: max(minMaxAckPending, 2*p.cfg.Batch),
 	})
 	if err != nil {
@@ -438,7 +479,7 @@ func (s *session) step(ctx context.Context, ds []events.Delivery) error {
 // that seq rightly follows from-1. The stream denies deletes, so this is
 // only for streams with a history from before.
 func (s *session) realGap(ctx context.Context, from, seq uint64) (bool, error) {
-	first, ok, err := s.p.store.NextSeq(ctx, from)
+	first, ok, err := s.p.store.NextPartitionSeq(ctx, s.p.cfg.Partition, from)
 	if err != nil {
 		return false, err
 	}
@@ -497,7 +538,7 @@ func (s *session) commit(ctx context.Context, envs []events.Envelope, next uint6
 	s.applied, s.appliedAt = next, envs[len(envs)-1].Stored
 	s.p.stats.batches.Add(1)
 	if s.p.cfg.Progress != nil {
-		s.p.cfg.Progress(Progress{Checkpoint: next, Events: s.p.stats.events.Load()})
+		s.p.cfg.Progress(Progress{Partition: s.p.cfg.Partition, Checkpoint: next, Events: s.p.stats.events.Load()})
 	}
 	return s.p.maybeHook(stageCheckpointed)
 }

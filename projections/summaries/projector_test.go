@@ -117,7 +117,8 @@ func storedSummaries(t testing.TB, s events.ReadModelStore, bucket string) map[s
 	if err != nil {
 		t.Fatal(err)
 	}
-	cp, _, err := readCheckpoint(ctxT(t), b)
+	subj := s.Subjects()
+	cps, err := readCheckpoints(ctxT(t), b, subj)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -127,7 +128,7 @@ func storedSummaries(t testing.TB, s events.ReadModelStore, bucket string) map[s
 		if err := json.Unmarshal(e.Value, &st); err != nil {
 			return err
 		}
-		if st.Epoch != cp.Epoch {
+		if cp := cps[subj.PartitionOf(e.Key)]; st.Epoch != cp.Epoch {
 			return fmt.Errorf("%s is stored with epoch %d, the checkpoint's is %d", e.Key, st.Epoch, cp.Epoch)
 		}
 		out[e.Key] = st.Summary
@@ -143,18 +144,21 @@ func storedSummaries(t testing.TB, s events.ReadModelStore, bucket string) map[s
 func reference(t testing.TB, s events.ReadModelStore) map[string]Summary {
 	t.Helper()
 	threads := map[string]*projections.Thread{}
-	_, err := s.Replay(ctxT(t), "threads.>", 1, func(env events.Envelope) error {
-		if events.ValidateThreadID(env.Thread) != nil {
+	subj := s.Subjects()
+	for p := range subj.PartitionCount() {
+		_, err := s.Replay(ctxT(t), subj.PartitionAll(p), 1, func(env events.Envelope) error {
+			if events.ValidateThreadID(env.Thread) != nil {
+				return nil
+			}
+			if threads[env.Thread] == nil {
+				threads[env.Thread] = projections.New(env.Thread)
+			}
+			threads[env.Thread].Apply(env)
 			return nil
+		})
+		if err != nil {
+			t.Fatal(err)
 		}
-		if threads[env.Thread] == nil {
-			threads[env.Thread] = projections.New(env.Thread)
-		}
-		threads[env.Thread].Apply(env)
-		return nil
-	})
-	if err != nil {
-		t.Fatal(err)
 	}
 	out := map[string]Summary{}
 	for id, th := range threads {

@@ -61,6 +61,38 @@ func Matrix() []Case {
 	}
 }
 
+// PartitionedMatrix is what each role may publish, for the default names
+// with four partitions (natsauth.Names.Partitions): thread t1 is in
+// partition 2, its stream ARTIFACTR-p2.
+func PartitionedMatrix() []Case {
+	return []Case{
+		{Subject: "threads.2.t1.posted", Allowed: []natsauth.Role{natsauth.Client, natsauth.Admin}},
+		{Subject: "threads.2.t1.claim", Allowed: runners},
+		{Subject: "threads.2.t1.run", Allowed: runners},
+		// The one-stream subjects are no layout's here: nobody but admin.
+		{Subject: "threads.t1.claim", Allowed: admins},
+		{Subject: "threads.t1.posted", Allowed: admins},
+		{Subject: "$KV.claims.t1", Allowed: runners},
+		{Subject: "$KV.thread_summaries.t1", Allowed: runners},
+		{Subject: "$JS.API.STREAM.CREATE.ARTIFACTR-p2", Allowed: admins, Destructive: true},
+		{Subject: "$JS.API.STREAM.DELETE.ARTIFACTR-p2", Allowed: admins, Destructive: true},
+		{Subject: "$JS.API.STREAM.PURGE.ARTIFACTR-p3", Allowed: admins, Destructive: true},
+		{Subject: "$JS.API.STREAM.MSG.DELETE.ARTIFACTR-p0", Allowed: admins, Destructive: true},
+		{Subject: "$JS.API.STREAM.PURGE.KV_thread_summaries", Allowed: admins, Destructive: true},
+		{Subject: "$JS.API.STREAM.INFO.ARTIFACTR-p3", Allowed: all},
+		{Subject: "$JS.API.DIRECT.GET.ARTIFACTR-p2", Allowed: all},
+		{Subject: "$JS.API.DIRECT.GET.KV_thread_summaries.$KV.thread_summaries.t1", Allowed: all},
+		{Subject: "$JS.API.CONSUMER.CREATE.ARTIFACTR-p1.probe.threads.1.>", Allowed: all},
+		{Subject: "$JS.API.CONSUMER.CREATE.ARTIFACTR-p1.artifactr-runners.threads.1.*.posted", Allowed: runners},
+		{Subject: "$JS.API.CONSUMER.DURABLE.CREATE.ARTIFACTR-p3.summaries", Allowed: runners},
+		{Subject: "$JS.API.CONSUMER.MSG.NEXT.ARTIFACTR-p0.artifactr-runners", Allowed: runners},
+		{Subject: "$JS.API.CONSUMER.MSG.NEXT.ARTIFACTR-p3.summaries", Allowed: runners},
+		{Subject: "$JS.API.CONSUMER.DELETE.ARTIFACTR-p2.summaries", Allowed: runners, Destructive: true},
+		{Subject: "$JS.API.CONSUMER.RESET.ARTIFACTR-p2.summaries", Allowed: runners, Destructive: true},
+		{Subject: "$JS.ACK.ARTIFACTR-p1.artifactr-runners.1.1.1.1.0", Allowed: runners},
+	}
+}
+
 // Connect dials url as a user with seed, with extra options.
 func Connect(t testing.TB, url string, seed []byte, opts ...nats.Option) *nats.Conn {
 	t.Helper()
@@ -107,7 +139,13 @@ func Probe(t testing.TB, url string, seed []byte, subject string, opts ...nats.O
 // in seeds and fails t where the server disagrees with the matrix.
 func CheckMatrix(t *testing.T, url string, seeds map[natsauth.Role][]byte, opts ...nats.Option) {
 	t.Helper()
-	for _, c := range Matrix() {
+	CheckCases(t, url, seeds, Matrix(), opts...)
+}
+
+// CheckCases is CheckMatrix of cases.
+func CheckCases(t *testing.T, url string, seeds map[natsauth.Role][]byte, cases []Case, opts ...nats.Option) {
+	t.Helper()
+	for _, c := range cases {
 		for _, r := range natsauth.Roles {
 			seed, ok := seeds[r]
 			if !ok {
