@@ -37,6 +37,7 @@ func Matrix() []Case {
 		{Subject: "threads.t1.posted", Allowed: []natsauth.Role{natsauth.Client, natsauth.Admin}},
 		{Subject: "threads.t1.claim", Allowed: runners},
 		{Subject: "threads.t1.run", Allowed: runners},
+		{Subject: "threads.t1.guard", Allowed: runners}, // a guarded write's guard
 		{Subject: "$KV.claims.t1", Allowed: runners},
 		{Subject: "$KV.claims.session.r1", Allowed: runners},
 		{Subject: "$KV.claims._partition.0", Allowed: runners}, // partition leases (events.PartitionKey)
@@ -69,6 +70,7 @@ func PartitionedMatrix() []Case {
 		{Subject: "threads.2.t1.posted", Allowed: []natsauth.Role{natsauth.Client, natsauth.Admin}},
 		{Subject: "threads.2.t1.claim", Allowed: runners},
 		{Subject: "threads.2.t1.run", Allowed: runners},
+		{Subject: "threads.2.t1.guard", Allowed: runners},
 		// The one-stream subjects are no layout's here: nobody but admin.
 		{Subject: "threads.t1.claim", Allowed: admins},
 		{Subject: "threads.t1.posted", Allowed: admins},
