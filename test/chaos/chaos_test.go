@@ -135,6 +135,7 @@ func TestChaos_mutationUnfenced(t *testing.T) {
 func runSoak(t *testing.T, cfg config) {
 	h := setup(t, cfg)
 	stopOwners := h.watchOwners()
+	t.Cleanup(stopOwners) // before goleak, which runs last
 	stopPosters := h.startPosters()
 	h.runFaults()
 	h.faultsOn.Store(false)
