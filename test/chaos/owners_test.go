@@ -187,6 +187,11 @@ func (h *harness) checkOwnership() {
 		h.t.Errorf("ownership moved with no faults: %s", state)
 		return
 	}
+	var ids []string
+	for _, r := range owner {
+		ids = append(ids, r.ID())
+	}
+	h.t.Logf("%s: after the drain, partitions 0..%d owned by %v; each post routed by its partition's owner alone", h.cfg.name, n-1, ids)
 	for i, r := range rs {
 		for p := range n {
 			d := r.RoutedFrom(p) - before[i][p]
