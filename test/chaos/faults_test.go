@@ -179,7 +179,7 @@ func (h *harness) leaveOne() (action, bool) {
 		ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
 		defer cancel()
 		if err := sl.stop(ctx); err != nil {
-			h.stats.add("leave:killed_at_deadline", 1) // a stall outlived the stop's deadline
+			h.faults.add("leave_killed_at_deadline", 1) // a stall outlived the stop's deadline
 		}
 	}()
 	h.faults.add("leave", 1)
