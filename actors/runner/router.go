@@ -129,7 +129,9 @@ func (ra *runnerActor) step(ctx actor.Context, ev sched.Event, cr *claimResult) 
 		ctx.Send(ra.children[th].pid, sessionGone{})
 	}
 	for _, th := range rd.Drain {
-		ctx.Send(ra.children[th].pid, drainReq{})
+		// A thread whose partition this runner no longer owns is handed
+		// over while the session lives on: its lease must go too.
+		ctx.Send(ra.children[th].pid, drainReq{handover: ra.own != nil && !ra.own.owns(th)})
 	}
 	ra.schedWake = rd.Wake
 	ra.rearm()

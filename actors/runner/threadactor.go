@@ -26,7 +26,7 @@ type (
 	idleDue      struct{}
 	releaseDone  struct{ err error }
 	graceExpired struct{}
-	drainReq     struct{}
+	drainReq     struct{ handover bool }
 	// sessionGone says the session the claim lives by was lost.
 	sessionGone struct{}
 )
@@ -189,7 +189,7 @@ func (a *threadActor) Receive(ctx actor.Context) {
 		a.decide(ctx, thread.Tick{})
 		a.armIdle()
 	case drainReq:
-		a.decide(ctx, thread.Drain{})
+		a.decide(ctx, thread.Drain{Handover: m.handover})
 		a.graceTimer = a.rearm(a.graceTimer, a.env.cfg.ShutdownGrace, graceExpired{})
 	case graceExpired:
 		a.decide(ctx, thread.Shutdown{})

@@ -107,7 +107,8 @@ type Release struct {
 	Reason string
 	// KeepLease: a shutdown leaves messages pending. Only the marker is
 	// released (events.ReleaseMarker); the lease stays with the session,
-	// whose close hands the thread to another runner at once.
+	// whose close hands the thread to another runner at once. Never for a
+	// handover (Drain.Handover), whose session does not close.
 	KeepLease bool
 	// Pending: messages were pending as the core let go; the thread must
 	// be claimed again.
@@ -183,6 +184,7 @@ type Core struct {
 	idle       int
 	draining   bool
 	drainWhy   string
+	handover   bool // a Drain said Handover: the lease goes with the claim
 	done       bool
 }
 
@@ -321,6 +323,7 @@ func (c *Core) Decide(in Input) (Ready, error) {
 		}
 	case Drain:
 		c.draining, c.drainWhy = true, "shutdown"
+		c.handover = c.handover || in.Handover
 	case Shutdown:
 		c.draining, c.drainWhy = true, "shutdown"
 		if r := c.ownActive(); r != "" {
@@ -948,7 +951,7 @@ func (c *Core) release() *Release {
 		// request, thread_configured) are no work: a later post is.
 		last = max(last, v.Messages[n-1].Seq)
 	}
-	return &Release{Reason: c.drainWhy, KeepLease: c.drainWhy == "shutdown" && pending, Pending: pending, LastPosted: last}
+	return &Release{Reason: c.drainWhy, KeepLease: c.drainWhy == "shutdown" && pending && !c.handover, Pending: pending, LastPosted: last}
 }
 
 func (c *Core) issue(rd Ready, ev *eventspb.Event, chk events.Check) Ready {

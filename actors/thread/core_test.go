@@ -433,6 +433,24 @@ func TestCore_Decide_shutdownKeepsLeaseWhenPending(t *testing.T) {
 	}
 }
 
+// A handover (the partition moved; the runner's session lives on) gives
+// the lease up with pending messages too: no session close would, and the
+// partition's new owner could never claim the thread.
+func TestCore_Decide_handoverReleasesLease(t *testing.T) {
+	s := memstore.New(memstore.Config{})
+	th := "handover"
+	mustPost(t, s, th, "go")
+	last := mustPost(t, s, th, "later")
+	d := newDriver(t, s, th, thread.Config{Agent: "echo"})
+	d.input(thread.Drain{Handover: true})
+	d.input(thread.Shutdown{}) // the grace ran out: handover still
+	d.input(thread.RunFinished{RunID: d.starts[0].RunID, Err: context.Canceled})
+	want := thread.Release{Reason: "shutdown", Pending: true, LastPosted: last}
+	if !d.stopped || d.rel != want {
+		t.Fatalf("stopped=%v release %+v, want %+v", d.stopped, d.rel, want)
+	}
+}
+
 func TestCore_Decide_shutdownCancelsAndRecords(t *testing.T) {
 	s := memstore.New(memstore.Config{})
 	th := "shutdown"

@@ -52,7 +52,12 @@ type Tick struct{}
 
 // Drain asks the holder to stop taking messages, let its run finish, record
 // its end and release the claim.
-type Drain struct{}
+type Drain struct {
+	// Handover: the runner lives on with its session (the thread's
+	// partition moved to another runner), so the release gives the lease
+	// up too, pending messages or not: no session close will.
+	Handover bool
+}
 
 // Shutdown asks the holder to stop taking messages, cancel its run, record
 // the run's end and release the claim.

@@ -24,9 +24,13 @@ type Verdicts struct {
 
 // OneVerdict runs the plain audit and the trace validator over envs and
 // compares their verdicts per thread.
-func OneVerdict(envs []events.Envelope) Verdicts {
-	a := audit.NewWithOptions(audit.Options{MaxFindings: -1})
-	v := spec.NewTraceValidator()
+func OneVerdict(envs []events.Envelope) Verdicts { return OneVerdictWith(envs, events.Subjects{}) }
+
+// OneVerdictWith is OneVerdict for a log of subjects subj, such as a
+// partitioned one (the fence names its partition's claim subject).
+func OneVerdictWith(envs []events.Envelope, subj events.Subjects) Verdicts {
+	a := audit.NewWithOptions(audit.Options{Subjects: subj, MaxFindings: -1})
+	v := spec.NewTraceValidatorWith(audit.Options{Subjects: subj})
 	for _, e := range envs {
 		a.Add(e)
 		v.Add(e)

@@ -21,9 +21,21 @@ import (
 	"github.com/artifactr/artifactr/projections/audit"
 )
 
-// readLog reads the whole stream in order, up to its last sequence when
-// called, with one ordered consumer (as `artifactr audit` does).
+// readLog reads the whole log in order, up to each stream's last sequence
+// when called, with one ordered consumer per partition (as `artifactr
+// audit` does): the partitions one after the other. A thread lives in one
+// partition, so each thread's events stay in order.
 func (h *harness) readLog() []events.Envelope {
+	h.t.Helper()
+	var envs []events.Envelope
+	for p, stream := range h.streams() {
+		envs = append(envs, h.readPartition(p, stream)...)
+	}
+	return envs
+}
+
+// readPartition reads partition p's stream up to its last sequence.
+func (h *harness) readPartition(p int, stream string) []events.Envelope {
 	h.t.Helper()
 	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
 	defer cancel()
@@ -33,7 +45,7 @@ func (h *harness) readLog() []events.Envelope {
 		if err != nil {
 			return err
 		}
-		st, err := js.Stream(ctx, natsstore.DefaultStream)
+		st, err := js.Stream(ctx, stream)
 		if err != nil {
 			return err
 		}
@@ -45,21 +57,21 @@ func (h *harness) readLog() []events.Envelope {
 		return nil
 	})
 	if err != nil {
-		h.t.Fatalf("read the stream's last sequence: %v", err)
+		h.t.Fatalf("read stream %s's last sequence: %v", stream, err)
 	}
 	if last == 0 {
 		return nil
 	}
-	tail, err := h.admin.Tail(ctx, events.Subjects{}.All(), 1)
+	tail, err := h.admin.Tail(ctx, h.subjects().PartitionAll(p), 1)
 	if err != nil {
-		h.t.Fatalf("read the log: %v", err)
+		h.t.Fatalf("read the log of %s: %v", stream, err)
 	}
 	defer tail.Stop()
 	envs := make([]events.Envelope, 0, last)
 	for {
 		env, err := tail.Next(ctx)
 		if err != nil {
-			h.t.Fatalf("read the log at %d of %d: %v", len(envs), last, err)
+			h.t.Fatalf("read the log of %s at %d of %d: %v", stream, len(envs), last, err)
 		}
 		envs = append(envs, env)
 		if env.Seq >= last {
@@ -83,7 +95,7 @@ func (h *harness) retry(ctx context.Context, f func(context.Context) error) erro
 
 // audit runs the spec's invariants over envs (the whole log, in order).
 func (h *harness) audit(envs []events.Envelope) audit.Report {
-	a := audit.New()
+	a := audit.NewWithOptions(audit.Options{Subjects: h.subjects()})
 	for _, e := range envs {
 		a.Add(e)
 	}
@@ -164,12 +176,14 @@ func (h *harness) settled(answered map[string]time.Time, calm time.Time) (ok boo
 	// One replay of the whole log per poll, not a load per thread: the
 	// many-threads case has thousands.
 	all := map[string][]events.Envelope{}
-	_, err := h.admin.Replay(ctx, events.Subjects{}.All(), 1, func(env events.Envelope) error {
-		all[env.Thread] = append(all[env.Thread], env)
-		return nil
-	})
-	if err != nil {
-		return false, fmt.Sprintf("replay: %v", err), 0
+	for p := range h.subjects().PartitionCount() {
+		_, err := h.admin.Replay(ctx, h.subjects().PartitionAll(p), 1, func(env events.Envelope) error {
+			all[env.Thread] = append(all[env.Thread], env)
+			return nil
+		})
+		if err != nil {
+			return false, fmt.Sprintf("replay of partition %d: %v", p, err), 0
+		}
 	}
 	now := time.Now()
 	var late []string

@@ -20,6 +20,7 @@ var (
 	flagSoak    = flag.String("chaos.soak", os.Getenv("SOAK"), "chaos: fault phase of the single-server soak, such as 10m (default 55s)")
 	flagCluster = flag.String("chaos.cluster", os.Getenv("SOAK_CLUSTER"), "chaos: fault phase of the cluster soak (default 45s)")
 	flagMany    = flag.String("chaos.many", os.Getenv("SOAK_MANY"), "chaos: fault phase of the 5,000-thread soak (default 25s)")
+	flagPClu    = flag.String("chaos.pcluster", os.Getenv("SOAK_PCLUSTER"), "chaos: fault phase of the partitioned cluster soak, P = 6 (default 18s)")
 	flagHTTP    = flag.String("chaos.http", os.Getenv("SOAK_HTTP"), "chaos: fault phase of the soak through the HTTP API (default 12s)")
 	flagGuard   = flag.String("chaos.guard", os.Getenv("CHAOS_GUARD"), "chaos: the runners' stores' guard of consuming writes, auto, on or off (natsstore.Config.Guard; default auto: on on the cluster, off on one server)")
 )
@@ -74,6 +75,10 @@ type config struct {
 	cluster  bool             // 3 nodes, R3
 	unfenced bool             // the mutation: every runner's store is eventstest.Unfenced
 
+	// partitions is the layout's partition count (natsstore.Config.Partitions;
+	// 0 is 1): with more, the runners own partitions (issue 29).
+	partitions int
+
 	// Stalls before appends (BeforeAppend): the chance per append, by kind.
 	pStallStart   float64 // run_started
 	pStallFenced  float64 // answer_given, steering_given
@@ -84,6 +89,7 @@ type config struct {
 
 	// Weights of the timed faults; 0 turns a kind off.
 	wKill, wKick, wSkew, wStepDown float64
+	wLeave                         float64       // a graceful stop (its partitions handed over), then a join
 	minLive                        int           // kills keep at least this many runners up
 	nodeRestart                    bool          // cluster: restart one node at mid-run
 	skews                          []float64     // skew choices, in TTLs
@@ -178,6 +184,22 @@ func clusterConfig(t *testing.T) config {
 	c.postGap = [2]time.Duration{40 * time.Millisecond, 200 * time.Millisecond}
 	c.wStepDown = 1
 	c.nodeRestart = true
+	return c
+}
+
+// clusterPartitionedConfig is the cluster soak on P = 6 partition streams
+// (issue 29), short enough for `go test -race ./...` (SOAK_PCLUSTER or
+// -chaos.pcluster makes it longer): more posters (the cluster soak's 24
+// threads are 4 in each partition), and runners that leave gracefully and
+// join again besides those killed, so partitions move.
+func clusterPartitionedConfig(t *testing.T) config {
+	c := clusterConfig(t)
+	c.name = "cluster-p6"
+	c.partitions = 6
+	c.posters = 3
+	c.postGap = [2]time.Duration{30 * time.Millisecond, 150 * time.Millisecond}
+	c.faults = duration(t, *flagPClu, "-chaos.pcluster / SOAK_PCLUSTER", 18*time.Second)
+	c.wLeave = 1
 	return c
 }
 

@@ -16,7 +16,9 @@
 //   - runners killed abruptly and restarted, with the same or a new id;
 //   - client connections dropped server-side;
 //   - duplicate and retried posts (the same message id);
-//   - on the 3-node cluster, stream-leader step-downs and a node restart.
+//   - on the 3-node cluster, stream-leader step-downs and a node restart;
+//   - with partitions (TestChaos_clusterPartitioned, P = 6), runners that
+//     leave gracefully and join again, so partitions move between them.
 //
 // Then the faults stop, the runners drain every message, and the whole log is
 // audited: zero violations, every acknowledged post consumed exactly once,
@@ -46,6 +48,7 @@
 //	go test -race -count=1 -v ./test/chaos/
 //	CHAOS_SEED=12345 go test -race -count=1 -v -run TestChaos_soak ./test/chaos/
 //	SOAK=10m go test -race -count=1 -v -timeout 30m -run TestChaos_soak ./test/chaos/
+//	SOAK_PCLUSTER=2m go test -race -count=1 -v -run TestChaos_clusterPartitioned ./test/chaos/
 //	CHAOS_FORGER_AIM=0.3 go test -race -count=1 -v -run TestChaos_forger ./test/chaos/
 //	CHAOS_GUARD=off CHAOS_FORGER_AIM=0.3 go test -count=1 -v -run TestChaos_forger ./test/chaos/
 //

@@ -78,7 +78,20 @@ func (h *harness) runFaults() {
 				return
 			}
 		}
-		switch h.rng.pick(h.cfg.wKill, h.cfg.wKick, h.cfg.wSkew, h.cfg.wStepDown) {
+		// With leaves on, a short phase gets a leave and a kill for sure.
+		if h.cfg.wLeave > 0 && h.faults.get("leave") == 0 && time.Now().After(end.Add(-2*h.cfg.faults/3)) {
+			if a, ok := h.leaveOne(); ok {
+				later = append(later, a)
+			}
+			continue
+		}
+		if h.cfg.wLeave > 0 && h.faults.get("kill") == 0 && time.Now().After(end.Add(-h.cfg.faults/3)) {
+			if a, ok := h.killOne(); ok {
+				later = append(later, a)
+			}
+			continue
+		}
+		switch h.rng.pick(h.cfg.wKill, h.cfg.wKick, h.cfg.wSkew, h.cfg.wStepDown, h.cfg.wLeave) {
 		case 0:
 			if a, ok := h.killOne(); ok {
 				later = append(later, a)
@@ -89,6 +102,10 @@ func (h *harness) runFaults() {
 			h.skewOne()
 		case 3:
 			h.stepDown()
+		case 4:
+			if a, ok := h.leaveOne(); ok {
+				later = append(later, a)
+			}
 		}
 	}
 	for _, a := range later {
@@ -141,6 +158,42 @@ func (h *harness) killOne() (action, bool) {
 	}}, true
 }
 
+// leaveOne stops a random running runner gracefully, if enough stay up:
+// with partitions it hands them over first. The stop runs aside, as a
+// stalled append may hold it up to its deadline; the returned join starts
+// a runner with a new id in the slot once the stop returned.
+func (h *harness) leaveOne() (action, bool) {
+	var live []*slot
+	for _, sl := range h.slots {
+		if sl.up() {
+			live = append(live, sl)
+		}
+	}
+	if len(live) <= h.cfg.minLive {
+		return action{}, false
+	}
+	sl := live[h.rng.intN(len(live))]
+	stopped := make(chan struct{})
+	go func() {
+		defer close(stopped)
+		ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+		defer cancel()
+		if err := sl.stop(ctx); err != nil {
+			h.faults.add("leave_killed_at_deadline", 1) // a stall outlived the stop's deadline
+		}
+	}()
+	h.faults.add("leave", 1)
+	down := h.rng.scaled(h.cfg.ttl, [2]float64{0.3, 3})
+	return action{at: time.Now().Add(down), do: func() {
+		<-stopped // bounded by the stop's deadline
+		if sl.up() {
+			return
+		}
+		sl.startRunner("")
+		h.faults.add("join", 1)
+	}}, true
+}
+
 // kickOne drops a runner's, the posters' or an HTTP front's connection
 // server-side.
 func (h *harness) kickOne() {
@@ -172,10 +225,10 @@ func (h *harness) skewOne() {
 	h.faults.add("clock_skew", 1)
 }
 
-// stepDown asks the thread stream's leader, or now and then the lease
-// bucket's, to step down.
+// stepDown asks a thread stream's leader (of a random partition), or now
+// and then the lease bucket's, to step down.
 func (h *harness) stepDown() {
-	stream, kind := natsstore.DefaultStream, "stepdown:stream"
+	stream, kind := h.anyStream(), "stepdown:stream"
 	if h.rng.chance(0.3) {
 		stream, kind = "KV_"+natsstore.DefaultBucket, "stepdown:kv"
 	}
@@ -188,13 +241,23 @@ func (h *harness) stepDown() {
 	h.faults.add(kind, 1)
 }
 
-// stopNode stops a cluster node, half the time the thread stream's leader,
-// and returns its restart a few seconds later.
+// anyStream draws a partition stream; at P = 1 it draws nothing, so the
+// seeds of the single-stream runs keep their schedules.
+func (h *harness) anyStream() string {
+	streams := h.streams()
+	if len(streams) == 1 {
+		return streams[0]
+	}
+	return streams[h.rng.intN(len(streams))]
+}
+
+// stopNode stops a cluster node, half the time a thread stream's leader
+// (of a random partition), and returns its restart a few seconds later.
 func (h *harness) stopNode() action {
 	c := h.cluster
 	i := h.rng.intN(len(c.Nodes))
 	if h.rng.chance(0.5) {
-		if l := c.StreamLeader(natsstore.DefaultStream); l != nil {
+		if l := c.StreamLeader(h.anyStream()); l != nil {
 			for j, n := range c.Nodes {
 				if n == l {
 					i = j

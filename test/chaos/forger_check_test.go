@@ -54,9 +54,9 @@ func TestChaos_forger(t *testing.T) {
 	h.summary(envs, r, drained)
 	t.Logf("forger: %s; aim=%.2f", f.stats.list(""), f.cfg.aim)
 
-	h.checkForgeries(envs, r, specTrace(envs), recs)
+	h.checkForgeries(envs, r, specTrace(envs, h.subjects()), recs)
 	h.checkLeases(recs)
-	checkOneVerdict(t, envs, cfg.seed)
+	checkOneVerdict(t, envs, h.subjects(), cfg.seed)
 	for _, v := range h.checkViews(envs, 20) {
 		t.Errorf("a holder's view differs from the log (seed %d): %s", cfg.seed, v)
 	}

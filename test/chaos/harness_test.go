@@ -58,6 +58,7 @@ type harness struct {
 	start       time.Time
 	calm        time.Time // when the faults stopped: the drain's start
 	wakes       wakeLog   // the work queue's wake-ups, by thread
+	owners      ownerLog  // partitions' owners as the runners say (P > 1)
 	// forged are the forger's events by sequence (TestChaos_forger): the
 	// consumption checks exempt the posts they took.
 	forged map[uint64]forgedEvent
@@ -80,6 +81,22 @@ func (h *harness) replicas() int {
 		return 3
 	}
 	return 1
+}
+
+// subjects are the log's subjects (its partitions), as the test's store
+// names them.
+func (h *harness) subjects() events.Subjects {
+	return events.Subjects{Partitions: max(h.cfg.partitions, 1)}
+}
+
+// streams are the partition streams, in partition order: one at P = 1.
+func (h *harness) streams() []string {
+	n := max(h.cfg.partitions, 1)
+	out := make([]string, n)
+	for p := range out {
+		out[p] = natsstore.PartitionStream(natsstore.DefaultStream, p, n)
+	}
+	return out
 }
 
 // urls are the client URLs of the running servers.
@@ -129,7 +146,7 @@ func (h *harness) openStore(name string, now func() time.Time) (*nats.Conn, *nat
 			ctx, cancel := context.WithTimeout(context.Background(), 20*time.Second)
 			var s *natsstore.Store
 			s, err = natsstore.New(ctx, natsstore.Config{Conn: nc, Replicas: h.replicas(), Now: now, Timeout: 5 * time.Second, Logger: h.log,
-				UnexplainedLeaseTTL: h.cfg.unexplainedLease, Guard: h.cfg.guard})
+				UnexplainedLeaseTTL: h.cfg.unexplainedLease, Guard: h.cfg.guard, Partitions: h.cfg.partitions})
 			cancel()
 			if err == nil {
 				if s.Guarded() {
@@ -241,7 +258,7 @@ func (sl *slot) startRunner(id string) {
 			BeforeAppend:  h.stallHook(cs),
 			Observer:      h.viewObserver(id),
 		},
-		WrapWork: func(w runner.WorkSource) runner.WorkSource { return recordWakes{WorkSource: w, h: h, id: id} },
+		WrapWork: h.wrapWork(id),
 		Logger:   h.log,
 	})
 	cancel()

@@ -4,6 +4,7 @@ import (
 	"testing"
 
 	"github.com/artifactr/artifactr/events"
+	"github.com/artifactr/artifactr/projections/audit"
 	"github.com/artifactr/artifactr/spec"
 	"github.com/artifactr/artifactr/spec/spectest"
 )
@@ -11,8 +12,8 @@ import (
 // specTrace validates the whole log against the spec's model
 // (spec.TraceValidator, as artifactr audit --spec): each thread's events
 // must be steps ThreadClaimLapse allows.
-func specTrace(envs []events.Envelope) spec.TraceReport {
-	v := spec.NewTraceValidator()
+func specTrace(envs []events.Envelope, subj events.Subjects) spec.TraceReport {
+	v := spec.NewTraceValidatorWith(audit.Options{Subjects: subj})
 	for _, e := range envs {
 		v.Add(e)
 	}
@@ -20,9 +21,9 @@ func specTrace(envs []events.Envelope) spec.TraceReport {
 }
 
 // checkSpecTrace fails t with the first nonconforming events, if any.
-func checkSpecTrace(t *testing.T, envs []events.Envelope, seed uint64) {
+func checkSpecTrace(t *testing.T, envs []events.Envelope, subj events.Subjects, seed uint64) {
 	t.Helper()
-	r := specTrace(envs)
+	r := specTrace(envs, subj)
 	for i, n := range r.Nonconforming {
 		if i == 5 {
 			break
@@ -39,9 +40,9 @@ func checkSpecTrace(t *testing.T, envs []events.Envelope, seed uint64) {
 // checkOneVerdict fails t if the plain audit and the trace validator judge
 // a thread of envs apart (issue 27: one rule set), and returns the threads
 // both flag.
-func checkOneVerdict(t *testing.T, envs []events.Envelope, seed uint64) []string {
+func checkOneVerdict(t *testing.T, envs []events.Envelope, subj events.Subjects, seed uint64) []string {
 	t.Helper()
-	v := spectest.OneVerdict(envs)
+	v := spectest.OneVerdictWith(envs, subj)
 	for i, d := range v.Disagree {
 		if i == 5 {
 			break

@@ -9,6 +9,7 @@ import (
 	"slices"
 	"strings"
 	"sync"
+	"time"
 
 	"github.com/artifactr/artifactr/events"
 	"github.com/artifactr/artifactr/events/eventspb"
@@ -128,6 +129,52 @@ func (s *chaosStore) RenewSession(ctx context.Context, ss events.Session) (event
 		return events.Session{}, err
 	}
 	return s.Store.RenewSession(ctx, ss)
+}
+
+// The partition leases (P > 1) go to the store's; renewals wait while the
+// runner is frozen, so a frozen owner's partitions lapse and move while it
+// still believes it owns them, the case the fence covers.
+
+func (s *chaosStore) leaser() (events.PartitionLeaser, error) {
+	if l, ok := s.Store.(events.PartitionLeaser); ok {
+		return l, nil
+	}
+	return nil, errors.New("chaos: the store keeps no partition leases")
+}
+
+func (s *chaosStore) AcquirePartition(ctx context.Context, p int, session, owner string, ttl time.Duration) (events.PartitionLease, error) {
+	l, err := s.leaser()
+	if err != nil {
+		return events.PartitionLease{}, err
+	}
+	return l.AcquirePartition(ctx, p, session, owner, ttl)
+}
+
+func (s *chaosStore) RenewPartition(ctx context.Context, pl events.PartitionLease) (events.PartitionLease, error) {
+	if err := s.waitFreeze(ctx); err != nil {
+		return events.PartitionLease{}, err
+	}
+	l, err := s.leaser()
+	if err != nil {
+		return events.PartitionLease{}, err
+	}
+	return l.RenewPartition(ctx, pl)
+}
+
+func (s *chaosStore) ReleasePartition(ctx context.Context, pl events.PartitionLease) error {
+	l, err := s.leaser()
+	if err != nil {
+		return err
+	}
+	return l.ReleasePartition(ctx, pl)
+}
+
+func (s *chaosStore) PartitionLeases(ctx context.Context, parts int) ([]events.PartitionLease, error) {
+	l, err := s.leaser()
+	if err != nil {
+		return nil, err
+	}
+	return l.PartitionLeases(ctx, parts)
 }
 
 // Tail holds back the runner's follow of the stream while it is frozen.
