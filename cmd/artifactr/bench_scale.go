@@ -22,6 +22,9 @@ type scaleFlags struct {
 	posters  int
 	profile  string
 	memprof  string
+	// partitions and runners: the store's partition count, and how many
+	// runners share (with partitions, divide) the threads.
+	partitions, runners int
 }
 
 func (a *app) benchScaleCommand() *cobra.Command {
@@ -41,13 +44,23 @@ after minus before, divided by the threads; server and runner are one
 process, and the Go heap is returned to the OS before each reading), the
 JetStream consumers on the server while idle, the process CPU while idle as
 a percentage of one core, and the server's own message counters (in + out)
-per second while idle. Figures only: nothing is asserted.`,
+per second while idle. Figures only: nothing is asserted.
+
+--partitions P and --runners R run R runners on a store of P partition
+streams (with P > 1 they divide the partitions between them), and report
+what the server delivered to the runners per event stored while the
+threads were posted, claimed and run ("delivery" in --json, from the
+partition streams' consumer info).`,
 		Example: `  artifactr bench scale --threads 10000
-  artifactr bench scale --threads 100000 --json`,
+  artifactr bench scale --threads 100000 --json
+  artifactr bench scale --threads 10000 --partitions 8 --runners 4 --json`,
 		Args: cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error {
 			if f.threads < 1 || f.posters < 1 {
 				return usagef("--threads and --posters must be at least 1")
+			}
+			if f.partitions < 1 || f.runners < 1 {
+				return usagef("--partitions and --runners must be at least 1")
 			}
 			if f.maxTime <= 0 || f.claimTTL <= 0 || f.idle < 0 {
 				return usagef("--max-time and --claim-ttl must be positive, --idle not negative")
@@ -68,6 +81,8 @@ per second while idle. Figures only: nothing is asserted.`,
 	fl.DurationVar(&f.maxTime, "max-time", 15*time.Minute, "give up after this long")
 	fl.DurationVar(&f.claimTTL, "claim-ttl", 10*time.Second, "the runner's session TTL")
 	fl.IntVar(&f.posters, "posters", 64, "concurrent posters")
+	fl.IntVar(&f.partitions, "partitions", 1, "partition streams of the store; with more than one the runners divide them")
+	fl.IntVar(&f.runners, "runners", 1, "runners sharing the threads")
 	fl.StringVar(&f.profile, "cpuprofile", "", "write a CPU profile of the posting and claiming to this file")
 	_ = fl.MarkHidden("cpuprofile")
 	fl.StringVar(&f.memprof, "memprofile", "", "write a heap profile after the idle phase to this file")
@@ -79,7 +94,7 @@ per second while idle. Figures only: nothing is asserted.`,
 // prints its figures.
 func (a *app) benchScale(ctx context.Context, f *scaleFlags) error {
 	cfg := bench.ScaleConfig{Threads: f.threads, Posters: f.posters, Sync: f.sync, Idle: f.idle, ClaimTTL: f.claimTTL,
-		CPUProfile: f.profile, MemProfile: f.memprof, Logger: a.errorLogger()}
+		CPUProfile: f.profile, MemProfile: f.memprof, Logger: a.errorLogger(), Partitions: f.partitions, Runners: f.runners}
 	if !f.json {
 		cfg.Progress = a.stderr
 	}
@@ -98,5 +113,9 @@ func (a *app) benchScale(ctx context.Context, f *scaleFlags) error {
 	fmt.Fprintf(a.stdout, "memory:    %.0f bytes per claimed thread (RSS %s -> %s, runner and server in one process)\n", res.BytesPerThread, bench.MiB(res.RSSBeforeBytes), bench.MiB(res.RSSAfterBytes))
 	fmt.Fprintf(a.stdout, "consumers: %d on the server while idle\n", res.Consumers)
 	fmt.Fprintf(a.stdout, "idle:      %.1f%% of one core, %.0f server msgs/s (in+out) over %.0fs\n", res.IdleCPUPercent, res.ServerMsgsPerSecond, res.IdleSeconds)
+	if d := res.Delivery; d != nil {
+		fmt.Fprintf(a.stdout, "delivery:  %.2f messages to the runners per event stored (%d partitions, %d runners; follows %.2f, work queue %.2f)\n",
+			d.PerEvent, res.Partitions, res.Runners, d.FollowPerEvent, d.WorkPerEvent)
+	}
 	return nil
 }

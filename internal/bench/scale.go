@@ -30,6 +30,10 @@ type ScaleConfig struct {
 	Sync     bool          // fsync every JetStream write
 	Idle     time.Duration // how long to measure the idle claimed threads
 	ClaimTTL time.Duration // the runner's session TTL. Required.
+	// Partitions is the store's partition count, Runners how many runners
+	// share the threads (with Partitions > 1 they divide the partitions).
+	// Default 1 each.
+	Partitions, Runners int
 	// CPUProfile, when set, gets a CPU profile of the posting and claiming.
 	CPUProfile string
 	// MemProfile, when set, gets a heap profile after the idle phase.
@@ -61,13 +65,18 @@ type ScaleResult struct {
 	RSSAfterBytes          int64   `json:"rss_after_bytes"`
 	IdleSeconds            float64 `json:"idle_seconds"`
 	Fsync                  bool    `json:"fsync"`
+	Partitions             int     `json:"partitions"`
+	Runners                int     `json:"runners"`
+	// Delivery is what the server delivered to the runners per event
+	// stored, from the first post until they followed the whole log.
+	Delivery *Delivery `json:"delivery"`
 	// AllClaimedSeconds is when every thread was claimed, after the first
 	// post: the text shows it; --json has the rate instead.
 	AllClaimedSeconds float64 `json:"-"`
 }
 
 // Scale posts once to each of cfg.Threads threads on an embedded server
-// with one runner that gives up no claim, waits until every run ended and
+// with cfg.Runners runners (default one) that give up no claim, waits until every run ended and
 // the runner followed the whole log, then idles for cfg.Idle while
 // measuring what the claimed idle threads cost.
 func Scale(ctx context.Context, cfg ScaleConfig) (*ScaleResult, error) {
@@ -77,6 +86,10 @@ func Scale(ctx context.Context, cfg ScaleConfig) (*ScaleResult, error) {
 	if cfg.ClaimTTL <= 0 || cfg.Idle < 0 {
 		return nil, errors.New("bench: ClaimTTL must be positive, Idle not negative")
 	}
+	if cfg.Partitions < 0 || cfg.Runners < 0 {
+		return nil, errors.New("bench: Partitions and Runners must not be negative")
+	}
+	cfg.Partitions, cfg.Runners = max(cfg.Partitions, 1), max(cfg.Runners, 1)
 	if cfg.Logger == nil {
 		cfg.Logger = slog.New(slog.DiscardHandler)
 	}
@@ -84,7 +97,7 @@ func Scale(ctx context.Context, cfg ScaleConfig) (*ScaleResult, error) {
 		cfg.Progress = io.Discard
 	}
 	quiet := cfg.Logger
-	ts, err := StartTemp(ctx, "artifactr-scale-", !cfg.Sync, quiet, nil)
+	ts, err := StartTempPartitions(ctx, "artifactr-scale-", !cfg.Sync, cfg.Partitions, quiet, nil)
 	if err != nil {
 		return nil, err
 	}
@@ -92,25 +105,52 @@ func Scale(ctx context.Context, cfg ScaleConfig) (*ScaleResult, error) {
 	progress := func(format string, args ...any) {
 		fmt.Fprintf(cfg.Progress, format+"\n", args...)
 	}
-	r, err := runner.New(runner.Config{
-		Store: ts.Store, Agent: agent.Echo{}, ID: "scale", ClaimTTL: cfg.ClaimTTL,
-		IdleTimeout: 24 * time.Hour, Logger: quiet, MaxClaiming: 512,
-	})
+	var rs []*runner.Runner
+	defer func() {
+		for _, r := range rs {
+			r.Kill()
+		}
+	}()
+	for i := range cfg.Runners {
+		id := "scale"
+		if cfg.Runners > 1 {
+			id = fmt.Sprintf("scale-%d", i)
+		}
+		r, err := runner.New(runner.Config{
+			Store: ts.Store, Agent: agent.Echo{}, ID: id, ClaimTTL: cfg.ClaimTTL,
+			IdleTimeout: 24 * time.Hour, Logger: quiet, MaxClaiming: 512,
+		})
+		if err != nil {
+			return nil, err
+		}
+		if err := r.Start(ctx); err != nil {
+			return nil, err
+		}
+		rs = append(rs, r)
+	}
+	if err := waitOwned(ctx, cfg.Partitions, rs); err != nil {
+		return nil, err
+	}
+	stats := func() (st runner.Stats) {
+		for _, r := range rs {
+			s := r.Stats()
+			st.Claims, st.Held, st.Completed, st.Failed = st.Claims+s.Claims, st.Held+s.Held, st.Completed+s.Completed, st.Failed+s.Failed
+		}
+		return st
+	}
+	before, err := readDelivery(ctx, ts)
 	if err != nil {
 		return nil, err
 	}
-	if err := r.Start(ctx); err != nil {
-		return nil, err
-	}
-	defer r.Kill()
 	posters, err := ts.Client(ctx, quiet)
 	if err != nil {
 		return nil, err
 	}
 	defer posters.Close()
 	rssBefore := rss()
-	res := &ScaleResult{Threads: cfg.Threads, Fsync: cfg.Sync, RSSBeforeBytes: rssBefore}
-	progress("bench scale: %d threads, embedded server (fsync %v), one runner, echo agent; RSS before %s", cfg.Threads, cfg.Sync, MiB(rssBefore))
+	res := &ScaleResult{Threads: cfg.Threads, Fsync: cfg.Sync, RSSBeforeBytes: rssBefore, Partitions: cfg.Partitions, Runners: cfg.Runners}
+	progress("bench scale: %d threads, embedded server (fsync %v), %d partitions, %d runners, echo agent; RSS before %s",
+		cfg.Threads, cfg.Sync, cfg.Partitions, cfg.Runners, MiB(rssBefore))
 
 	if cfg.CPUProfile != "" {
 		stop, err := cpuProfile(cfg.CPUProfile)
@@ -139,7 +179,7 @@ func Scale(ctx context.Context, cfg ScaleConfig) (*ScaleResult, error) {
 	res.PostSeconds = time.Since(start).Seconds()
 	progress("posted %d in %.1fs", cfg.Threads, res.PostSeconds)
 	claimedAt, err := waitStat(ctx, 200*time.Millisecond, func() (bool, string) {
-		st := r.Stats()
+		st := stats()
 		return st.Claims >= int64(cfg.Threads), fmt.Sprintf("claimed %d/%d, runs ended %d", st.Claims, cfg.Threads, st.Completed+st.Failed)
 	}, progress)
 	if err != nil {
@@ -148,7 +188,7 @@ func Scale(ctx context.Context, cfg ScaleConfig) (*ScaleResult, error) {
 	res.AllClaimedSeconds = claimedAt.Sub(start).Seconds()
 	res.ClaimsPerSecond = float64(cfg.Threads) / claimedAt.Sub(start).Seconds()
 	endedAt, err := waitStat(ctx, 200*time.Millisecond, func() (bool, string) {
-		st := r.Stats()
+		st := stats()
 		return st.Completed+st.Failed >= int64(cfg.Threads), fmt.Sprintf("runs ended %d/%d", st.Completed+st.Failed, cfg.Threads)
 	}, progress)
 	if err != nil {
@@ -156,20 +196,27 @@ func Scale(ctx context.Context, cfg ScaleConfig) (*ScaleResult, error) {
 	}
 	res.AllRunsEndedSeconds = endedAt.Sub(start).Seconds()
 	res.LoadCPUMicrosPerThread = float64((cpuTime() - loadCPU).Microseconds()) / float64(cfg.Threads)
-	// Idle means the runner has followed the whole log: wait until the
-	// stream stops growing and the follow has caught up with it.
-	var settledLast uint64
+	// Idle means the runners have followed the whole log: wait until the
+	// streams stop growing and every runner's follow (one per partition
+	// with partitions, one a runner without) has caught up with them.
+	follows := cfg.Partitions
+	if cfg.Partitions == 1 {
+		follows = cfg.Runners
+	}
+	var settled uint64
+	var after deliveryCounts
 	if _, err := waitStat(ctx, 500*time.Millisecond, func() (bool, string) {
-		last, err := ts.Store.LastStreamSeq(ctx)
+		c, err := readDelivery(ctx, ts)
 		if err != nil {
 			return false, err.Error()
 		}
-		done := last == settledLast && r.Followed() >= last
-		settledLast = last
-		return done, fmt.Sprintf("follow at %d of %d", r.Followed(), last)
+		done := c.stored == settled && c.caughtUp >= follows
+		settled, after = c.stored, c
+		return done, fmt.Sprintf("%d of %d follows at the end of %d events", c.caughtUp, follows, c.stored)
 	}, progress); err != nil {
 		return nil, err
 	}
+	res.Delivery = after.since(before, nil)
 
 	progress("all %d runs ended after %.1fs; idling %s", cfg.Threads, res.AllRunsEndedSeconds, cfg.Idle)
 	// Settle the load phase's garbage first: a collection of the whole heap
@@ -204,7 +251,7 @@ func Scale(ctx context.Context, cfg ScaleConfig) (*ScaleResult, error) {
 		return nil, err
 	}
 	res.Consumers = ai.Consumers
-	st := r.Stats()
+	st := stats()
 	res.Claimed, res.RunsCompleted = st.Held, st.Completed
 	res.RSSAfterBytes = rss()
 	if cfg.MemProfile != "" {

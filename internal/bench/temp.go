@@ -56,7 +56,7 @@ func StartTempPartitions(ctx context.Context, prefix string, noSync bool, partit
 // they post and watch over a connection of their own, as they would from
 // other processes, rather than through the runner's. The caller closes it.
 func (t *Temp) Client(ctx context.Context, logger *slog.Logger) (*natsstore.Store, error) {
-	return natsstore.New(ctx, natsstore.Config{URL: t.Srv.ClientURL(), Logger: logger})
+	return natsstore.New(ctx, natsstore.Config{URL: t.Srv.ClientURL(), Logger: logger, Partitions: t.Store.Subjects().PartitionCount()})
 }
 
 // Close closes the store, stops the server and removes its directory.
