@@ -154,6 +154,13 @@ type Envelope struct {
 	// is no such fork or was not resolved. It is no part of the stored
 	// message, and no store sets it.
 	Fork *ForkHistory
+
+	// FirstPost is, for a message_posted with a message id, the sequence of
+	// the thread's first post of that id as the store's index resolved it
+	// ([FirstPosts]): Seq itself for the first, an earlier one for a
+	// repost. 0 when not resolved, or when the index could not say. It is
+	// no part of the stored message, and no store sets it on a read.
+	FirstPost uint64
 }
 
 // ForkHistory is the history a thread_forked by reference names, read from

@@ -178,15 +178,21 @@ func (t threadFold) Post(env *events.Envelope, b *eventspb.MessagePosted) {
 		Webhook:   b.GetWebhook(),
 	})
 	t.Messages[len(t.Messages)-1].TraceParent = env.TraceParent
+	id := b.GetMessageId()
 	if t.compact.on {
 		t.pushRecent(env.Seq)
-		if id := b.GetMessageId(); id != "" {
+		if id != "" && env.FirstPost != env.Seq {
+			// Only an id the store's index does not hold for this post is
+			// remembered: the index answers for the others.
 			t.compact.ids.add(fingerprint(id))
 		}
 		return
 	}
-	if id := b.GetMessageId(); id != "" {
+	if id != "" {
 		t.indexID(id, env.Seq)
+		if env.FirstPost == env.Seq {
+			t.indexed(id)
+		}
 	}
 }
 

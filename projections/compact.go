@@ -23,8 +23,13 @@ import (
 //   - the active run's requests only;
 //   - the newest [RecentWindow] messages' sequences ([Thread.Recent]), so
 //     that a run's history can be read from the log without a search;
-//   - every message id the thread has, as a 16-byte fingerprint: 16 bytes
-//     a message, so that a repost is never a message however old its id;
+//   - the message ids the store's index does not answer for, as 16-byte
+//     fingerprints, so that a repost is never a message however old its
+//     id. A post the index resolved (events.FirstPosts, the envelope's
+//     FirstPost) costs nothing here: the index answers for its id later.
+//     The ids kept are those of posts folded unresolved (a store with no
+//     index, a snapshot of before it) and those whose index entry a
+//     forger wrote first, which the index cannot answer for;
 //   - the newest [compactAnomalies] anomalies.
 //
 // Reposts are not recorded: a consuming event naming one is refused as
@@ -56,9 +61,11 @@ func (t *Thread) Compact() {
 	if !t.compact.on {
 		t.compact.on = true
 		for id := range t.ids {
-			t.compact.ids.add(fingerprint(id))
+			if _, ok := t.backed[id]; !ok {
+				t.compact.ids.add(fingerprint(id))
+			}
 		}
-		t.ids = nil
+		t.ids, t.backed = nil, nil
 		for _, m := range t.Messages {
 			if m.Consumed == nil || m.Consumed.Kind != ConsumedForked {
 				t.pushRecent(m.Seq)

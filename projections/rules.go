@@ -332,9 +332,17 @@ func Rules(s State, env *events.Envelope, typ events.Type) {
 // already is not a message, whenever it lands (after the store's
 // deduplication window, from a poster that died between its id key and its
 // post, or forged). It is never pending, never a prompt, and sets nothing.
+// The state remembers the ids it was given unresolved; a post the store's
+// index resolved (env.FirstPost) needs no memory of its id.
 func post(s State, env *events.Envelope, b *eventspb.MessagePosted) {
 	if id := b.GetMessageId(); id != "" {
-		if orig, ok := s.PostedID(id); ok {
+		orig, ok := s.PostedID(id)
+		if !ok && env.FirstPost != 0 && env.FirstPost < env.Seq {
+			// The store's index found the id's first post, which a bounded
+			// state does not remember (events.FirstPosts).
+			orig, ok = env.FirstPost, true
+		}
+		if ok {
 			s.Reposted(env, orig)
 			if orig == 0 { // a bounded state knows the id, not its message
 				anomalyf(s, env, CodeReposted, "message id %q was posted before: a repost at %d is not a new message", id, env.Seq)

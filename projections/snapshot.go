@@ -17,9 +17,15 @@ import (
 // that knows only version 1 must not take for a whole fold: it would lack
 // the message ids. A snapshot of another version is not trusted, only
 // replaced.
+//
+// Version 3 is a compact one that keeps only the ids the store's index does
+// not answer for (events.FirstPosts): a reader that knows only version 2
+// would take a repost of any other id for a message, so it must not read
+// it. Version 2 is still read: it keeps every id, which is never wrong.
 const (
-	snapshotVersion = 1
-	compactVersion  = 2
+	snapshotVersion   = 1
+	compactVersionAll = 2
+	compactVersion    = 3
 )
 
 // ErrBadSnapshot is returned by [DecodeSnapshot] for a snapshot that does not
@@ -111,8 +117,8 @@ func DecodeSnapshot(thread string, data []byte) (*Thread, error) {
 		return nil, fmt.Errorf("%w: %v", ErrBadSnapshot, err)
 	}
 	switch {
-	case s.Version != snapshotVersion && s.Version != compactVersion:
-		return nil, fmt.Errorf("%w: version %d, want %d or %d", ErrBadSnapshot, s.Version, snapshotVersion, compactVersion)
+	case s.Version != snapshotVersion && s.Version != compactVersion && s.Version != compactVersionAll:
+		return nil, fmt.Errorf("%w: version %d, want %d, %d or %d", ErrBadSnapshot, s.Version, snapshotVersion, compactVersionAll, compactVersion)
 	case s.Thread != thread:
 		return nil, fmt.Errorf("%w: of thread %q, not %q", ErrBadSnapshot, s.Thread, thread)
 	case s.Seq == 0:
@@ -135,7 +141,7 @@ func DecodeSnapshot(thread string, data []byte) (*Thread, error) {
 	t.Strategy, t.LastPostedSubjectSeq = st.Strategy, st.LastPostedSubjSeq
 	t.Created, t.Metadata, t.DeletedSeq = st.Created, st.Metadata, st.DeletedSeq
 	t.Reposts = st.Reposts
-	if s.Version == compactVersion {
+	if s.Version == compactVersion || s.Version == compactVersionAll {
 		ids, err := idSetOf(st.IDs)
 		if err != nil || st.Dropped < 0 || !slices.IsSorted(st.Recent) {
 			return nil, fmt.Errorf("%w: compact state: ids %v, %d dropped, recent sorted %v", ErrBadSnapshot, err, st.Dropped, slices.IsSorted(st.Recent))

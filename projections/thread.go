@@ -66,6 +66,9 @@ type Thread struct {
 	// ids finds a posted message by its message id: every message of
 	// Messages that was posted here (not copied by a fork), nil when none.
 	ids map[string]uint64
+	// backed are the ids of ids whose first post the store's index holds
+	// (events.FirstPosts): [Thread.Compact] forgets them.
+	backed map[string]struct{}
 	// Recent are the newest messages' sequences, oldest first, kept by a
 	// compact Thread only (at most 2*[RecentWindow]; see [Thread.Compact]).
 	Recent []uint64 `json:",omitempty"`
@@ -255,6 +258,7 @@ func (t *Thread) Clone() *Thread {
 	c.Metadata = maps.Clone(t.Metadata)
 	c.Reposts = maps.Clone(t.Reposts)
 	c.ids = maps.Clone(t.ids)
+	c.backed = maps.Clone(t.backed)
 	c.Recent = slices.Clone(t.Recent)
 	c.compact.ids = t.compact.ids.clone()
 	return &c
@@ -268,6 +272,14 @@ func (t *Thread) indexIDs() {
 			t.indexID(m.MessageID, m.Seq)
 		}
 	}
+}
+
+// indexed records that the store's index holds id's first post.
+func (t *Thread) indexed(id string) {
+	if t.backed == nil {
+		t.backed = make(map[string]struct{})
+	}
+	t.backed[id] = struct{}{}
 }
 
 func (t *Thread) indexID(id string, seq uint64) {

@@ -156,12 +156,8 @@ func (ra *runnerActor) step(ctx actor.Context, ev sched.Event, cr *claimResult) 
 
 // spawn starts the thread actor of a claim.
 func (ra *runnerActor) spawn(ctx actor.Context, sp sched.Spawn, cr *claimResult) sched.Spawned {
-	history := cr.History
-	if len(sp.Routed) > 0 {
-		history = append(history, sp.Routed...) // Core skips what it holds
-	}
 	fate := &childFate{}
-	ra.spawning = newThreadActor(&ra.r.env, sp.Claim, cr.view, cr.snapSeq, history, sp.Probe, fate)
+	ra.spawning = newThreadActor(&ra.r.env, sp.Claim, cr.view, cr.snapSeq, cr.History, sp.Routed, sp.Probe, fate)
 	pid, err := ctx.SpawnNamed(ra.threadProps(), actorName(sp.Thread, sp.Claim.Seq))
 	ra.spawning = nil
 	if err != nil {

@@ -50,6 +50,9 @@ func (r *Runner) claim(ctx context.Context, sess events.Session, th, holder stri
 	lctx, cancel := context.WithTimeout(r.ctx, r.cfg.CallTimeout)
 	defer cancel()
 	h, err := events.LoadClaimed(lctx, r.store, c, from)
+	if err == nil {
+		err = resolveFirstPosts(lctx, r.store, h)
+	}
 	if err == nil && view == nil {
 		// A fork by reference: its runs' history is its source's.
 		err = projections.ResolveFirst(lctx, r.store, h)
@@ -88,6 +91,9 @@ func (r *Runner) replayChunk(c events.Claim, view **projections.Thread, from uin
 	ctx, cancel := context.WithTimeout(r.ctx, r.cfg.CallTimeout)
 	defer cancel()
 	envs, err := r.store.(events.BoundedLoader).LoadUpTo(ctx, c.Thread, from, from+replayChunk-1)
+	if err == nil {
+		err = resolveFirstPosts(ctx, r.store, envs)
+	}
 	if err == nil && *view == nil && len(envs) > 0 {
 		err = projections.ResolveFirst(ctx, r.store, envs)
 		*view = projections.New(c.Thread)

@@ -48,8 +48,9 @@ type threadActor struct {
 	claim   events.Claim
 	view    *projections.Thread // what the claim started from (a snapshot, the replay's chunks), or nil
 	history []events.Envelope
-	snapSeq uint64 // the sequence of the snapshot it started from
-	probe   bool   // claimed through a lapsed session: give up at once if idle
+	routed  []events.Envelope // routed while it was claimed: observed after the start
+	snapSeq uint64            // the sequence of the snapshot it started from
+	probe   bool              // claimed through a lapsed session: give up at once if idle
 	fate    *childFate
 	core    *thread.Core
 
@@ -63,6 +64,8 @@ type threadActor struct {
 	end        endGate // tells the observer the claim ended, after its appends
 
 	runs map[string]*runHandle
+
+	posts postQueue // events waiting for a post's resolution (firstpost.go)
 }
 
 // threadEnv is all a thread actor uses of its runner: the configuration,
@@ -86,8 +89,8 @@ type threadEnv struct {
 	snapshotSaved func(*pendingSnapshot, error)
 }
 
-func newThreadActor(env *threadEnv, c events.Claim, view *projections.Thread, snapSeq uint64, history []events.Envelope, probe bool, fate *childFate) *threadActor {
-	return &threadActor{env: env, claim: c, view: view, snapSeq: snapSeq, history: history, probe: probe, fate: fate}
+func newThreadActor(env *threadEnv, c events.Claim, view *projections.Thread, snapSeq uint64, history, routed []events.Envelope, probe bool, fate *childFate) *threadActor {
+	return &threadActor{env: env, claim: c, view: view, snapSeq: snapSeq, history: history, routed: routed, probe: probe, fate: fate}
 }
 
 // endGate orders the observer's calls: the claim ends once the actor stopped
@@ -164,8 +167,9 @@ func (a *threadActor) Receive(ctx actor.Context) {
 	case *actor.Started:
 		a.started(ctx)
 	case thread.Observed:
-		a.decide(ctx, m)
-		a.armIdle()
+		a.observe(ctx, m.Env)
+	case firstPostResolved:
+		a.resolved(ctx, m.env)
 	case thread.RunFinished:
 		delete(a.runs, m.RunID)
 		a.decide(ctx, m)
@@ -229,6 +233,13 @@ func (a *threadActor) started(ctx actor.Context) {
 	}
 	a.history, a.view = nil, nil
 	a.exec(ctx, a.core.Start())
+	// Events routed while the claim was made: the core skips those its
+	// history holds, and the posts among the others are resolved first.
+	routed := a.routed
+	a.routed = nil
+	for _, env := range routed {
+		a.observe(ctx, env)
+	}
 	if a.probe {
 		// Found through a lapsed session: if it has nothing to do, give
 		// it up now rather than after the idle timeout.

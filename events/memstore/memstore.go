@@ -129,7 +129,10 @@ type Log struct {
 	// postIDs are the message ids Post stored, <thread>:<message id> ->
 	// seq, forever: a message id is one message in its thread whatever the
 	// window (natsstore keeps them in a bucket).
-	postIDs  map[string]uint64
+	postIDs map[string]uint64
+	// firsts is the first-post index (events.FirstPosts), <thread>:<message
+	// id> -> the sequence its entry names, written once.
+	firsts   map[string]uint64
 	leases   map[string]*lease
 	parts    map[int]*lease // partition leases, apart from the watched keys
 	leaseRev uint64
@@ -195,6 +198,7 @@ func NewLogWith(cfg LogConfig) *Log {
 		streams: make(map[string]*stream),
 		msgIDs:  make(map[msgKey]msgIDAt),
 		postIDs: make(map[string]uint64),
+		firsts:  make(map[string]uint64),
 		leases:  make(map[string]*lease),
 		notify:  make(chan struct{}),
 		now:     cfg.Now,

@@ -65,6 +65,10 @@ type Config struct {
 	// [MessageIDBucketOf] the stream: the ids are the stream's, so two
 	// streams on one server must not share a bucket.
 	MessageIDBucket string
+	// FirstPostBucket is the bucket of the first-post index
+	// ([events.FirstPosts]), created by New unless NoCreate. Default
+	// [FirstPostBucketOf] the stream.
+	FirstPostBucket string
 	// Replicas is the replica count of the stream and the bucket when New
 	// creates them. Default 1; use 3 on a cluster.
 	Replicas int
@@ -128,6 +132,9 @@ func (c *Config) setDefaults() {
 	if c.MessageIDBucket == "" {
 		c.MessageIDBucket = MessageIDBucketOf(c.Stream)
 	}
+	if c.FirstPostBucket == "" {
+		c.FirstPostBucket = FirstPostBucketOf(c.Stream)
+	}
 	if c.Replicas == 0 {
 		c.Replicas = DefaultReplicas
 	}
@@ -174,6 +181,8 @@ func (c *Config) validate() error {
 		return fmt.Errorf("natsstore: Config.SnapshotBucket %q is not a valid bucket name", c.SnapshotBucket)
 	case !isToken(c.MessageIDBucket):
 		return fmt.Errorf("natsstore: Config.MessageIDBucket %q is not a valid bucket name", c.MessageIDBucket)
+	case !isToken(c.FirstPostBucket):
+		return fmt.Errorf("natsstore: Config.FirstPostBucket %q is not a valid bucket name", c.FirstPostBucket)
 	case c.Replicas < 1 || c.Replicas > 5:
 		return fmt.Errorf("natsstore: Config.Replicas %d is not 1 to 5", c.Replicas)
 	case c.MaxEventBytes < 0:

@@ -35,6 +35,7 @@ type Store struct {
 	muxErr  error
 	snaps   snapshots
 	ids     msgIDs
+	firsts  firstPosts
 	// dupWindow is the stream's deduplication window, as configured on
 	// the stream (which may predate cfg.DuplicateWindow).
 	dupWindow time.Duration
@@ -127,6 +128,12 @@ func (s *Store) setup(ctx context.Context) error {
 	if _, err := s.idKV(ctx, !s.cfg.NoCreate); err != nil {
 		s.cfg.Logger.Warn("natsstore: no message-id bucket; posts are idempotent within the deduplication window only",
 			"bucket", s.cfg.MessageIDBucket, "err", err)
+	}
+	if s.cfg.NoCreate {
+		// A read-only open: the index is looked for on first use.
+	} else if _, err := s.ensureFirstPosts(ctx, true); err != nil {
+		s.cfg.Logger.Warn("natsstore: no first-post bucket; runners remember every message id of the threads they hold",
+			"bucket", s.cfg.FirstPostBucket, "err", err)
 	}
 	// Snapshots are a cache: without their bucket (a role that may not
 	// create it, a read-only open) claims replay the whole thread.

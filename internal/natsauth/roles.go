@@ -47,6 +47,7 @@ const (
 	DefaultSummaries        = "thread_summaries"
 	DefaultSnapshots        = "thread_snapshots"
 	DefaultMessageIDs       = "message_ids"
+	DefaultFirstPosts       = "message_firsts"
 	DefaultDelayed          = "delayed_posts"
 	DefaultWorkQueue        = "artifactr-runners"
 	DefaultSummariesDurable = "summaries"
@@ -65,6 +66,10 @@ type Names struct {
 	// "" means the store's default for Stream: DefaultMessageIDs, or
 	// message_ids_<stream> for another stream than DefaultStream.
 	MessageIDs string
+	// FirstPosts is the bucket of the first-post index, which runners
+	// write once per entry and every role reads; "" means the store's
+	// default for Stream: DefaultFirstPosts, or message_firsts_<stream>.
+	FirstPosts string
 	// Delayed is the KV bucket of delayed posts (the HTTP API's
 	// after_seconds), which clients write and drain.
 	Delayed string
@@ -90,6 +95,7 @@ func DefaultNames() Names {
 		Summaries:  DefaultSummaries,
 		Snapshots:  DefaultSnapshots,
 		MessageIDs: DefaultMessageIDs,
+		FirstPosts: DefaultFirstPosts,
 		Delayed:    DefaultDelayed,
 		Durables:   []string{DefaultWorkQueue, DefaultSummariesDurable},
 	}
@@ -106,7 +112,8 @@ func (n Names) Validate() error {
 	for _, f := range []struct{ what, v string }{
 		{"account", n.Account}, {"prefix", n.Prefix}, {"stream", n.Stream},
 		{"claims bucket", n.Claims}, {"summaries bucket", n.Summaries}, {"snapshots bucket", n.Snapshots},
-		{"message ids bucket", n.messageIDs()}, {"delayed posts bucket", n.delayed()},
+		{"message ids bucket", n.messageIDs()}, {"first posts bucket", n.firstPosts()},
+		{"delayed posts bucket", n.delayed()},
 	} {
 		if err := check(f.what, f.v); err != nil {
 			return err
@@ -174,6 +181,16 @@ func (n Names) delayed() string {
 	return n.Delayed
 }
 
+func (n Names) firstPosts() string {
+	if n.FirstPosts == "" && n.Stream != DefaultStream {
+		return DefaultFirstPosts + "_" + n.Stream
+	}
+	if n.FirstPosts == "" {
+		return DefaultFirstPosts
+	}
+	return n.FirstPosts
+}
+
 func (n Names) messageIDs() string {
 	if n.MessageIDs == "" && n.Stream != DefaultStream {
 		return DefaultMessageIDs + "_" + n.Stream
@@ -196,6 +213,11 @@ func (n Names) readAPI() []string {
 	// keeps the user JWTs under the server's control line.
 	ids := "KV_" + n.messageIDs()
 	s = append(s, "$JS.API.STREAM.INFO."+ids, "$JS.API.STREAM.MSG.GET."+ids, "$JS.API.DIRECT.GET."+ids, "$JS.API.DIRECT.GET."+ids+".>")
+	// The first-post index is read from its stream's leader, by subject.
+	if !n.partitioned() { // else the streams' wildcard covers it
+		firsts := "KV_" + n.firstPosts()
+		s = append(s, "$JS.API.STREAM.INFO."+firsts, "$JS.API.STREAM.MSG.GET."+firsts)
+	}
 	for _, st := range n.streams() {
 		s = append(s, streamAPI(st)...)
 	}
@@ -258,6 +280,9 @@ func (n Names) Permissions(r Role) (Perm, bool) {
 			"$KV." + n.Summaries + ".>",
 			"$KV." + n.Snapshots + ".>",
 			"$KV." + n.messageIDs() + ".>",
+			// The first-post index: an entry is written once, and the
+			// stream refuses any change to it (natsstore.FirstPost).
+			"$KV." + n.firstPosts() + ".>",
 			"$JS.API.CONSUMER.DURABLE.CREATE." + st + ".*",
 			// The summaries projector moves its durable back to its
 			// checkpoint at each start and on a gap.

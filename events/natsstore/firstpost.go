@@ -1,0 +1,158 @@
+package natsstore
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"strconv"
+	"sync"
+
+	"github.com/nats-io/nats.go"
+	"github.com/nats-io/nats.go/jetstream"
+
+	"github.com/artifactr/artifactr/events"
+)
+
+// DefaultFirstPostBucket is the bucket of the first-post index
+// ([events.FirstPosts]): one entry <thread>.<message id> per id, naming the
+// sequence of the thread's first post of it, written once.
+const DefaultFirstPostBucket = "message_firsts"
+
+// FirstPostBucketOf is the default first-post bucket of stream:
+// DefaultFirstPostBucket for DefaultStream, message_firsts_<stream> for
+// any other, as the sequences are the stream's.
+func FirstPostBucketOf(stream string) string {
+	if stream == DefaultStream {
+		return DefaultFirstPostBucket
+	}
+	return DefaultFirstPostBucket + "_" + stream
+}
+
+// firstPosts is the first-post bucket's state, checked on first use.
+type firstPosts struct {
+	mu sync.Mutex // protects the fields below
+	// ok: the bucket's stream is there; missing: it is not, and the store
+	// answers 0 ("cannot say") until it is reopened, which it said once.
+	ok, missing bool
+}
+
+// firstStream is the first-post bucket's stream: KV_<bucket>, so that KV
+// tools can list it.
+func (s *Store) firstStream() string { return "KV_" + s.cfg.FirstPostBucket }
+
+// firstSubject is the subject of (thread, id)'s entry.
+func (s *Store) firstSubject(thread, id string) string {
+	return s.api.kvPublish(s.cfg.FirstPostBucket) + thread + "." + id
+}
+
+// firstPostConfig is the bucket's stream: one message per subject, and the
+// server refuses a second (DiscardNewPerSubject), a delete marker, a purge
+// or a rollup, whoever sends it. An entry is written once, forever.
+func (s *Store) firstPostConfig() jetstream.StreamConfig {
+	return jetstream.StreamConfig{
+		Name:                 s.firstStream(),
+		Description:          "artifactr first posts: one entry per (thread, message id) naming its first post, written once",
+		Subjects:             []string{"$KV." + s.cfg.FirstPostBucket + ".>"},
+		Storage:              jetstream.FileStorage,
+		Replicas:             s.cfg.Replicas,
+		MaxMsgsPerSubject:    1,
+		Discard:              jetstream.DiscardNew,
+		DiscardNewPerSubject: true,
+		DenyDelete:           true,
+		DenyPurge:            true,
+		AllowRollup:          false,
+		MaxMsgs:              -1,
+		MaxBytes:             -1,
+		MaxMsgSize:           256, // a sequence, and the check's header
+	}
+}
+
+// ensureFirstPosts creates the first-post bucket's stream when create is
+// set and it is missing. It reports whether the stream is there.
+func (s *Store) ensureFirstPosts(ctx context.Context, create bool) (bool, error) {
+	s.firsts.mu.Lock()
+	defer s.firsts.mu.Unlock()
+	if s.firsts.ok {
+		return true, nil
+	}
+	_, err := s.js.Stream(ctx, s.firstStream())
+	if errors.Is(err, jetstream.ErrStreamNotFound) && create {
+		_, err = s.js.CreateStream(ctx, s.firstPostConfig())
+		if errors.Is(err, jetstream.ErrStreamNameAlreadyInUse) {
+			err = nil
+		}
+	}
+	if errors.Is(err, jetstream.ErrStreamNotFound) {
+		if !s.firsts.missing {
+			s.firsts.missing = true
+			s.cfg.Logger.Warn("natsstore: no first-post bucket; runners remember every message id of the threads they hold (run artifactr init)",
+				"bucket", s.cfg.FirstPostBucket)
+		}
+		return false, nil
+	}
+	if err != nil {
+		return false, err
+	}
+	s.firsts.ok = true
+	return true, nil
+}
+
+var _ events.FirstPosts = (*Store)(nil)
+
+// FirstPost implements [events.FirstPosts]. The entry is created first,
+// expecting none on its subject: one write for a new id, the common case.
+// Only when there is one is it read, from the stream's leader, and an
+// entry that names another post is believed only when the log has a post
+// of the id there. With no bucket (a deployment from before it, or a role
+// that may not read it) it answers 0.
+func (s *Store) FirstPost(ctx context.Context, thread, id string, seq uint64) (uint64, error) {
+	if err := events.ValidateThreadID(thread); err != nil {
+		return 0, err
+	}
+	if err := events.ValidateMessageID(id); err != nil {
+		return 0, err
+	}
+	if err := s.checkOpen(); err != nil {
+		return 0, err
+	}
+	ctx, cancel := s.bound(ctx)
+	defer cancel()
+	if ok, err := s.ensureFirstPosts(ctx, false); err != nil || !ok {
+		if err != nil {
+			return 0, unavailable("open the first-post bucket", err)
+		}
+		return 0, nil
+	}
+	subj := s.firstSubject(thread, id)
+	m := nats.NewMsg(subj)
+	m.Data = strconv.AppendUint(nil, seq, 10)
+	_, err := s.js.PublishMsg(ctx, m, jetstream.WithExpectLastSequencePerSubject(0))
+	if err == nil {
+		return seq, nil
+	}
+	if c := apiCode(err); c != jetstream.JSErrCodeStreamWrongLastSequence && c != jetstream.JSErrCodeStreamWrongLastSequenceConstant {
+		return 0, unavailable(fmt.Sprintf("create the first-post entry of %s %s", thread, id), err)
+	}
+	e, err := s.getMsg(ctx, s.firstStream(), msgGetRequest{LastFor: subj})
+	if err != nil {
+		return 0, unavailable(fmt.Sprintf("read the first-post entry of %s %s", thread, id), err)
+	}
+	named, perr := strconv.ParseUint(string(e.Data), 10, 64)
+	switch {
+	case perr != nil || named == 0 || named > seq:
+		return 0, nil // not written by the protocol, or naming a later post
+	case named == seq:
+		return seq, nil
+	}
+	raw, err := s.getMsg(ctx, s.threadStream(thread), msgGetRequest{Seq: named})
+	if errors.Is(err, jetstream.ErrMsgNotFound) {
+		return 0, nil
+	}
+	if err != nil {
+		return 0, unavailable(fmt.Sprintf("read %s's post at %d", thread, named), err)
+	}
+	if env := s.decodeRaw(raw); events.IsFirstPostOf(&env, thread, id) {
+		return named, nil
+	}
+	return 0, nil
+}
