@@ -4,6 +4,7 @@ import (
 	"fmt"
 	"math/rand/v2"
 	"reflect"
+	"slices"
 	"testing"
 	"time"
 
@@ -157,6 +158,117 @@ func TestThread_Compact_holdsNoHistory(t *testing.T) {
 	}
 	// A repost of the first message's id, long consumed, is no message.
 	th.Apply(events.Envelope{Thread: "long", Seq: next(), Kind: events.KindPosted, Event: &eventspb.Event{Thread: "long",
+		Body: &eventspb.Event_MessagePosted{MessagePosted: &eventspb.MessagePosted{MessageId: "m0", Author: "a", Text: "again"}}}})
+	if p := th.Pending(); len(p) != 0 {
+		t.Fatalf("a repost of a consumed id is pending: %+v", p)
+	}
+}
+
+// resolveFirsts sets each post's FirstPost as the store's index would
+// (events.FirstPosts): the thread's first post of its id, with some ids'
+// entries forged first to name a post of another id, for which the index
+// says 0 ("cannot say").
+func resolveFirsts(rng *rand.Rand, envs []events.Envelope) []events.Envelope {
+	out := slices.Clone(envs)
+	first := map[string]uint64{}
+	forged := map[string]bool{}
+	for i := range out {
+		env := &out[i]
+		if !events.NeedsFirstPost(env) {
+			continue
+		}
+		key := env.Thread + "." + env.Event.GetMessagePosted().GetMessageId()
+		if _, seen := first[key]; !seen {
+			first[key] = env.Seq
+			forged[key] = rng.IntN(10) == 0
+		}
+		if !forged[key] {
+			env.FirstPost = first[key]
+		}
+	}
+	return out
+}
+
+// With the index, a compact Thread decides as the whole fold of the same
+// log (unresolved: every id in memory), and remembers only the ids of the
+// forged entries.
+func TestThread_Compact_decidesAsTheWholeFold_resolved(t *testing.T) {
+	for seed := range uint64(16) {
+		rng := rand.New(rand.NewPCG(seed, 11))
+		cfg := eventgen.Config{Threads: 2, Events: 800, Faults: float64(seed%4) / 8, Chaos: seed%2 == 1}
+		envs := withReposts(rng, randomLog(seed, cfg))
+		resolved := resolveFirsts(rng, envs)
+		for id, tenvs := range byThread(envs) {
+			renvs := byThread(resolved)[id]
+			whole, compact := New(id), New(id)
+			forged := map[string]bool{}
+			for i, env := range tenvs {
+				whole.Apply(env)
+				compact.Apply(renvs[i])
+				compact.Compact()
+				if events.NeedsFirstPost(&env) && renvs[i].FirstPost == 0 {
+					forged[env.Event.GetMessagePosted().GetMessageId()] = true
+				}
+				if rng.IntN(50) == 0 {
+					data, err := compact.EncodeSnapshot()
+					if err != nil {
+						t.Fatalf("seed %d %s: encode: %v", seed, id, err)
+					}
+					if compact, err = DecodeSnapshot(id, data); err != nil {
+						t.Fatalf("seed %d %s: decode: %v", seed, id, err)
+					}
+				}
+				if w, c := decisionsOf(whole), decisionsOf(compact); !reflect.DeepEqual(w, c) {
+					t.Fatalf("seed %d thread %s after event %d (seq %d, %s):\nwhole   %+v\ncompact %+v", seed, id, i, env.Seq, env.Type, w, c)
+				}
+			}
+			if got := compact.compact.ids.len(); got != len(forged) {
+				t.Fatalf("seed %d thread %s: the compact view keeps %d ids, want the %d of forged entries", seed, id, got, len(forged))
+			}
+		}
+	}
+}
+
+// With the index, a compact Thread's memory and snapshot do not grow with
+// the thread's messages at all.
+func TestThread_Compact_holdsNoHistory_resolved(t *testing.T) {
+	th := New("long")
+	var seq uint64
+	next := func() uint64 { seq++; return seq }
+	c := events.Claim{Thread: "long", Holder: "h", Seq: next()}
+	th.Apply(events.Envelope{Thread: "long", Seq: c.Seq, Kind: events.KindClaim, Event: &eventspb.Event{Thread: "long", Holder: "h",
+		Body: &eventspb.Event_ThreadClaimed{ThreadClaimed: &eventspb.ThreadClaimed{Holder: "h", LeaseRevision: 1}}}})
+	first := uint64(0)
+	var sizes []int
+	for i := range 5000 {
+		post := next()
+		if i == 0 {
+			first = post
+		}
+		th.Apply(events.Envelope{Thread: "long", Seq: post, Kind: events.KindPosted, FirstPost: post, Event: &eventspb.Event{Thread: "long",
+			Body: &eventspb.Event_MessagePosted{MessagePosted: &eventspb.MessagePosted{MessageId: fmt.Sprintf("m%d", i), Author: "a", Text: "some text"}}}})
+		run := fmt.Sprintf("r%d", i)
+		th.Apply(events.Envelope{Thread: "long", Seq: next(), Kind: events.KindRun, Event: events.NewRunStarted(c, time.Time{}, run, post, "echo")})
+		th.Apply(events.Envelope{Thread: "long", Seq: next(), Kind: events.KindRun, Event: events.NewRunCompleted(c, time.Time{}, run, "echo: some text")})
+		th.Compact()
+		if i == 999 || i == 4999 {
+			data, err := th.EncodeSnapshot()
+			if err != nil {
+				t.Fatal(err)
+			}
+			sizes = append(sizes, len(data))
+		}
+	}
+	if th.compact.ids.len() != 0 || th.NumMessages() != 5000 {
+		t.Fatalf("%d ids kept, %d messages counted; want 0 and 5000", th.compact.ids.len(), th.NumMessages())
+	}
+	// Its size is its newest messages' sequences (Recent) and its last
+	// run, whatever the length: 2 to 8 KiB, not 22 bytes a message.
+	if sizes[0] > 8<<10 || sizes[1] > 8<<10 {
+		t.Fatalf("the snapshot is %d bytes at 1,000 messages and %d at 5,000, over 8 KiB", sizes[0], sizes[1])
+	}
+	// A repost of the first message's id, resolved to it, is no message.
+	th.Apply(events.Envelope{Thread: "long", Seq: next(), Kind: events.KindPosted, FirstPost: first, Event: &eventspb.Event{Thread: "long",
 		Body: &eventspb.Event_MessagePosted{MessagePosted: &eventspb.MessagePosted{MessageId: "m0", Author: "a", Text: "again"}}}})
 	if p := th.Pending(); len(p) != 0 {
 		t.Fatalf("a repost of a consumed id is pending: %+v", p)
