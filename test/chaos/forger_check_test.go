@@ -14,6 +14,7 @@ import (
 	"github.com/artifactr/artifactr/events"
 	"github.com/artifactr/artifactr/events/eventspb"
 	"github.com/artifactr/artifactr/events/natsstore"
+	"github.com/artifactr/artifactr/projections"
 	"github.com/artifactr/artifactr/projections/audit"
 	"github.com/artifactr/artifactr/spec"
 )
@@ -56,6 +57,7 @@ func TestChaos_forger(t *testing.T) {
 
 	h.checkForgeries(envs, r, specTrace(envs, h.subjects()), recs)
 	h.checkLeases(recs)
+	h.checkFirstEntries(envs, recs)
 	checkOneVerdict(t, envs, h.subjects(), cfg.seed)
 	for _, v := range h.checkViews(envs, 20) {
 		t.Errorf("a holder's view differs from the log (seed %d): %s", cfg.seed, v)
@@ -158,8 +160,8 @@ func (h *harness) checkForgeries(envs []events.Envelope, rep audit.Report, sr sp
 	seen := map[int]bool{}
 	var missed []string
 	for _, r := range recs {
-		if r.kind == kindLease || seen[r.id] {
-			continue
+		if r.kind == kindLease || r.kind == kindFirstEntry || seen[r.id] {
+			continue // checked apart: checkLeases, checkFirstEntries
 		}
 		seen[r.id] = true
 		k := kinds[r.kind]
@@ -203,7 +205,7 @@ func (h *harness) checkForgeries(envs []events.Envelope, rep audit.Report, sr sp
 	}
 	for _, kind := range forgeKinds {
 		k := kinds[kind]
-		if kind == kindLease {
+		if kind == kindLease || kind == kindFirstEntry {
 			continue
 		}
 		if k == nil {
@@ -349,4 +351,38 @@ func (h *harness) checkLeases(recs []forgedEvent) {
 	} else if reclaimed == 0 {
 		h.t.Errorf("seed %d: %d forged leases, and no runner reclaimed one", h.cfg.seed, n)
 	}
+}
+
+// checkFirstEntries holds the runners to the forged first-post entries
+// (kindFirstEntry): each repost is no message in the fold, and nothing
+// consumed it; the post it repeats was answered once (checkConsumed). An
+// entry a forger wrote first makes the runner remember the id itself.
+func (h *harness) checkFirstEntries(envs []events.Envelope, recs []forgedEvent) {
+	t := h.t
+	folds := map[string]*projections.Thread{}
+	threads := byThread(envs)
+	n := 0
+	for _, r := range recs {
+		if r.kind != kindFirstEntry {
+			continue
+		}
+		n++
+		v := folds[r.thread]
+		if v == nil {
+			v = projections.Fold(r.thread, threads[r.thread])
+			folds[r.thread] = v
+		}
+		if _, ok := v.Reposts[r.seq]; !ok {
+			t.Errorf("seed %d: the raw repost at %d on %s is not a repost in the fold", h.cfg.seed, r.seq, r.thread)
+		}
+		for _, e := range threads[r.thread] {
+			if e.Event != nil && consumer(e.Event) == r.seq {
+				t.Errorf("seed %d: %s at %d on %s consumed the repost at %d:\n%s", h.cfg.seed, e.Type, e.Seq, r.thread, r.seq, strings.Join(around(envs, r.thread, e.Seq, 12), "\n"))
+			}
+		}
+	}
+	if n == 0 {
+		t.Errorf("seed %d: the forger stored no %s", h.cfg.seed, kindFirstEntry)
+	}
+	t.Logf("forged %-26s forgeries=%d: each repost untaken", kindFirstEntry, n)
 }

@@ -58,9 +58,13 @@ const (
 	kindStartIdle   forgeKind = "run_started_idle"         // 4: fenced, the oldest pending post, no run active
 	kindAnswer      forgeKind = "answer_given_no_request"  // 5: fenced, a request never opened
 	kindLease       forgeKind = "lease_until_2100"         // 6: $KV.<bucket>.<thread>, no session, no TTL
+	// Issue 25: the first-post index's entry of a new id, written before
+	// its post and naming an event that is no post of it; then the post,
+	// then a raw repost of its id, which no run may take.
+	kindFirstEntry forgeKind = "first_post_entry_then_repost"
 )
 
-var forgeKinds = []forgeKind{kindSecondEnd, kindNoClaimEnd, kindClaimGhost, kindStartActive, kindStartIdle, kindAnswer, kindLease}
+var forgeKinds = []forgeKind{kindSecondEnd, kindNoClaimEnd, kindClaimGhost, kindStartActive, kindStartIdle, kindAnswer, kindLease, kindFirstEntry}
 
 // forgedEvent is one stored forged event. A forgery is one or two of them
 // (kindClaimGhost: the marker, then the end), sharing id.
@@ -413,8 +417,47 @@ func (f *forger) forge(ctx context.Context, k forgeKind) bool {
 			return false
 		}
 		f.forgeLease(ctx, id, th)
+	case kindFirstEntry:
+		th, s, ok := f.pick(func(s snap) bool { return s.claim.Seq != 0 })
+		if !ok {
+			return false
+		}
+		f.forgeFirstEntry(ctx, id, th, s.claim.Seq)
 	}
 	return true
+}
+
+// forgeFirstEntry writes the first-post entry of a new id on th naming
+// seq, the thread's claim marker (no post of it), then posts the id, as a
+// client would, and posts it again raw, past the post's id key, as a
+// forger or a poster from before the key could: the post must be answered
+// once, and the repost never taken.
+func (f *forger) forgeFirstEntry(ctx context.Context, id int, th string, seq uint64) {
+	pid := fmt.Sprintf("X%06d", f.h.posts.next.Add(1))
+	pctx, cancel := context.WithTimeout(ctx, 5*time.Second)
+	defer cancel()
+	if _, err := f.js.Publish(pctx, "$KV."+natsstore.DefaultFirstPostBucket+"."+th+"."+pid, strconv.AppendUint(nil, seq, 10)); err != nil {
+		f.stats.add("unknown:"+string(kindFirstEntry), 1)
+		return
+	}
+	if _, ok := f.h.post(f.s, th, pid, "hello "+pid); !ok {
+		return
+	}
+	data, err := proto.Marshal(&eventspb.Event{Thread: th, Body: &eventspb.Event_MessagePosted{
+		MessagePosted: &eventspb.MessagePosted{MessageId: pid, Author: "forger", Text: "hello " + pid}}})
+	if err != nil {
+		f.h.t.Errorf("forger: %v", err)
+		return
+	}
+	m := nats.NewMsg(f.s.Subjects().Thread(th, events.KindPosted))
+	m.Header.Set(events.HeaderType, string(events.TypeMessagePosted))
+	m.Data = data
+	ack, err := f.js.PublishMsg(pctx, m)
+	if err != nil {
+		f.stats.add("unknown:"+string(kindFirstEntry), 1)
+		return
+	}
+	f.record(forgedEvent{id: id, kind: kindFirstEntry, thread: th, typ: events.TypeMessagePosted, seq: ack.Sequence}, nil)
 }
 
 // forgeAimed forges a run_started consuming post seq on th at once,
@@ -538,6 +581,9 @@ func (f *forger) forgeries(envs []events.Envelope) ([]forgedEvent, map[uint64]fo
 		switch {
 		case r.kind == kindLease:
 			kept = append(kept, r)
+		case r.kind == kindFirstEntry: // a raw repost: its sequence is its ack's
+			kept = append(kept, r)
+			bySeq[r.seq] = r
 		case r.seq != 0 && bySeq[r.seq].msgID == r.msgID:
 			kept = append(kept, r)
 		case r.acked:
