@@ -53,6 +53,14 @@
 // reach the actor through the follow, and those routed while the claim was
 // in flight are kept for it.
 //
+// The view keeps no message id of the thread's past: every message_posted
+// with an id is first resolved against the store's first-post index
+// (events.FirstPosts) — a claim's history at once, concurrently, and the
+// events routed to the actor in order, those behind a post waiting for its
+// answer (firstpost.go). So the held memory does not grow with the
+// thread's messages; only an id whose index entry a forger wrote first is
+// remembered, in the view and its snapshots.
+//
 // A thread actor that panics is stopped, never restarted on its stale state;
 // the runner releases its claim and claims the thread again.
 //
