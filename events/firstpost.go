@@ -40,6 +40,16 @@ type FirstPosts interface {
 // resolveParallel is how many posts [ResolveFirstPosts] asks about at once.
 const resolveParallel = 32
 
+// FirstPostLookup is a [FirstPosts] that can also read an entry without
+// writing one, and write one apart: a holder then decides on a read, and
+// writes the entry of a new id off its turn's path.
+type FirstPostLookup interface {
+	FirstPosts
+	// LookupFirstPost answers as FirstPost does when (thread, id) has an
+	// entry; found is false when it has none, and nothing is written.
+	LookupFirstPost(ctx context.Context, thread, id string, seq uint64) (first uint64, found bool, err error)
+}
+
 // ResolveFirstPosts sets FirstPost on each of envs that is a well-formed
 // message_posted with a message id, asking idx. The first post of each id
 // among envs is asked about concurrently with the others' (a replay of a

@@ -112,6 +112,20 @@ func (t *Thread) Expand() {
 	}
 }
 
+// RememberID makes t remember message id id itself, as it does an id
+// folded unresolved: for an id the store's first-post index turned out
+// not to answer for (a forger wrote its entry first), or one whose entry
+// is not written yet when t is saved.
+func (t *Thread) RememberID(id string) {
+	if t.compact.on {
+		if f := fingerprint(id); !t.compact.ids.has(f) {
+			t.compact.ids.add(f)
+		}
+		return
+	}
+	delete(t.backed, id)
+}
+
 // Compacted reports whether t is a bounded view ([Thread.Compact]).
 func (t *Thread) Compacted() bool { return t.compact.on }
 

@@ -4,6 +4,7 @@ import (
 	"context"
 	"encoding/json"
 	"fmt"
+	"sync/atomic"
 	"testing"
 	"time"
 
@@ -13,6 +14,7 @@ import (
 	"github.com/artifactr/artifactr/actors/runner"
 	"github.com/artifactr/artifactr/events"
 	"github.com/artifactr/artifactr/events/eventspb"
+	"github.com/artifactr/artifactr/events/memstore"
 	"github.com/artifactr/artifactr/events/natsstore"
 	"github.com/artifactr/artifactr/internal/natsembed/natsembedtest"
 	"github.com/artifactr/artifactr/internal/testkit"
@@ -142,4 +144,83 @@ func snapshotIDs(t *testing.T, data []byte) int {
 		t.Fatal(err)
 	}
 	return len(st.IDs) / 16
+}
+
+// racedIndex is a memstore whose index read says "no entry" for id
+// "raced", and a forger's entry naming seq 1 lands right after: between
+// the holder's read and its write of the entry.
+type racedIndex struct {
+	*memstore.Store
+	raced atomic.Int32
+}
+
+func (r *racedIndex) LookupFirstPost(ctx context.Context, thread, id string, seq uint64) (uint64, bool, error) {
+	if id == "raced" && r.raced.Add(1) == 1 {
+		r.Log().ForgeFirstPost(thread, id, 1)
+		return 0, false, nil
+	}
+	return r.Store.LookupFirstPost(ctx, thread, id, seq)
+}
+
+// A forger's entry written between the holder's read of the index and its
+// own write of a new id's entry: the holder's write finds it, and the
+// holder remembers the id itself, so a repost of it is never run, in this
+// claim or the next, which starts from its snapshot.
+func TestRunner_firstPostEntryRaced(t *testing.T) {
+	log := memstore.NewLog()
+	s := &racedIndex{Store: log.Open(memstore.Config{})}
+	r := startRunner(t, runner.Config{Store: s, ID: "raced", IdleTimeout: 200 * time.Millisecond})
+	t.Cleanup(r.Kill)
+	const th = "raced"
+	postID := func(id, text string) uint64 {
+		t.Helper()
+		ack, err := s.Post(context.Background(), th, &eventspb.MessagePosted{MessageId: id, Author: "test", Text: text})
+		if err != nil {
+			t.Fatal(err)
+		}
+		return ack.Seq
+	}
+	rawRepost := func(id string) uint64 {
+		data, err := proto.Marshal(&eventspb.Event{Thread: th, Body: &eventspb.Event_MessagePosted{
+			MessagePosted: &eventspb.MessagePosted{MessageId: id, Author: "late", Text: "again"}}})
+		if err != nil {
+			t.Fatal(err)
+		}
+		return log.PublishRaw(s.Subjects().Thread(th, events.KindPosted), events.Header{events.HeaderType: {string(events.TypeMessagePosted)}}, data)
+	}
+	idle := func(claims int64) func() (bool, string) {
+		return func() (bool, string) {
+			st := r.Stats()
+			return st.Held == 0 && st.Claims >= claims, fmt.Sprintf("%+v", st)
+		}
+	}
+	postID("first", "one")
+	testkit.WaitFor(t, 10*time.Second, "the first turn", settled(t, s, th))
+	raced := postID("raced", "two")
+	re1 := rawRepost("raced") // in the same claim, while the entry may still be written
+	testkit.WaitFor(t, 10*time.Second, "the raced post's turn", settled(t, s, th))
+	testkit.WaitFor(t, 10*time.Second, "an idle release", idle(1))
+	data, err := s.LoadSnapshot(context.Background(), th)
+	if err != nil || data == nil {
+		t.Fatalf("no snapshot: %v", err)
+	}
+	if n := snapshotIDs(t, data); n != 1 {
+		t.Fatalf("the snapshot keeps %d message ids, want 1 (the raced one)", n)
+	}
+	re2 := rawRepost("raced") // in the next claim, from the snapshot
+	postID("after", "three")
+	testkit.WaitFor(t, 10*time.Second, "the next claim's turn", settled(t, s, th))
+	if err := r.Stop(context.Background()); err != nil {
+		t.Fatal(err)
+	}
+	v := fold(t, s, th)
+	for _, run := range v.Runs {
+		if run.PromptSeq == re1 || run.PromptSeq == re2 {
+			t.Fatalf("run %s took the repost at %d (the raced post is %d)", run.ID, run.PromptSeq, raced)
+		}
+	}
+	if len(v.Runs) != 3 {
+		t.Fatalf("%d runs, want 3: one per message", len(v.Runs))
+	}
+	auditClean(t, s, th)
 }

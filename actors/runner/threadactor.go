@@ -170,6 +170,10 @@ func (a *threadActor) Receive(ctx actor.Context) {
 		a.observe(ctx, m.Env)
 	case firstPostResolved:
 		a.resolved(ctx, m.env)
+	case firstPostMissing:
+		a.missing(ctx, m.env)
+	case firstPostCreated:
+		a.created(ctx, m)
 	case thread.RunFinished:
 		delete(a.runs, m.RunID)
 		a.decide(ctx, m)
@@ -382,6 +386,13 @@ func (a *threadActor) snapshot() *pendingSnapshot {
 	v := a.core.View()
 	if !ok || every < 0 || v.LastSeq == 0 || (a.snapSeq != 0 && v.LastSeq < a.snapSeq+uint64(every)) {
 		return nil
+	}
+	if len(a.posts.creating) > 0 {
+		// Entries not written yet: the snapshot remembers their ids.
+		v = v.Clone()
+		for id := range a.posts.creating {
+			v.RememberID(id)
+		}
 	}
 	data, err := v.EncodeSnapshot()
 	if err != nil {

@@ -324,6 +324,8 @@ func (c *Core) Decide(in Input) (Ready, error) {
 	case Drain:
 		c.draining, c.drainWhy = true, "shutdown"
 		c.handover = c.handover || in.Handover
+	case RememberID:
+		c.view.RememberID(in.ID)
 	case Shutdown:
 		c.draining, c.drainWhy = true, "shutdown"
 		if r := c.ownActive(); r != "" {

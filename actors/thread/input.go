@@ -63,6 +63,10 @@ type Drain struct {
 // the run's end and release the claim.
 type Shutdown struct{}
 
+// RememberID asks the core's view to remember message id ID itself: the
+// store's first-post index does not answer for it (events.FirstPosts).
+type RememberID struct{ ID string }
+
 func (Observed) isInput()    {}
 func (AppendDone) isInput()  {}
 func (Synced) isInput()      {}
@@ -74,6 +78,7 @@ func (LeaseLost) isInput()   {}
 func (Tick) isInput()        {}
 func (Shutdown) isInput()    {}
 func (Drain) isInput()       {}
+func (RememberID) isInput()  {}
 
 // StartRun asks the shell to execute a run whose run_started the log holds.
 // The core keeps no history: the shell reads the run's history from the

@@ -58,7 +58,7 @@ func rawRepost(t *testing.T, h Harness, s events.Store, thread, id string) uint6
 	t.Helper()
 	data, err := proto.Marshal(&eventspb.Event{
 		Thread: thread,
-		Body: &eventspb.Event_MessagePosted{MessagePosted: &eventspb.MessagePosted{MessageId: id, Author: "forger", Text: "again"}},
+		Body:   &eventspb.Event_MessagePosted{MessagePosted: &eventspb.MessagePosted{MessageId: id, Author: "forger", Text: "again"}},
 	})
 	if err != nil {
 		t.Fatal(err)

@@ -43,6 +43,26 @@ func (s *Store) FirstPost(ctx context.Context, thread, id string, seq uint64) (u
 	return named, nil
 }
 
+var _ events.FirstPostLookup = (*Store)(nil)
+
+// LookupFirstPost implements [events.FirstPostLookup].
+func (s *Store) LookupFirstPost(ctx context.Context, thread, id string, seq uint64) (uint64, bool, error) {
+	if err := events.ValidateThreadID(thread); err != nil {
+		return 0, false, err
+	}
+	if err := ctx.Err(); err != nil {
+		return 0, false, err
+	}
+	s.log.mu.Lock()
+	_, ok := s.log.firsts[thread+":"+id]
+	s.log.mu.Unlock()
+	if !ok {
+		return 0, false, nil
+	}
+	first, err := s.FirstPost(ctx, thread, id, seq)
+	return first, true, err
+}
+
 // ForgeFirstPost writes the first-post entry of (thread, id) naming seq,
 // unless there is one, as a writer with a runner's credentials could. It
 // reports whether it wrote it.

@@ -137,7 +137,47 @@ func (s *Store) FirstPost(ctx context.Context, thread, id string, seq uint64) (u
 	if err != nil {
 		return 0, unavailable(fmt.Sprintf("read the first-post entry of %s %s", thread, id), err)
 	}
-	named, perr := strconv.ParseUint(string(e.Data), 10, 64)
+	return s.checkFirstPost(ctx, thread, id, seq, e.Data)
+}
+
+var _ events.FirstPostLookup = (*Store)(nil)
+
+// LookupFirstPost implements [events.FirstPostLookup]: one read from the
+// stream's leader, and a second to check an entry naming another post.
+func (s *Store) LookupFirstPost(ctx context.Context, thread, id string, seq uint64) (uint64, bool, error) {
+	if err := events.ValidateThreadID(thread); err != nil {
+		return 0, false, err
+	}
+	if err := events.ValidateMessageID(id); err != nil {
+		return 0, false, err
+	}
+	if err := s.checkOpen(); err != nil {
+		return 0, false, err
+	}
+	ctx, cancel := s.bound(ctx)
+	defer cancel()
+	if ok, err := s.ensureFirstPosts(ctx, false); err != nil || !ok {
+		if err != nil {
+			return 0, false, unavailable("open the first-post bucket", err)
+		}
+		return 0, true, nil // no index: it cannot say, and nothing is to be written
+	}
+	e, err := s.getMsg(ctx, s.firstStream(), msgGetRequest{LastFor: s.firstSubject(thread, id)})
+	if errors.Is(err, jetstream.ErrMsgNotFound) {
+		return 0, false, nil
+	}
+	if err != nil {
+		return 0, false, unavailable(fmt.Sprintf("read the first-post entry of %s %s", thread, id), err)
+	}
+	first, err := s.checkFirstPost(ctx, thread, id, seq, e.Data)
+	return first, err == nil, err
+}
+
+// checkFirstPost answers for seq, a post of id on thread, from the value of
+// its entry: seq when it names seq; the post it names when that is an
+// earlier post of id in the log; else 0.
+func (s *Store) checkFirstPost(ctx context.Context, thread, id string, seq uint64, value []byte) (uint64, error) {
+	named, perr := strconv.ParseUint(string(value), 10, 64)
 	switch {
 	case perr != nil || named == 0 || named > seq:
 		return 0, nil // not written by the protocol, or naming a later post
