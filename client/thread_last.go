@@ -226,10 +226,13 @@ func agrees(win, state *projections.Thread, start uint64) bool {
 }
 
 // merge returns the window: state's state, with win's messages from from
-// on and its runs started from then.
+// on and its runs started from then. win agrees with state (see agrees),
+// so its active run is state's, whole: with its outputs and steering,
+// which a compact snapshot forgot.
 func merge(state, win *projections.Thread, from uint64, total, n, read int) *Window {
 	t := state.Clone()
 	w := win.Clone()
+	active := w.ActiveRun
 	cut(w, from)
 	t.Messages, t.Runs = w.Messages, w.Runs
 	if t.Requests == nil {
@@ -240,12 +243,8 @@ func merge(state, win *projections.Thread, from uint64, total, n, read int) *Win
 			t.Requests[id] = q
 		}
 	}
-	if t.ActiveRun != nil {
-		for _, r := range t.Runs {
-			if r.ID == t.ActiveRun.ID {
-				t.ActiveRun = r // whole: with its outputs and steering
-			}
-		}
+	if active != nil {
+		t.ActiveRun = active
 	}
 	return &Window{Thread: t, NumMessages: total, OmittedMessages: total - n, From: from, Read: read}
 }

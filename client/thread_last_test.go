@@ -1,0 +1,267 @@
+package client_test
+
+import (
+	"context"
+	"fmt"
+	"reflect"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/artifactr/artifactr/client"
+	"github.com/artifactr/artifactr/events"
+	"github.com/artifactr/artifactr/events/eventspb"
+	"github.com/artifactr/artifactr/events/memstore"
+	"github.com/artifactr/artifactr/projections"
+)
+
+// countingStore counts the envelopes read from the log.
+type countingStore struct {
+	client.Store
+	mu sync.Mutex // protects n
+	n  int
+}
+
+func (s *countingStore) Load(ctx context.Context, thread string, from uint64) ([]events.Envelope, error) {
+	envs, err := s.Store.Load(ctx, thread, from)
+	s.mu.Lock()
+	s.n += len(envs)
+	s.mu.Unlock()
+	return envs, err
+}
+
+func (s *countingStore) reads() int {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.n
+}
+
+// builder writes a thread by hand to a memstore, as a runner would.
+type builder struct {
+	t      *testing.T
+	store  *memstore.Store
+	thread string
+	claim  events.Claim
+	now    time.Time
+}
+
+func newBuilder(t *testing.T, store *memstore.Store, thread string) *builder {
+	t.Helper()
+	b := &builder{t: t, store: store, thread: thread, now: time.Unix(1000, 0)}
+	c, _, err := events.AcquireClaim(t.Context(), store, thread, "r/a", time.Hour, b.now)
+	if err != nil {
+		t.Fatal(err)
+	}
+	b.claim = c
+	return b
+}
+
+func (b *builder) post(text string) uint64 {
+	b.t.Helper()
+	ack, err := b.store.Post(b.t.Context(), b.thread, &eventspb.MessagePosted{Text: text})
+	if err != nil {
+		b.t.Fatal(err)
+	}
+	return ack.Seq
+}
+
+func (b *builder) fenced(ev *eventspb.Event) {
+	b.t.Helper()
+	if _, err := b.store.Append(b.t.Context(), ev, events.Fenced(b.claim)); err != nil {
+		b.t.Fatalf("append %s: %v", events.TypeOf(ev), err)
+	}
+}
+
+func (b *builder) onRun(ev *eventspb.Event) {
+	b.t.Helper()
+	last, err := b.store.LastSeq(b.t.Context(), b.thread, events.KindRun)
+	if err != nil {
+		b.t.Fatal(err)
+	}
+	if _, err := b.store.Append(b.t.Context(), ev, events.ExpectLast(last)); err != nil {
+		b.t.Fatalf("append %s: %v", events.TypeOf(ev), err)
+	}
+}
+
+// turns writes n turns: a post, its run's start, an output and its end.
+func (b *builder) turns(from, n int) {
+	for i := from; i < from+n; i++ {
+		m := b.post(fmt.Sprintf("message %d", i))
+		run := fmt.Sprintf("run-%d", i)
+		b.fenced(events.NewRunStarted(b.claim, b.now, run, m, "echo"))
+		b.onRun(events.NewRunOutput(b.claim, b.now, run, fmt.Sprintf("output %d", i)))
+		b.onRun(events.NewRunCompleted(b.claim, b.now, run, fmt.Sprintf("echo: message %d", i)))
+	}
+}
+
+// snapshot saves the runner's compact snapshot of the thread as it is.
+func (b *builder) snapshot() {
+	b.t.Helper()
+	envs, err := b.store.Load(b.t.Context(), b.thread, 1)
+	if err != nil {
+		b.t.Fatal(err)
+	}
+	th := projections.Fold(b.thread, envs)
+	th.Compact()
+	data, err := th.EncodeSnapshot()
+	if err != nil {
+		b.t.Fatal(err)
+	}
+	if err := b.store.SaveSnapshot(b.t.Context(), b.thread, data); err != nil {
+		b.t.Fatal(err)
+	}
+}
+
+// longThread writes turns turns, the runner's snapshot, then 10 more
+// turns, and an active run with an output and an open request, and a
+// pending message: about 4*turns events.
+func longThread(t *testing.T, store *memstore.Store, thread string, turns int) {
+	t.Helper()
+	b := newBuilder(t, store, thread)
+	b.turns(0, turns)
+	b.snapshot()
+	b.turns(turns, 10)
+	m := b.post("the last prompt")
+	b.fenced(events.NewRunStarted(b.claim, b.now, "run-last", m, "echo"))
+	b.onRun(events.NewRunOutput(b.claim, b.now, "run-last", "thinking"))
+	b.onRun(events.NewRequestOpened(b.claim, b.now, "run-last", "q1", "which one?"))
+	b.post("pending one")
+}
+
+// wantWindow checks that w is whole's newest n messages and the runs
+// started since, with whole's state.
+func wantWindow(t *testing.T, w *client.Window, whole *projections.Thread, n int) {
+	t.Helper()
+	total := len(whole.Messages)
+	if w.NumMessages != total || w.OmittedMessages != total-n || len(w.Messages) != n {
+		t.Fatalf("window: %d of %d messages, %d omitted; want %d of %d, %d omitted",
+			len(w.Messages), w.NumMessages, w.OmittedMessages, n, total, total-n)
+	}
+	from := whole.Messages[total-n].Seq
+	if w.From != from {
+		t.Errorf("window from %d, want %d", w.From, from)
+	}
+	if !reflect.DeepEqual(w.Messages, whole.Messages[total-n:]) {
+		t.Errorf("window's messages differ from the whole fold's newest %d", n)
+	}
+	var runs []*projections.Run
+	for _, r := range whole.Runs {
+		if r.StartSeq >= from {
+			runs = append(runs, r)
+		}
+	}
+	if len(w.Runs) != len(runs) || len(runs) > 0 && !reflect.DeepEqual(w.Runs, runs) {
+		t.Errorf("window's runs differ: %d, want %d", len(w.Runs), len(runs))
+	}
+	if w.Claim != whole.Claim || w.Taken != whole.Taken || w.LastSeq != whole.LastSeq || !w.LastActivity.Equal(whole.LastActivity) {
+		t.Errorf("state: claim %+v taken %d last %d; want claim %+v taken %d last %d",
+			w.Claim, w.Taken, w.LastSeq, whole.Claim, whole.Taken, whole.LastSeq)
+	}
+	if (w.ActiveRun == nil) != (whole.ActiveRun == nil) || w.ActiveRun != nil && !reflect.DeepEqual(*w.ActiveRun, *whole.ActiveRun) {
+		t.Errorf("active run %+v, want %+v", w.ActiveRun, whole.ActiveRun)
+	}
+	if !reflect.DeepEqual(w.OpenRequests(), whole.OpenRequests()) || !reflect.DeepEqual(w.Pending(), whole.Pending()) {
+		t.Errorf("open requests %+v pending %+v; want %+v, %+v", w.OpenRequests(), w.Pending(), whole.OpenRequests(), whole.Pending())
+	}
+}
+
+// TestClient_ThreadLast_window: on a thread longer than n, ThreadLast
+// returns exactly the whole fold's newest n messages, the runs started
+// since, and the whole fold's claim, active run, open requests and pending
+// messages. For a thread of at most n messages it is the whole fold.
+func TestClient_ThreadLast_window(t *testing.T) {
+	store := memstore.New(memstore.Config{})
+	c := client.New(store)
+	longThread(t, store, "long", 300)
+	whole, err := c.Thread(t.Context(), "long")
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, n := range []int{1, 50, 200} {
+		w, err := c.ThreadLast(t.Context(), "long", n)
+		if err != nil {
+			t.Fatal(err)
+		}
+		wantWindow(t, w, whole, n)
+	}
+	w, err := c.ThreadLast(t.Context(), "long", len(whole.Messages))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if w.OmittedMessages != 0 || w.From != 0 || !reflect.DeepEqual(w.Thread, whole) {
+		t.Errorf("a window of every message is not the whole fold: %d omitted from %d", w.OmittedMessages, w.From)
+	}
+}
+
+// TestClient_ThreadLast_longRun: a run that started before the window and
+// took its messages as steering is older than the window's first message:
+// the window, folded from there, disagrees with the snapshot's state, and
+// is read from further back until it agrees. The result is still the
+// whole fold's newest messages.
+func TestClient_ThreadLast_longRun(t *testing.T) {
+	store := memstore.New(memstore.Config{})
+	c := client.New(store)
+	b := newBuilder(t, store, "steered")
+	b.turns(0, 20)
+	m := b.post("a long task")
+	b.fenced(events.NewRunStarted(b.claim, b.now, "run-long", m, "echo"))
+	for i := range 120 {
+		s := b.post(fmt.Sprintf("steer %d", i))
+		b.fenced(events.NewSteeringGiven(b.claim, b.now, "run-long", s))
+		if i == 100 {
+			b.snapshot()
+		}
+	}
+	whole, err := c.Thread(t.Context(), "steered")
+	if err != nil {
+		t.Fatal(err)
+	}
+	w, err := c.ThreadLast(t.Context(), "steered", 50)
+	if err != nil {
+		t.Fatal(err)
+	}
+	wantWindow(t, w, whole, 50)
+	if w.ActiveRun == nil || w.ActiveRun.ID != "run-long" || len(w.ActiveRun.Steering) != 120 {
+		t.Errorf("active run %+v, want run-long with its 120 steering messages", w.ActiveRun)
+	}
+}
+
+// TestClient_ThreadLast_bounded: ThreadLast reads as many events from a
+// thread of 8,000 events as from one of 2,000, fewer than a fixed bound,
+// while Thread reads them all. Counts of envelopes read, not times.
+func TestClient_ThreadLast_bounded(t *testing.T) {
+	const n = 50
+	reads := func(turns int) (last, all int) {
+		store := memstore.New(memstore.Config{})
+		longThread(t, store, "long", turns)
+		cs := &countingStore{Store: store}
+		c := client.New(cs)
+		w, err := c.ThreadLast(t.Context(), "long", n)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if len(w.Messages) != n {
+			t.Fatalf("%d messages, want %d", len(w.Messages), n)
+		}
+		last = cs.reads()
+		if w.Read != last {
+			t.Errorf("Window.Read %d, but the store counted %d", w.Read, last)
+		}
+		if _, err := c.Thread(t.Context(), "long"); err != nil {
+			t.Fatal(err)
+		}
+		return last, cs.reads() - last
+	}
+	last2k, all2k := reads(500)
+	last8k, all8k := reads(2000)
+	t.Logf("envelopes read: ThreadLast %d and %d, Thread %d and %d", last2k, last8k, all2k, all8k)
+	// The window: n turns of 4 events, and the tail after the snapshot
+	// (10 turns and 5 events) read twice.
+	const bound = 4*n + 2*(4*10+5) + 10
+	if last8k != last2k || last8k > bound {
+		t.Errorf("ThreadLast read %d envelopes at 2,000 events and %d at 8,000; want equal and at most %d", last2k, last8k, bound)
+	}
+	if all8k < 8000 {
+		t.Errorf("Thread read %d envelopes of a thread of 8,000 events", all8k)
+	}
+}
