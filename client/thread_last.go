@@ -139,7 +139,8 @@ func (c *Client) threadWindow(ctx context.Context, thread string, n int, upTo ui
 	}
 	from := seqs[len(seqs)-n]
 	start := from
-	for range windowTries {
+	for try := range windowTries {
+		start = windowStart(seqs, n, try, start, state.LastSeq)
 		// A snapshot that keeps as many anomalies as a compact one does,
 		// all in the window, may have forgotten some: they cannot be
 		// checked.
@@ -153,6 +154,7 @@ func (c *Client) threadWindow(ctx context.Context, thread string, n int, upTo ui
 		read += len(envs)
 		win := projections.New(thread)
 		win.Strategy = state.Strategy
+		win.Claim = claimBefore(state, envs, start)
 		for _, env := range envs {
 			if upTo == 0 || env.Seq <= upTo {
 				win.Apply(env)
@@ -164,11 +166,44 @@ func (c *Client) threadWindow(ctx context.Context, thread string, n int, upTo ui
 		if start <= 1 {
 			return nil, nil
 		}
-		// Read from further back: twice as far from the end.
-		back := 2 * (state.LastSeq - start + 1)
-		start = max(1, state.LastSeq+1-min(back, state.LastSeq))
 	}
 	return nil, nil
+}
+
+// windowStart is where try reads the window from, prev where the try
+// before it did: the newest n messages' oldest first, then further back,
+// from the newest n*2^try messages' oldest while the snapshot remembers
+// them, then from an event twice as far from the end as prev.
+func windowStart(seqs []uint64, n, try int, prev, last uint64) uint64 {
+	if k := n << try; k <= len(seqs) {
+		return seqs[len(seqs)-k]
+	}
+	if back := 2 * (last + 1 - prev); back < last {
+		return last + 1 - back
+	}
+	return 1
+}
+
+// claimBefore returns the claim as it was before start, for the fold of
+// the window from start, as far as it can be known without reading
+// further back: state's claim when nothing changed it since start, else
+// the claim that the window's first claim event releases, if it is a
+// release. A wrong guess shows as anomalies the whole fold did not find,
+// and the window is read from further back.
+func claimBefore(state *projections.Thread, envs []events.Envelope, start uint64) projections.Claim {
+	if state.LastClaimSubjectSeq < start {
+		return state.Claim
+	}
+	for _, env := range envs {
+		if env.Err != nil || env.Event == nil || events.TypeOf(env.Event).Kind() != events.KindClaim {
+			continue
+		}
+		if events.TypeOf(env.Event) == events.TypeThreadReleased {
+			return projections.Claim{Holder: env.Event.GetHolder(), Seq: env.Event.GetClaimSeq()}
+		}
+		break
+	}
+	return projections.Claim{}
 }
 
 // compactAnomalies is how many anomalies a runner's compact snapshot keeps

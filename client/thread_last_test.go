@@ -202,7 +202,7 @@ func TestClient_ThreadLast_longRun(t *testing.T) {
 	store := memstore.New(memstore.Config{})
 	c := client.New(store)
 	b := newBuilder(t, store, "steered")
-	b.turns(0, 20)
+	b.turns(0, 500)
 	m := b.post("a long task")
 	b.fenced(events.NewRunStarted(b.claim, b.now, "run-long", m, "echo"))
 	for i := range 120 {
@@ -221,6 +221,9 @@ func TestClient_ThreadLast_longRun(t *testing.T) {
 		t.Fatal(err)
 	}
 	wantWindow(t, w, whole, 50)
+	if w.Read >= int(whole.LastSeq) {
+		t.Errorf("read %d events of %d: as many as the whole thread", w.Read, whole.LastSeq)
+	}
 	if w.ActiveRun == nil || w.ActiveRun.ID != "run-long" || len(w.ActiveRun.Steering) != 120 {
 		t.Errorf("active run %+v, want run-long with its 120 steering messages", w.ActiveRun)
 	}
@@ -263,5 +266,44 @@ func TestClient_ThreadLast_bounded(t *testing.T) {
 	}
 	if all8k < 8000 {
 		t.Errorf("Thread read %d envelopes of a thread of 8,000 events", all8k)
+	}
+}
+
+// TestClient_ThreadLast_reclaimed: the window holds a release of a claim
+// made before it, and a new claim, as a runner's stop and another's claim
+// leave them. The fold of the window starts with the claim the release
+// names, so it agrees with the whole fold without reading further back.
+func TestClient_ThreadLast_reclaimed(t *testing.T) {
+	store := memstore.New(memstore.Config{})
+	c := client.New(store)
+	b := newBuilder(t, store, "reclaimed")
+	b.turns(0, 100)
+	if err := events.ReleaseClaim(t.Context(), store, b.claim, "stopping", b.now); err != nil {
+		t.Fatal(err)
+	}
+	cl, _, err := events.AcquireClaim(t.Context(), store, "reclaimed", "r/b", time.Hour, b.now)
+	if err != nil {
+		t.Fatal(err)
+	}
+	b.claim = cl
+	b.turns(100, 10)
+	b.snapshot()
+	b.turns(110, 10)
+	whole, err := c.Thread(t.Context(), "reclaimed")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(whole.Anomalies) != 0 {
+		t.Fatalf("anomalies %+v", whole.Anomalies)
+	}
+	w, err := c.ThreadLast(t.Context(), "reclaimed", 50)
+	if err != nil {
+		t.Fatal(err)
+	}
+	wantWindow(t, w, whole, 50)
+	// The tail after the snapshot (10 turns) and one window of 50 turns,
+	// with the release and the claim.
+	if want := 4*10 + 4*50 + 2; w.Read > want {
+		t.Errorf("read %d events, want at most %d: the window was read again", w.Read, want)
 	}
 }
