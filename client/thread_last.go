@@ -152,6 +152,11 @@ func (c *Client) threadWindow(ctx context.Context, thread string, n int, upTo ui
 			return nil, fmt.Errorf("client: load %s: %w", thread, err)
 		}
 		read += len(envs)
+		// A window read from the thread's first event starts with its
+		// fork, if it is one: its history is read from the source.
+		if err := projections.ResolveFirst(ctx, c.store, envs); err != nil {
+			return nil, fmt.Errorf("client: load %s: %w", thread, err)
+		}
 		win := projections.New(thread)
 		win.Strategy = state.Strategy
 		win.Claim = claimBefore(state, envs, start)

@@ -101,6 +101,10 @@ func (b *builder) snapshot() {
 	if err != nil {
 		b.t.Fatal(err)
 	}
+	// A fork's history, from its source, as a runner reads it.
+	if err := projections.ResolveFirst(b.t.Context(), b.store, envs); err != nil {
+		b.t.Fatal(err)
+	}
 	th := projections.Fold(b.thread, envs)
 	th.Compact()
 	data, err := th.EncodeSnapshot()
@@ -183,6 +187,19 @@ func TestClient_ThreadLast_window(t *testing.T) {
 			t.Fatal(err)
 		}
 		wantWindow(t, w, whole, n)
+	}
+	// --at: after the snapshot, the same window of the thread as it was
+	// then; before it, the whole fold up to there, cut.
+	for _, at := range []uint64{whole.LastSeq - 3, 700} {
+		then, err := c.Thread(t.Context(), "long", client.AtSeq(at))
+		if err != nil {
+			t.Fatal(err)
+		}
+		w, err := c.ThreadLast(t.Context(), "long", 50, client.AtSeq(at))
+		if err != nil {
+			t.Fatal(err)
+		}
+		wantWindow(t, w, then, 50)
 	}
 	w, err := c.ThreadLast(t.Context(), "long", len(whole.Messages))
 	if err != nil {
@@ -305,5 +322,50 @@ func TestClient_ThreadLast_reclaimed(t *testing.T) {
 	// with the release and the claim.
 	if want := 4*10 + 4*50 + 2; w.Read > want {
 		t.Errorf("read %d events, want at most %d: the window was read again", w.Read, want)
+	}
+}
+
+// TestClient_ThreadLast_fork: a fork by reference with its own snapshot
+// shows its newest messages without reading its source when they are its
+// own, and with the history read from the source up to the fork's
+// sequence when the window reaches into it. Either way it is the whole
+// fold's newest messages.
+func TestClient_ThreadLast_fork(t *testing.T) {
+	store := memstore.New(memstore.Config{})
+	c := client.New(store)
+	src := newBuilder(t, store, "src")
+	src.turns(0, 30)
+	last, err := events.ThreadLastSeq(t.Context(), store, "src")
+	if err != nil {
+		t.Fatal(err)
+	}
+	src.turns(30, 5) // after the fork's point: not its history
+	if _, err := c.Fork(t.Context(), "src", last, "fork"); err != nil {
+		t.Fatal(err)
+	}
+	b := newBuilder(t, store, "fork")
+	b.turns(100, 100)
+	b.snapshot()
+	b.turns(200, 5)
+	whole, err := c.Thread(t.Context(), "fork")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if whole.Fork == nil || len(whole.Messages) != 30+105 || len(whole.Anomalies) != 0 {
+		t.Fatalf("the fork's whole fold: fork %+v, %d messages, anomalies %+v", whole.Fork, len(whole.Messages), whole.Anomalies)
+	}
+	for _, n := range []int{50, 120} {
+		cs := &countingStore{Store: store}
+		w, err := client.New(cs).ThreadLast(t.Context(), "fork", n)
+		if err != nil {
+			t.Fatal(err)
+		}
+		wantWindow(t, w, whole, n)
+		if w.Fork == nil || *w.Fork != *whole.Fork {
+			t.Errorf("--last %d: fork %+v, want %+v", n, w.Fork, whole.Fork)
+		}
+		if n == 50 && cs.reads() > 4*5+4*50 {
+			t.Errorf("--last 50 read %d events: more than the tail and the window", cs.reads())
+		}
 	}
 }
