@@ -23,6 +23,9 @@ type Window struct {
 	NumMessages int
 	// OmittedMessages is how many older messages Messages leaves out.
 	OmittedMessages int
+	// PendingSeqs is the sequences of every pending message, oldest first,
+	// shown or not: a backlog may be older than the newest messages.
+	PendingSeqs []uint64
 	// From is the sequence of the oldest message shown when some are
 	// omitted; the runs started before it are omitted too. 0 when nothing
 	// is omitted: Thread is then the whole fold.
@@ -72,7 +75,7 @@ func (c *Client) wholeWindow(ctx context.Context, thread string, n int, opts ...
 	if err != nil {
 		return nil, err
 	}
-	w := &Window{Thread: t, NumMessages: len(t.Messages), Read: cs.n}
+	w := &Window{Thread: t, NumMessages: len(t.Messages), PendingSeqs: pendingSeqs(t), Read: cs.n}
 	if len(t.Messages) > n {
 		from := t.Messages[len(t.Messages)-n].Seq
 		cut(t, from)
@@ -286,7 +289,16 @@ func merge(state, win *projections.Thread, from uint64, total, n, read int) *Win
 	if active != nil {
 		t.ActiveRun = active
 	}
-	return &Window{Thread: t, NumMessages: total, OmittedMessages: total - n, From: from, Read: read}
+	return &Window{Thread: t, NumMessages: total, OmittedMessages: total - n, From: from, PendingSeqs: pendingSeqs(state), Read: read}
+}
+
+// pendingSeqs returns the sequences of t's pending messages.
+func pendingSeqs(t *projections.Thread) []uint64 {
+	var seqs []uint64
+	for _, m := range t.Pending() {
+		seqs = append(seqs, m.Seq)
+	}
+	return seqs
 }
 
 // countingLoader counts the envelopes it loads.

@@ -164,8 +164,21 @@ func wantWindow(t *testing.T, w *client.Window, whole *projections.Thread, n int
 	if (w.ActiveRun == nil) != (whole.ActiveRun == nil) || w.ActiveRun != nil && !reflect.DeepEqual(*w.ActiveRun, *whole.ActiveRun) {
 		t.Errorf("active run %+v, want %+v", w.ActiveRun, whole.ActiveRun)
 	}
-	if !reflect.DeepEqual(w.OpenRequests(), whole.OpenRequests()) || !reflect.DeepEqual(w.Pending(), whole.Pending()) {
-		t.Errorf("open requests %+v pending %+v; want %+v, %+v", w.OpenRequests(), w.Pending(), whole.OpenRequests(), whole.Pending())
+	var pending []uint64
+	for _, m := range whole.Pending() {
+		pending = append(pending, m.Seq)
+	}
+	if !reflect.DeepEqual(w.PendingSeqs, pending) {
+		t.Errorf("pending %v, want %v", w.PendingSeqs, pending)
+	}
+	var shown []projections.Message // the pending messages shown
+	for _, m := range whole.Pending() {
+		if m.Seq >= from {
+			shown = append(shown, m)
+		}
+	}
+	if !reflect.DeepEqual(w.OpenRequests(), whole.OpenRequests()) || !reflect.DeepEqual(w.Pending(), shown) {
+		t.Errorf("open requests %+v pending %+v; want %+v, %+v", w.OpenRequests(), w.Pending(), whole.OpenRequests(), shown)
 	}
 }
 
@@ -367,5 +380,37 @@ func TestClient_ThreadLast_fork(t *testing.T) {
 		if n == 50 && cs.reads() > 4*5+4*50 {
 			t.Errorf("--last 50 read %d events: more than the tail and the window", cs.reads())
 		}
+	}
+}
+
+// TestClient_ThreadLast_backlog: more messages are pending than the window
+// shows. The window shows the newest, pending; PendingSeqs counts every
+// pending message, the older ones too.
+func TestClient_ThreadLast_backlog(t *testing.T) {
+	store := memstore.New(memstore.Config{})
+	c := client.New(store)
+	b := newBuilder(t, store, "backlog")
+	b.turns(0, 100)
+	for i := range 80 {
+		b.post(fmt.Sprintf("queued %d", i))
+	}
+	b.snapshot()
+	for i := range 5 {
+		b.post(fmt.Sprintf("queued after %d", i))
+	}
+	whole, err := c.Thread(t.Context(), "backlog")
+	if err != nil {
+		t.Fatal(err)
+	}
+	w, err := c.ThreadLast(t.Context(), "backlog", 50)
+	if err != nil {
+		t.Fatal(err)
+	}
+	wantWindow(t, w, whole, 50)
+	if len(w.PendingSeqs) != 85 || len(w.Pending()) != 50 {
+		t.Errorf("%d pending, %d of them shown; want 85 and 50", len(w.PendingSeqs), len(w.Pending()))
+	}
+	if w.Read > 5+50 {
+		t.Errorf("read %d events, want the tail and the window, at most %d", w.Read, 5+50)
 	}
 }

@@ -58,10 +58,11 @@ at the fork's seq).
 By default show prints the thread's state (claim, active run, open
 requests, pending messages, counts) and only its newest --last N messages
 (default 50), with the runs started since the oldest of them and their
-outputs. It says how many older messages it left out; --all prints every
-message and run. --json then has "omitted_messages" (how many) and
-"omitted_before_seq" (the oldest message shown: runs started before it
-are left out too), absent when nothing is.
+outputs. It says how many older messages it left out, and how many
+messages are pending, shown or not; --all prints every message and run.
+--json then has "omitted_messages" (how many), "omitted_before_seq" (the
+oldest message shown: runs started before it are left out too) and
+"pending" (every pending message's seq), absent when nothing is left out.
 
 show starts from the thread's snapshot (KV bucket thread_snapshots) when
 one verifies and is not past --at SEQ, and reads only the events after it
@@ -97,7 +98,7 @@ so it is read from the start).`,
 			} else {
 				var w *client.Window
 				if w, err = cl.ThreadLast(cmd.Context(), thread, last, opt); err == nil {
-					t, om = w.Thread, omission{messages: w.OmittedMessages, numMessages: w.NumMessages, before: w.From}
+					t, om = w.Thread, omission{messages: w.OmittedMessages, numMessages: w.NumMessages, before: w.From, pending: w.PendingSeqs}
 				}
 			}
 			switch {
@@ -117,6 +118,7 @@ so it is read from the start).`,
 				v := showView(t)
 				if om.messages > 0 {
 					v.OmittedMessages, v.OmittedBefore = om.messages, om.before
+					v.Pending = nonNil(om.pending)
 				}
 				return errOrNil(enc.Encode(v))
 			}
@@ -145,10 +147,12 @@ const defaultShowLast = 50
 
 // omission is what a bounded show leaves out: messages older messages,
 // of numMessages, before the message at seq before, and the runs started
-// before it. The zero value leaves out nothing.
+// before it; pending are the pending messages, which it counts whether it
+// shows them or not. The zero value leaves out nothing.
 type omission struct {
 	messages, numMessages int
 	before                uint64
+	pending               []uint64 // every pending message, shown or not
 }
 
 // errThreadEmpty is a thread id with no events: most often a typo.
@@ -244,8 +248,9 @@ type (
 		Fork         *forkView     `json:"fork"`
 		Strategy     string        `json:"strategy,omitempty"` // show_strategy.go
 		// Set only when show leaves older messages out (--last).
-		OmittedMessages int    `json:"omitted_messages,omitempty"`
-		OmittedBefore   uint64 `json:"omitted_before_seq,omitempty"`
+		OmittedMessages int      `json:"omitted_messages,omitempty"`
+		OmittedBefore   uint64   `json:"omitted_before_seq,omitempty"`
+		Pending         []uint64 `json:"pending,omitempty"` // with omitted_messages: every pending message's seq
 	}
 	forkView struct {
 		Source    string `json:"source"`
@@ -370,6 +375,11 @@ func writeShowOmitting(w io.Writer, t *projections.Thread, om omission) error {
 			t.ID, plural(om.numMessages, "message"), t.LastSeq, t.LastActivity.Local().Format(time.RFC3339))
 		fmt.Fprintf(&b, "omitted:    %s before seq %d and the runs started before it; the newest %s and %s follow ('artifactr show %s --all' prints them all)\n",
 			plural(om.messages, "older message"), om.before, plural(len(t.Messages), "message"), plural(len(t.Runs), "run"), t.ID)
+		if p := om.pending; len(p) > 0 {
+			fmt.Fprintf(&b, "pending:    %s, the oldest at seq %d\n", plural(len(p), "message"), p[0])
+		} else {
+			b.WriteString("pending:    none\n")
+		}
 	}
 	if f := t.Fork; f != nil {
 		fmt.Fprintf(&b, "forked:     from %s at %d (thread_forked at %d); messages up to it are history\n", f.Source, f.SourceSeq, f.Seq)

@@ -138,7 +138,10 @@ func TestRun_showLast(t *testing.T) {
 		if len(state) < 2 || state[0] != fmt.Sprintf("thread long: %d messages, last seq %d, last activity %s", total, whole.LastSeq, whole.LastActivity.Local().Format(time.RFC3339)) || !strings.HasPrefix(state[1], omitted) {
 			t.Errorf("--last %d: head\n%s\nwant %d messages and %q", n, strings.Join(state, "\n"), total, omitted)
 		}
-		if got, want := strings.Join(state[2:], "\n"), strings.Join(allState[1:], "\n"); got != want {
+		if len(state) < 3 || state[2] != fmt.Sprintf("pending:    1 message, the oldest at seq %d", whole.Pending()[0].Seq) {
+			t.Errorf("--last %d: no pending line:\n%s", n, strings.Join(state, "\n"))
+		}
+		if got, want := strings.Join(state[3:], "\n"), strings.Join(allState[1:], "\n"); got != want {
 			t.Errorf("--last %d: state lines\n%s\nwant --all's\n%s", n, got, want)
 		}
 		if len(msgs) != n || strings.Join(msgs, "\n") != strings.Join(allMsgs[len(allMsgs)-n:], "\n") {
@@ -157,8 +160,8 @@ func TestRun_showLast(t *testing.T) {
 		t.Fatal(err)
 	}
 	if v.OmittedMessages != total-defaultShowLast || v.OmittedBefore != whole.Messages[total-defaultShowLast].Seq || len(v.Messages) != defaultShowLast ||
-		v.ActiveRun == nil || *v.ActiveRun != "run-last" || len(v.OpenRequests) != 1 {
-		t.Errorf("--json: omitted %d before %d, %d messages, active %v, open %d", v.OmittedMessages, v.OmittedBefore, len(v.Messages), v.ActiveRun, len(v.OpenRequests))
+		v.ActiveRun == nil || *v.ActiveRun != "run-last" || len(v.OpenRequests) != 1 || len(v.Pending) != 1 || v.Pending[0] != whole.Pending()[0].Seq {
+		t.Errorf("--json: omitted %d before %d, %d messages, active %v, open %d, pending %v", v.OmittedMessages, v.OmittedBefore, len(v.Messages), v.ActiveRun, len(v.OpenRequests), v.Pending)
 	}
 	// A thread of no more messages than --last: the same as --all, and
 	// --json has no omitted fields.
