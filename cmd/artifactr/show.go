@@ -29,9 +29,9 @@ func (a *app) showCommand() *cobra.Command {
 		Use:   "show THREAD",
 		Short: "Show a thread's state: claim, runs, messages, requests, anomalies",
 		Long: `Replay THREAD's events and show its state: the newest claim, the active run,
-each message and how it was consumed (prompt, answer or steering, by which
-run), each run with its status and outputs, the open requests, and any
-anomalies the fold found.
+each message (the newest 50 by default, see --last) and how it was
+consumed (prompt, answer or steering, by which run), each run with its
+status and outputs, the open requests, and any anomalies the fold found.
 
 --at SEQ replays only the events with stream sequence <= SEQ; --at TIME (RFC
 3339, such as 2026-01-02T15:04:05Z) only those stored at or before TIME. So
@@ -67,10 +67,12 @@ oldest message shown: runs started before it are left out too) and
 show starts from the thread's snapshot (KV bucket thread_snapshots) when
 one verifies and is not past --at SEQ, and reads only the events after it
 and those from the oldest message it prints on: what it reads is bounded
-by what it prints, not by the thread's length. The anomalies are then
+by what it prints, not by the thread's length (a run or a backlog older
+than those messages is read from where it starts). The anomalies are then
 those the snapshot kept (its newest 16) and those after it. Without a
-usable snapshot, with --at TIME, or for a window that reaches into a
-fork's history, it folds the whole thread and prints the same. --all folds
+usable snapshot, with --at TIME, for a --last past the 256 newest
+messages a runner's snapshot remembers, or for a window that reaches
+into a fork's history, it folds the whole thread and prints the same. --all folds
 the whole thread (a runner's compact snapshot holds no consumed messages,
 so it is read from the start).`,
 		Args: cobra.ExactArgs(1),
