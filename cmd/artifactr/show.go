@@ -67,8 +67,8 @@ oldest message shown: runs started before it are left out too) and
 show starts from the thread's snapshot (KV bucket thread_snapshots) when
 one verifies and is not past --at SEQ, and reads only the events after it
 and those from the oldest message it prints on: what it reads is bounded
-by what it prints, not by the thread's length (a run or a backlog older
-than those messages is read from where it starts). The anomalies are then
+by what it prints, not by the thread's length (a run that started before
+those messages is read from its start). The anomalies are then
 those the snapshot kept (its newest 16) and those after it. Without a
 usable snapshot, with --at TIME, for a --last past the 256 newest
 messages a runner's snapshot remembers, or for a window that reaches
