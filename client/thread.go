@@ -48,6 +48,11 @@ func Filter(keep func(events.Envelope) bool) ThreadOption {
 // the point asked for, and reads only the events after it: the snapshot is
 // a cache, and a bad one is ignored.
 func (c *Client) Thread(ctx context.Context, thread string, opts ...ThreadOption) (*projections.Thread, error) {
+	return c.thread(ctx, c.store, thread, opts...)
+}
+
+// thread is Thread reading the log through l.
+func (c *Client) thread(ctx context.Context, l events.Loader, thread string, opts ...ThreadOption) (*projections.Thread, error) {
 	var o threadOptions
 	for _, opt := range opts {
 		opt(&o)
@@ -60,7 +65,7 @@ func (c *Client) Thread(ctx context.Context, thread string, opts ...ThreadOption
 	if t != nil {
 		from = t.LastSeq + 1
 	}
-	envs, err := c.store.Load(ctx, thread, from)
+	envs, err := l.Load(ctx, thread, from)
 	if err != nil {
 		return nil, fmt.Errorf("client: load %s: %w", thread, err)
 	}

@@ -35,7 +35,9 @@ measure on it and on a fresh thread in the same run:
     run_started (the claim, its replay, and the start);
   - the runner's heap held for the long thread beyond a fresh one (after
     a GC, both claimed and idle);
-  - the size of the long thread's snapshot, as the runners save it.
+  - the size of the long thread's snapshot, as the runners save it;
+  - show of the long thread (its newest 50 messages) and show --all: the
+    median time of three and the events each read.
 
 Figures only: nothing is asserted.`,
 		Args: cobra.NoArgs,
@@ -60,6 +62,8 @@ Figures only: nothing is asserted.`,
 			fmt.Fprintf(a.stdout, "claim:    %.1f ms after a restart\n", rep.ClaimMs)
 			fmt.Fprintf(a.stdout, "memory:   %d bytes of heap held for the long thread beyond a fresh one\n", rep.HeldBytes)
 			fmt.Fprintf(a.stdout, "snapshot: %d bytes\n", rep.SnapshotBytes)
+			fmt.Fprintf(a.stdout, "show:     %.1f ms, %d events read (newest %d messages); --all %.1f ms, %d events read\n",
+				rep.ShowMs, rep.ShowEvents, rep.ShowLast, rep.ShowAllMs, rep.ShowAllEvents)
 			return nil
 		},
 	}

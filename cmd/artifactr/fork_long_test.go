@@ -98,7 +98,9 @@ func TestRun_forkLongThread(t *testing.T) {
 
 	showJSON := func(thread string) threadView {
 		t.Helper()
-		code, out, errOut := cli("show", thread, "--json")
+		// --all: the forks have 20,001 messages, more than show's
+		// default --last, and this checks every one of them.
+		code, out, errOut := cli("show", thread, "--json", "--all")
 		var v threadView
 		if err := json.Unmarshal([]byte(out), &v); code != exitOK || err != nil {
 			t.Fatalf("show %s --json: exit %d, %v\n%s", thread, code, err, errOut)

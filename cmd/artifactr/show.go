@@ -22,14 +22,16 @@ func (a *app) showCommand() *cobra.Command {
 		conn   connFlags
 		asJSON bool
 		at     string
+		last   int
+		all    bool
 	)
 	cmd := &cobra.Command{
 		Use:   "show THREAD",
 		Short: "Show a thread's state: claim, runs, messages, requests, anomalies",
 		Long: `Replay THREAD's events and show its state: the newest claim, the active run,
-each message and how it was consumed (prompt, answer or steering, by which
-run), each run with its status and outputs, the open requests, and any
-anomalies the fold found.
+each message (the newest 50 by default, see --last) and how it was
+consumed (prompt, answer or steering, by which run), each run with its
+status and outputs, the open requests, and any anomalies the fold found.
 
 --at SEQ replays only the events with stream sequence <= SEQ; --at TIME (RFC
 3339, such as 2026-01-02T15:04:05Z) only those stored at or before TIME. So
@@ -53,8 +55,26 @@ messages and runs of its history, read from its source up to the fork's
 source seq, are history (consumed "forked"; runs with start_seq 0, ended
 at the fork's seq).
 
+By default show prints the thread's state (claim, active run, open
+requests, pending messages, counts) and only its newest --last N messages
+(default 50), with the runs started since the oldest of them and their
+outputs. It says how many older messages it left out, and how many
+messages are pending, shown or not; --all prints every message and run.
+--json then has "omitted_messages" (how many), "omitted_before_seq" (the
+oldest message shown: runs started before it are left out too) and
+"pending" (every pending message's seq), absent when nothing is left out.
+
 show starts from the thread's snapshot (KV bucket thread_snapshots) when
-one verifies and is not past --at SEQ, and reads only the events after it.`,
+one verifies and is not past --at SEQ, and reads only the events after it
+and those from the oldest message it prints on: what it reads is bounded
+by what it prints, not by the thread's length (a run that started before
+those messages is read from its start). The anomalies are then
+those the snapshot kept (its newest 16) and those after it. Without a
+usable snapshot, with --at TIME, for a --last past the 256 newest
+messages a runner's snapshot remembers, or for a window that reaches
+into a fork's history, it folds the whole thread and prints the same. --all folds
+the whole thread (a runner's compact snapshot holds no consumed messages,
+so it is read from the start).`,
 		Args: cobra.ExactArgs(1),
 		RunE: func(cmd *cobra.Command, args []string) error {
 			thread := args[0]
@@ -73,7 +93,16 @@ one verifies and is not past --at SEQ, and reads only the events after it.`,
 			if err := checkAt(cmd.Context(), cl, thread, at); err != nil {
 				return err
 			}
-			t, err := cl.Thread(cmd.Context(), thread, opt)
+			var om omission
+			var t *projections.Thread
+			if all {
+				t, err = cl.Thread(cmd.Context(), thread, opt)
+			} else {
+				var w *client.Window
+				if w, err = cl.ThreadLast(cmd.Context(), thread, last, opt); err == nil {
+					t, om = w.Thread, omission{messages: w.OmittedMessages, numMessages: w.NumMessages, before: w.From, pending: w.PendingSeqs}
+				}
+			}
 			switch {
 			case errors.Is(err, client.ErrNoEvents):
 				return fail(errNoEvents(thread, 1))
@@ -88,15 +117,44 @@ one verifies and is not past --at SEQ, and reads only the events after it.`,
 			if asJSON {
 				enc := json.NewEncoder(a.stdout)
 				enc.SetIndent("", "  ")
-				return errOrNil(enc.Encode(showView(t)))
+				v := showView(t)
+				if om.messages > 0 {
+					v.OmittedMessages, v.OmittedBefore = om.messages, om.before
+					v.Pending = nonNil(om.pending)
+				}
+				return errOrNil(enc.Encode(v))
 			}
-			return errOrNil(writeShow(a.stdout, t))
+			return errOrNil(writeShowOmitting(a.stdout, t, om))
 		},
 	}
 	addConnFlags(cmd, &conn)
+	cmd.Flags().IntVar(&last, "last", defaultShowLast, "print only the newest N messages and the runs since (see --all)")
+	cmd.Flags().BoolVar(&all, "all", false, "print every message and run (folds the whole thread)")
+	cmd.MarkFlagsMutuallyExclusive("last", "all")
+	cmd.PreRunE = func(*cobra.Command, []string) error {
+		if last < 1 {
+			return usagef("--last %d: want at least 1 (or --all)", last)
+		}
+		return nil
+	}
 	cmd.Flags().BoolVar(&asJSON, "json", false, "print the state as JSON")
 	cmd.Flags().StringVar(&at, "at", "", "replay only events up to this stream sequence or RFC 3339 time")
 	return cmd
+}
+
+// defaultShowLast is show's --last: a screenful or two of messages, well
+// inside the newest projections.RecentWindow (256) that a runner's compact
+// snapshot remembers, so that the window is found without a search.
+const defaultShowLast = 50
+
+// omission is what a bounded show leaves out: messages older messages,
+// of numMessages, before the message at seq before, and the runs started
+// before it; pending are the pending messages, which it counts whether it
+// shows them or not. The zero value leaves out nothing.
+type omission struct {
+	messages, numMessages int
+	before                uint64
+	pending               []uint64 // every pending message, shown or not
 }
 
 // errThreadEmpty is a thread id with no events: most often a typo.
@@ -191,6 +249,10 @@ type (
 		Anomalies    []anomalyView `json:"anomalies"`
 		Fork         *forkView     `json:"fork"`
 		Strategy     string        `json:"strategy,omitempty"` // show_strategy.go
+		// Set only when show leaves older messages out (--last).
+		OmittedMessages int      `json:"omitted_messages,omitempty"`
+		OmittedBefore   uint64   `json:"omitted_before_seq,omitempty"`
+		Pending         []uint64 `json:"pending,omitempty"` // with omitted_messages: every pending message's seq
 	}
 	forkView struct {
 		Source    string `json:"source"`
@@ -302,10 +364,25 @@ func nonNil[T any](s []T) []T {
 }
 
 // writeShow prints t for a person.
-func writeShow(w io.Writer, t *projections.Thread) error {
+func writeShow(w io.Writer, t *projections.Thread) error { return writeShowOmitting(w, t, omission{}) }
+
+// writeShowOmitting prints t, which leaves out what om says, for a person.
+func writeShowOmitting(w io.Writer, t *projections.Thread, om omission) error {
 	var b strings.Builder
-	fmt.Fprintf(&b, "thread %s: %s, %s, last seq %d, last activity %s\n",
-		t.ID, plural(len(t.Messages), "message"), plural(len(t.Runs), "run"), t.LastSeq, t.LastActivity.Local().Format(time.RFC3339))
+	if om.messages == 0 {
+		fmt.Fprintf(&b, "thread %s: %s, %s, last seq %d, last activity %s\n",
+			t.ID, plural(len(t.Messages), "message"), plural(len(t.Runs), "run"), t.LastSeq, t.LastActivity.Local().Format(time.RFC3339))
+	} else {
+		fmt.Fprintf(&b, "thread %s: %s, last seq %d, last activity %s\n",
+			t.ID, plural(om.numMessages, "message"), t.LastSeq, t.LastActivity.Local().Format(time.RFC3339))
+		fmt.Fprintf(&b, "omitted:    %s before seq %d and the runs started before it; the newest %s and %s follow ('artifactr show %s --all' prints them all)\n",
+			plural(om.messages, "older message"), om.before, plural(len(t.Messages), "message"), plural(len(t.Runs), "run"), t.ID)
+		if p := om.pending; len(p) > 0 {
+			fmt.Fprintf(&b, "pending:    %s, the oldest at seq %d\n", plural(len(p), "message"), p[0])
+		} else {
+			b.WriteString("pending:    none\n")
+		}
+	}
 	if f := t.Fork; f != nil {
 		fmt.Fprintf(&b, "forked:     from %s at %d (thread_forked at %d); messages up to it are history\n", f.Source, f.SourceSeq, f.Seq)
 		if f.Unresolved {

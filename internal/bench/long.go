@@ -11,6 +11,7 @@ import (
 
 	"github.com/artifactr/artifactr/actors/agent"
 	"github.com/artifactr/artifactr/actors/runner"
+	"github.com/artifactr/artifactr/client"
 	"github.com/artifactr/artifactr/events"
 	"github.com/artifactr/artifactr/events/eventspb"
 	"github.com/artifactr/artifactr/events/natsstore"
@@ -46,6 +47,15 @@ type LongReport struct {
 	HeldBytes           int64   `json:"held_bytes"`
 	SnapshotBytes       int     `json:"snapshot_bytes"`
 	BuildSeconds        float64 `json:"build_seconds"`
+	// ShowMs and ShowAllMs are the median time of client.ThreadLast of
+	// the newest ShowLast messages (artifactr show) and of client.Thread
+	// (show --all) on the long thread; ShowEvents and ShowAllEvents the
+	// events each read from the log.
+	ShowLast      int     `json:"show_last"`
+	ShowMs        float64 `json:"show_ms"`
+	ShowEvents    int     `json:"show_events"`
+	ShowAllMs     float64 `json:"show_all_ms"`
+	ShowAllEvents int     `json:"show_all_events"`
 }
 
 const longThread, freshThread = "long", "fresh"
@@ -145,7 +155,55 @@ func Long(ctx context.Context, cfg LongConfig) (*LongReport, error) {
 		return nil, fmt.Errorf("the long thread's snapshot: %w", err)
 	}
 	rep.SnapshotBytes = len(data)
+	if err := measureShow(ctx, clients, rep); err != nil {
+		return nil, fmt.Errorf("show: %w", err)
+	}
 	return rep, nil
+}
+
+// showLast is the --last of the show measured: show's default.
+const showLast = 50
+
+// measureShow times show and show --all of the long thread, three times
+// each, and counts the events they read.
+func measureShow(ctx context.Context, s *natsstore.Store, rep *LongReport) error {
+	cs := &countingStore{Store: s}
+	cl := client.New(cs) // not closed: s is the caller's
+	var last, all []time.Duration
+	for range 3 {
+		cs.n = 0
+		start := time.Now()
+		w, err := cl.ThreadLast(ctx, longThread, showLast)
+		if err != nil {
+			return err
+		}
+		last = append(last, time.Since(start))
+		rep.ShowEvents, rep.ShowLast = cs.n, len(w.Messages)
+		cs.n = 0
+		start = time.Now()
+		if _, err := cl.Thread(ctx, longThread); err != nil {
+			return err
+		}
+		all = append(all, time.Since(start))
+		rep.ShowAllEvents = cs.n
+	}
+	slices.Sort(last)
+	slices.Sort(all)
+	rep.ShowMs, rep.ShowAllMs = ms(last[1]), ms(all[1])
+	return nil
+}
+
+// countingStore counts the envelopes loaded through it; one goroutine
+// uses it.
+type countingStore struct {
+	client.Store
+	n int
+}
+
+func (s *countingStore) Load(ctx context.Context, thread string, from uint64) ([]events.Envelope, error) {
+	envs, err := s.Store.Load(ctx, thread, from)
+	s.n += len(envs)
+	return envs, err
 }
 
 // buildLong writes a thread of about n events directly: posts and echo
