@@ -22,6 +22,18 @@ var liveFair = map[string]bool{
 	"RunEnd": true, "CheckLease": true,
 }
 
+// stalledSteps are the steps a stalled holder takes finitely often
+// (StalledStep in the .tla): the fair ones and Output, which is not fair
+// (a run need not output), but a holder that outputs forever has not
+// stalled, and with RUNFENCE its outputs refuse every other claim.
+var stalledSteps = func() map[string]bool {
+	m := map[string]bool{"Output": true}
+	for a := range liveFair {
+		m[a] = true
+	}
+	return m
+}()
+
 // renumberClaims is the renumbering above.
 func renumberClaims(s ThreadState) ThreadState {
 	cs := s.claimSeq
@@ -110,7 +122,7 @@ func EventuallyConsumed(c Config, f LiveFairness) (LiveResult[ThreadState], erro
 			return action == "Lapse" || liveFair[action] && arg != stalled
 		}
 		l.Finite = func(action, arg string) bool {
-			return action == "Release" || liveFair[action] && arg == stalled
+			return action == "Release" || stalledSteps[action] && arg == stalled
 		}
 	}
 	return CheckLiveness(m, l), nil
