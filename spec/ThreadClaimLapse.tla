@@ -424,17 +424,36 @@ CheckLease(p) ==
     /\ UNCHANGED <<leaseVars, claimSeq, msgVars, runVars, pc, mySeq, readSeq,
                    seen, myRun, runCur, ghostVars>>
 
-\* run_output, with RUNFENCE only (without it a stutter the spec leaves
-\* out): a compare-and-set on the run subject, like request_opened, that
-\* moves the run subject and changes nothing else.  Refused, it writes
-\* nothing; the run's end is refused too, and p lets go.
+\* run_output, tracked only (untracked, a stutter the spec leaves out): a
+\* compare-and-set on the run subject, like request_opened, that moves the
+\* run subject and changes nothing else.  Refused, it writes nothing.
 Output(p) ==
-    /\ RUNFENCE
+    /\ Track
     /\ pc[p] = "running"
     /\ EndCAS(p)
     /\ RunWrite(p)
     /\ UNCHANGED <<leaseVars, claimSeq, msgVars, runVars, pc, mySeq, readSeq, seen,
                    myRun, leaseOK, ghostVars>>
+
+\* Tracked only: p's write was refused because the run subject moved (the
+\* guard's ErrRunMoved, or RUNFENCE's compare-and-set); p reads the thread
+\* again, finds its marker still the newest, and folds what it had not
+\* seen: a forged consumption, or a forged run_started, which it plans to
+\* abandon.  Finding a newer marker it stops instead (StartFenced,
+\* ReplyFenced, RunEnd's refusal: I4).  A running p goes on only while its
+\* run is the one active.
+Reread(p) ==
+    /\ Track
+    /\ ~runCur[p]
+    /\ Newest(p)
+    /\ \/ pc[p] \in {"abandon", "holding"}
+       \/ pc[p] = "running" /\ ActiveRuns = {myRun[p]}
+    /\ seen' = [seen EXCEPT ![p] = taken]
+    /\ runCur' = [runCur EXCEPT ![p] = TRUE]
+    /\ pc' = [pc EXCEPT ![p] = IF pc[p] = "running" THEN "running"
+                               ELSE IF ActiveRuns # {} THEN "abandon" ELSE "holding"]
+    /\ UNCHANGED <<leaseVars, claimSeq, msgVars, runVars, mySeq, readSeq, myRun, leaseOK,
+                   ghostVars>>
 
 \* With FORGER, a writer with runner credentials, which knows every
 \* sequence and so passes every check the store applies, appends
@@ -490,6 +509,7 @@ Next ==
     \/ \E p \in Procs : RunEnd(p)
     \/ \E p \in Procs : CheckLease(p)
     \/ \E p \in Procs : Output(p)
+    \/ \E p \in Procs : Reread(p)
     \/ Forge
 
 Spec == Init /\ [][Next]_vars
@@ -594,6 +614,7 @@ RunnerFair(p) ==
     /\ WF_vars(Load(p)) /\ WF_vars(Abandon(p)) /\ WF_vars(RunStart(p))
     /\ WF_vars(StartFenced(p)) /\ WF_vars(Reply(p)) /\ WF_vars(Steer(p))
     /\ WF_vars(ReplyFenced(p)) /\ WF_vars(RunEnd(p)) /\ WF_vars(CheckLease(p))
+    /\ WF_vars(Reread(p))
 
 Consumed == \A m \in Msgs : (posted >= m) ~> (taken >= m)
 
@@ -616,7 +637,7 @@ StallFairness(stalled) ==
 StalledStep(p) ==
     \/ Acquire(p) \/ ReadClaim(p) \/ Claim(p) \/ Load(p) \/ Abandon(p)
     \/ RunStart(p) \/ StartFenced(p) \/ Reply(p) \/ Steer(p) \/ ReplyFenced(p)
-    \/ RunEnd(p) \/ CheckLease(p) \/ Output(p)
+    \/ RunEnd(p) \/ CheckLease(p) \/ Output(p) \/ Reread(p)
 EventuallyConsumedStalled ==
     \A s \in Procs :
         (Spec /\ StallFairness(s) /\ <>[][~StalledStep(s) /\ ~ReleasePending]_vars)

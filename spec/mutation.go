@@ -40,6 +40,8 @@ const (
 // they change nothing without GUARD or RUNFENCE, so the table above, of
 // ThreadClaimLapse.cfg, leaves them out.
 const (
-	mutLoadNewest mutation = mutLast << (1 + iota) // Load: p knows the run subject's last sequence only if its marker is the newest
-	mutOutputCAS                                   // Output: the compare-and-set on the run subject
+	mutLoadNewest   mutation = mutLast << (1 + iota) // Load: p knows the run subject's last sequence only if its marker is the newest
+	mutOutputCAS                                     // Output: the compare-and-set on the run subject (cut: unchecked, p takes its ack's sequence)
+	mutOutputBlind                                   // Output: the compare-and-set, and p's learning the sequence from its ack
+	mutRereadNewest                                  // Reread: only while p's marker is the newest
 )

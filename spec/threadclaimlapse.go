@@ -186,6 +186,7 @@ func ThreadClaimLapse(c Config) (Model[ThreadState, ThreadState], error) {
 			perProc("RunEnd", m.RunEnd),
 			perProc("CheckLease", m.CheckLease),
 			perProc("Output", m.Output),
+			perProc("Reread", m.Reread),
 			{Name: "Forge", Next: m.Forge},
 		},
 		Invariants: m.invariants(),
@@ -666,15 +667,54 @@ func (m tcl) CheckLease(s ThreadState, p int) (ThreadState, bool) {
 	return s, true
 }
 
-// Output is Output(p): run_output, with RUNFENCE only (without it, a
-// stutter the spec leaves out): a compare-and-set on the run subject, like
+// Output is Output(p): run_output, tracked only (untracked, a stutter the
+// spec leaves out): a compare-and-set on the run subject, like
 // request_opened, that moves the run subject and changes nothing else.
-// Refused, it writes nothing; the run's end is refused too, and p lets go.
+// Refused, it writes nothing.
 func (m tcl) Output(s ThreadState, p int) (ThreadState, bool) {
-	if !m.c.RunFence || s.pc[p] != running || !m.endCAS(s, p, mutOutputCAS) {
+	if !m.track() || s.pc[p] != running {
+		return s, false
+	}
+	if m.cut(mutOutputBlind) {
+		// Unchecked, and p does not take its ack's sequence for the run
+		// subject's last: no one knows it now, p included.
+		s.runCur = [maxProcs]bool{}
+		return s, true
+	}
+	if !m.endCAS(s, p, mutOutputCAS) {
 		return s, false
 	}
 	m.runWrite(&s, p)
+	return s, true
+}
+
+// Reread is Reread(p), tracked only: p's write was refused because the run
+// subject moved (a guard's ErrRunMoved, or RUNFENCE's compare-and-set), p
+// reads the thread again, finds its marker still the newest, and folds
+// what it had not seen: a forged consumption, or a forged run_started,
+// which it plans to abandon. Finding a newer marker, it stops instead
+// (StartFenced, ReplyFenced, RunEnd's refusal: I4). A running p goes on
+// only while its run is the one active.
+func (m tcl) Reread(s ThreadState, p int) (ThreadState, bool) {
+	if !m.track() || s.runCur[p] || !m.newest(s, p) && !m.cut(mutRereadNewest) {
+		return s, false
+	}
+	switch s.pc[p] {
+	case abandon, holding:
+		if m.activeRuns(s) > 0 {
+			s.pc[p] = abandon
+		} else {
+			s.pc[p] = holding
+		}
+	case running:
+		if m.activeRuns(s) != 1 || s.runs[s.myRun[p]] != active {
+			return s, false
+		}
+	default:
+		return s, false
+	}
+	s.seen[p] = s.taken
+	s.runCur[p] = true
 	return s, true
 }
 

@@ -19,7 +19,7 @@ package spec
 var liveFair = map[string]bool{
 	"Acquire": true, "ReadClaim": true, "Claim": true, "Load": true, "Abandon": true,
 	"RunStart": true, "StartFenced": true, "Reply": true, "Steer": true, "ReplyFenced": true,
-	"RunEnd": true, "CheckLease": true,
+	"RunEnd": true, "CheckLease": true, "Reread": true,
 }
 
 // stalledSteps are the steps a stalled holder takes finitely often
@@ -113,7 +113,7 @@ func EventuallyConsumed(c Config, f LiveFairness) (LiveResult[ThreadState], erro
 	l := Liveness[ThreadState]{
 		Fair: func(action, _ string) bool { return liveFair[action] },
 		// A release in a Bad state has a message pending: ReleasePending.
-		Finite: func(action, _ string) bool { return action == "Lapse" || action == "Release" },
+		Finite: func(action, _ string) bool { return action == "Lapse" || action == "Release" || action == "Forge" },
 		Bad:    func(s ThreadState) bool { return s.taken < s.posted },
 	}
 	if f == HolderStalls {
@@ -122,7 +122,7 @@ func EventuallyConsumed(c Config, f LiveFairness) (LiveResult[ThreadState], erro
 			return action == "Lapse" || liveFair[action] && arg != stalled
 		}
 		l.Finite = func(action, arg string) bool {
-			return action == "Release" || stalledSteps[action] && arg == stalled
+			return action == "Release" || action == "Forge" || stalledSteps[action] && arg == stalled
 		}
 	}
 	return CheckLiveness(m, l), nil
