@@ -623,10 +623,12 @@ Consumed == \A m \in Msgs : (posted >= m) ~> (taken >= m)
 ReleasePending == \E p \in Procs : Release(p) /\ Pending(p)
 
 \* Every runner is fair, and sessions lapse finitely often: a takeover
-\* after every lapse, forever, is starvation no fence can stop.
+\* after every lapse, forever, is starvation no fence can stop.  With
+\* FORGER, the forger stops at some point: one that forges forever starves
+\* any protocol.
 Fairness == \A p \in Procs : RunnerFair(p)
 EventuallyConsumed ==
-    (Spec /\ Fairness /\ <>[][~Lapse /\ ~ReleasePending]_vars) => Consumed
+    (Spec /\ Fairness /\ <>[][~Lapse /\ ~ReleasePending /\ ~Forge]_vars) => Consumed
 
 \* One holder stalls for good (it takes finitely many steps of its turn)
 \* while its renewals go on; the others are fair, and so is Lapse: the
@@ -640,7 +642,7 @@ StalledStep(p) ==
     \/ RunEnd(p) \/ CheckLease(p) \/ Output(p) \/ Reread(p)
 EventuallyConsumedStalled ==
     \A s \in Procs :
-        (Spec /\ StallFairness(s) /\ <>[][~StalledStep(s) /\ ~ReleasePending]_vars)
+        (Spec /\ StallFairness(s) /\ <>[][~StalledStep(s) /\ ~ReleasePending /\ ~Forge]_vars)
             => Consumed
 
 =============================================================================

@@ -1,9 +1,12 @@
 package spec
 
 import (
+	"flag"
 	"slices"
 	"testing"
 )
+
+var flagForger = flag.Bool("spec.forger", false, "spec: also check liveness with a forger, and blind outputs with a forger (about 10 s of CPU with -race)")
 
 // The forger and the fence on the run subject (README.md, "Claims on the
 // run subject"): the window of the claim-subject fence, the guard that
@@ -113,9 +116,9 @@ func TestRunFence_configsHold(t *testing.T) {
 // by the next claim.
 func TestRunFence_liveness(t *testing.T) {
 	for _, tc := range []struct {
-		name  string
-		cfg   Config
-		short bool // run under -short too
+		name   string
+		cfg    Config
+		always bool // run without -spec.forger too
 	}{
 		{"runfence", RunFenceConfig(), true},
 		{"runfence_forger", RunFenceForgerConfig(), false},
@@ -123,8 +126,8 @@ func TestRunFence_liveness(t *testing.T) {
 	} {
 		for _, f := range []LiveFairness{RunnersFair, HolderStalls} {
 			t.Run(tc.name+"/"+f.String(), func(t *testing.T) {
-				if !tc.short && testing.Short() {
-					t.Skip("-short")
+				if !tc.always && !*flagForger {
+					t.Skip("run with -spec.forger")
 				}
 				res, err := EventuallyConsumed(tc.cfg, f)
 				if err != nil {
@@ -289,7 +292,8 @@ func TestRunFence_mutation_blindOutputIsSafe(t *testing.T) {
 		if err != nil {
 			t.Fatal(err)
 		}
-		if forger && testing.Short() {
+		if forger && !*flagForger {
+			t.Log("with a forger: run with -spec.forger")
 			continue
 		}
 		res := Check(m)
