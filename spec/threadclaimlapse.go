@@ -38,7 +38,8 @@ type Config struct {
 	Guard bool
 	// RunFence is RUNFENCE: claims on the run subject, and every holder
 	// write a compare-and-set on the run subject (expecting its last
-	// sequence as the holder knows it); no claim-subject fence.
+	// sequence as the holder knows it); no claim-subject fence, so Fence
+	// and Guard do not count with it.
 	RunFence bool
 
 	// removed names guards taken out of the actions, for the mutation
