@@ -37,6 +37,7 @@ CONSTANTS
     FORGER,     \* TRUE: a writer with runner credentials forges consuming events and claims
     GUARD,      \* TRUE: each consuming write also checks the run subject (the guard batch)
     RUNFENCE,   \* TRUE: claims on the run subject, every holder write a CAS on it
+    OLD,        \* with RUNFENCE, the claimants that still run the old protocol
     NoProc      \* a model value: the lease's holder when it has none
 
 ASSUME /\ Procs # {}
@@ -49,6 +50,8 @@ ASSUME /\ Procs # {}
        /\ FORGER \in BOOLEAN
        /\ GUARD \in BOOLEAN
        /\ RUNFENCE \in BOOLEAN
+       /\ OLD \subseteq Procs
+       /\ OLD # {} => RUNFENCE
 
 Msgs == 1..NumMsgs
 
@@ -81,17 +84,19 @@ VARIABLES
     leaseOK,    \* leaseOK[p]: with LEASEFENCE, p's last read of its lease: its and live
     runCur,     \* runCur[p]: with Track, p knows the run subject's last sequence
     honestDup,  \* ghost, with FORGER: an honest write consumed a message consumed before
-    honestTwoRuns \* ghost, with FORGER: an honest run_started landed while a run was active
+    honestTwoRuns, \* ghost, with FORGER: an honest run_started landed while a run was active
+    oldSeq      \* with OLD, the newest marker on threads.T.claim (an old process's)
 
 vars == <<lease, leaseLive, claimSeq, posted, taken, consumed, rejectPosts, runs,
           runClaim, reqs, asked, answered, pc, mySeq, readSeq, seen, myRun, leaseOK,
-          runCur, honestDup, honestTwoRuns>>
+          runCur, honestDup, honestTwoRuns, oldSeq>>
 
 leaseVars == <<lease, leaseLive>>
 msgVars == <<posted, taken, consumed, rejectPosts>>
 runVars == <<runs, runClaim, reqs, asked, answered>>
 procVars == <<pc, mySeq, readSeq, seen, myRun, leaseOK, runCur>>
 ghostVars == <<honestDup, honestTwoRuns>>
+claimVars == <<claimSeq, oldSeq>>
 
 -----------------------------------------------------------------------------
 
@@ -102,6 +107,11 @@ NRuns == Cardinality({r \in RunIds : runs[r] # "none"})
 \* The write's fence: the newest claim marker in storage is the writer's own.
 Newest(p) == claimSeq = mySeq[p]
 
+\* With OLD: p runs the old protocol (claims and fence on the claim
+\* subject, no guard), and sees only the markers there: OldNewest.
+Old(p) == p \in OLD
+OldNewest(p) == oldSeq = mySeq[p]
+
 \* Without FENCE a consuming write checks nothing (the bug ADR-0069 fixes).
 \* With LEASEFENCE it checks what p last read of its lease (CheckLease): a
 \* KV read cannot be atomic with a stream append, so that view may be
@@ -111,12 +121,14 @@ Newest(p) == claimSeq = mySeq[p]
 \* subject, in one atomic batch.
 Fenced(p) ==
     IF LEASEFENCE THEN leaseOK[p]
+    ELSE IF Old(p) THEN OldNewest(p)
     ELSE IF RUNFENCE THEN runCur[p]
     ELSE FENCE => (Newest(p) /\ (GUARD => runCur[p]))
 
 \* The fence refuses p's write.
 Refused(p) ==
     IF LEASEFENCE THEN ~leaseOK[p]
+    ELSE IF Old(p) THEN ~OldNewest(p)
     ELSE IF RUNFENCE THEN ~runCur[p]
     ELSE FENCE /\ ~(Newest(p) /\ (GUARD => runCur[p]))
 
@@ -137,8 +149,12 @@ EndCAS(p) == IF Track THEN runCur[p] ELSE runs[myRun[p]] = "active"
 \* thread_claimed's compare-and-set: on the claim subject, or with RUNFENCE
 \* on the run subject.  thread_released's: on p's own marker, or with
 \* RUNFENCE on the run subject as p knows it.
-ClaimCAS(p) == IF RUNFENCE THEN runCur[p] ELSE claimSeq = readSeq[p]
-ReleaseCAS(p) == IF RUNFENCE THEN runCur[p] ELSE Newest(p)
+ClaimCAS(p) ==
+    IF Old(p) THEN oldSeq = readSeq[p]
+    ELSE IF RUNFENCE THEN runCur[p] ELSE claimSeq = readSeq[p]
+ReleaseCAS(p) ==
+    IF Old(p) THEN OldNewest(p)
+    ELSE IF RUNFENCE THEN runCur[p] ELSE Newest(p)
 
 \* A message p knows to be untaken has been posted.
 Pending(p) == seen[p] < posted
@@ -189,12 +205,13 @@ Init ==
     /\ runCur = [p \in Procs |-> FALSE]
     /\ honestDup = FALSE
     /\ honestTwoRuns = FALSE
+    /\ oldSeq = 0
 
 \* message_posted: a client posts the next message, at any time.
 Post ==
     /\ posted < NumMsgs
     /\ posted' = posted + 1
-    /\ UNCHANGED <<lease, leaseLive, claimSeq, taken, consumed, rejectPosts, runs,
+    /\ UNCHANGED <<lease, leaseLive, claimVars, taken, consumed, rejectPosts, runs,
                    runClaim, reqs, asked, answered, pc, mySeq, readSeq, seen, myRun,
                    leaseOK, runCur, ghostVars>>
 
@@ -207,7 +224,7 @@ PostIdle ==
     /\ posted < NumMsgs
     /\ posted' = posted + 1
     /\ rejectPosts' = rejectPosts \cup {posted + 1}
-    /\ UNCHANGED <<lease, leaseLive, claimSeq, taken, consumed, runs, runClaim,
+    /\ UNCHANGED <<lease, leaseLive, claimVars, taken, consumed, runs, runClaim,
                    reqs, asked, answered, pc, mySeq, readSeq, seen, myRun, leaseOK,
                    runCur, ghostVars>>
 
@@ -228,17 +245,17 @@ Acquire(p) ==
     /\ lease' = p
     /\ leaseLive' = TRUE
     /\ pc' = [pc EXCEPT ![p] = "leased"]
-    /\ UNCHANGED <<claimSeq, msgVars, runVars, mySeq, readSeq, seen, myRun, leaseOK,
+    /\ UNCHANGED <<claimVars, msgVars, runVars, mySeq, readSeq, seen, myRun, leaseOK,
                    runCur, ghostVars>>
 
 \* Claim, step 2: read the claim subject's last sequence (with RUNFENCE,
 \* the run subject's: p knows it, and the newest marker in it).
 ReadClaim(p) ==
     /\ pc[p] = "leased"
-    /\ readSeq' = [readSeq EXCEPT ![p] = claimSeq]
-    /\ runCur' = IF RUNFENCE THEN [runCur EXCEPT ![p] = TRUE] ELSE runCur
+    /\ readSeq' = [readSeq EXCEPT ![p] = IF Old(p) THEN oldSeq ELSE claimSeq]
+    /\ runCur' = IF RUNFENCE /\ ~Old(p) THEN [runCur EXCEPT ![p] = TRUE] ELSE runCur
     /\ pc' = [pc EXCEPT ![p] = "marking"]
-    /\ UNCHANGED <<leaseVars, claimSeq, msgVars, runVars, mySeq, seen, myRun, leaseOK,
+    /\ UNCHANGED <<leaseVars, claimVars, msgVars, runVars, mySeq, seen, myRun, leaseOK,
                    ghostVars>>
 
 \* Claim, step 3: append thread_claimed expecting what p read (compare-
@@ -250,11 +267,12 @@ Claim(p) ==
     /\ claimSeq < MaxClaims
     /\ IF ClaimCAS(p)
          THEN /\ claimSeq' = claimSeq + 1
+              /\ oldSeq' = IF Old(p) THEN claimSeq + 1 ELSE oldSeq
               /\ mySeq' = [mySeq EXCEPT ![p] = claimSeq + 1]
               /\ pc' = [pc EXCEPT ![p] = "loading"]
-              /\ IF RUNFENCE THEN RunWrite(p) ELSE UNCHANGED runCur
+              /\ IF RUNFENCE /\ ~Old(p) THEN RunWrite(p) ELSE UNCHANGED runCur
               /\ UNCHANGED <<readSeq, seen, myRun, leaseOK>>
-         ELSE /\ UNCHANGED claimSeq
+         ELSE /\ UNCHANGED claimVars
               /\ IF lease = p
                    THEN /\ pc' = [pc EXCEPT ![p] = "leased"]
                         /\ UNCHANGED <<mySeq, readSeq, seen, myRun, leaseOK, runCur>>
@@ -269,9 +287,11 @@ Claim(p) ==
 Load(p) ==
     /\ pc[p] = "loading"
     /\ seen' = [seen EXCEPT ![p] = taken]
-    /\ runCur' = IF Track THEN [runCur EXCEPT ![p] = Newest(p)] ELSE runCur
+    /\ runCur' = IF Track
+                 THEN [runCur EXCEPT ![p] = IF Old(p) THEN OldNewest(p) ELSE Newest(p)]
+                 ELSE runCur
     /\ pc' = [pc EXCEPT ![p] = IF ActiveRuns # {} THEN "abandon" ELSE "holding"]
-    /\ UNCHANGED <<leaseVars, claimSeq, msgVars, runVars, mySeq, readSeq, myRun, leaseOK,
+    /\ UNCHANGED <<leaseVars, claimVars, msgVars, runVars, mySeq, readSeq, myRun, leaseOK,
                    ghostVars>>
 
 \* The holder's session lapses while its holder lives: a write in flight
@@ -282,7 +302,7 @@ Lapse ==
     /\ lease # NoProc
     /\ leaseLive
     /\ leaseLive' = FALSE
-    /\ UNCHANGED <<lease, claimSeq, msgVars, runVars, procVars, ghostVars>>
+    /\ UNCHANGED <<lease, claimVars, msgVars, runVars, procVars, ghostVars>>
 
 \* The holder renews its session (compare-and-set on the session key's
 \* revision).  It succeeds while no one else took the lease and the
@@ -294,7 +314,7 @@ Renew(p) ==
     /\ lease = p
     /\ leaseLive
     /\ leaseLive' = TRUE
-    /\ UNCHANGED <<lease, claimSeq, msgVars, runVars, procVars, ghostVars>>
+    /\ UNCHANGED <<lease, claimVars, msgVars, runVars, procVars, ghostVars>>
 
 \* thread_released, compare-and-set on p's own marker, then the lease is
 \* deleted if it is still p's.  If a newer marker exists the release is
@@ -305,11 +325,12 @@ Release(p) ==
     /\ pc[p] = "holding"
     /\ IF ReleaseCAS(p)
          THEN /\ claimSeq' = claimSeq + 1
+              /\ oldSeq' = IF Old(p) THEN claimSeq + 1 ELSE oldSeq
               /\ lease' = IF lease = p THEN NoProc ELSE lease
               /\ leaseLive' = IF lease = p THEN FALSE ELSE leaseLive
-         ELSE UNCHANGED <<claimSeq, lease, leaseLive>>
+         ELSE UNCHANGED <<claimVars, lease, leaseLive>>
     /\ DropProc(p)
-    /\ runCur' = IF RUNFENCE /\ ReleaseCAS(p) THEN [q \in Procs |-> FALSE]
+    /\ runCur' = IF RUNFENCE /\ ~Old(p) /\ ReleaseCAS(p) THEN [q \in Procs |-> FALSE]
                  ELSE [runCur EXCEPT ![p] = FALSE]
     /\ UNCHANGED <<msgVars, runVars, ghostVars>>
 
@@ -320,7 +341,7 @@ Abandon(p) ==
     /\ runs' = [r \in RunIds |-> IF runs[r] = "active" THEN "abandoned" ELSE runs[r]]
     /\ pc' = [pc EXCEPT ![p] = "holding"]
     /\ RunWrite(p)
-    /\ UNCHANGED <<leaseVars, claimSeq, msgVars, runClaim, reqs, asked, answered,
+    /\ UNCHANGED <<leaseVars, claimVars, msgVars, runClaim, reqs, asked, answered,
                    mySeq, readSeq, seen, myRun, leaseOK, ghostVars>>
 
 \* run_started, fenced: consumes the oldest message p knows untaken and
@@ -338,7 +359,7 @@ RunStart(p) ==
     /\ myRun' = [myRun EXCEPT ![p] = NRuns + 1]
     /\ pc' = [pc EXCEPT ![p] = "running"]
     /\ RunWrite(p)
-    /\ UNCHANGED <<leaseVars, claimSeq, posted, reqs, asked, answered, mySeq,
+    /\ UNCHANGED <<leaseVars, claimVars, posted, reqs, asked, answered, mySeq,
                    readSeq, leaseOK>>
 
 \* The fence refuses run_abandoned or run_started: nothing is written, the
@@ -348,7 +369,7 @@ StartFenced(p) ==
     /\ \/ pc[p] = "abandon"
        \/ pc[p] = "holding" /\ Pending(p)
     /\ Drop(p)
-    /\ UNCHANGED <<leaseVars, claimSeq, msgVars, runVars, ghostVars>>
+    /\ UNCHANGED <<leaseVars, claimVars, msgVars, runVars, ghostVars>>
 
 \* request_opened: compare-and-set on the run subject, so refused once the
 \* run was abandoned (p learns it at RunEnd).
@@ -359,7 +380,7 @@ Ask(p) ==
     /\ reqs' = [reqs EXCEPT ![myRun[p]] = @ + 1]
     /\ asked' = [asked EXCEPT ![myRun[p]] = @ + 1]
     /\ RunWrite(p)
-    /\ UNCHANGED <<leaseVars, claimSeq, msgVars, runs, runClaim, answered, pc, mySeq,
+    /\ UNCHANGED <<leaseVars, claimVars, msgVars, runs, runClaim, answered, pc, mySeq,
                    readSeq, seen, myRun, leaseOK, ghostVars>>
 
 \* answer_given, fenced: the next message answers an open request, which
@@ -373,7 +394,7 @@ Reply(p) ==
     /\ reqs' = [reqs EXCEPT ![myRun[p]] = @ - 1]
     /\ answered' = [answered EXCEPT ![myRun[p]] = @ + 1]
     /\ RunWrite(p)
-    /\ UNCHANGED <<leaseVars, claimSeq, posted, runs, runClaim, asked, pc, mySeq,
+    /\ UNCHANGED <<leaseVars, claimVars, posted, runs, runClaim, asked, pc, mySeq,
                    readSeq, myRun, leaseOK, honestTwoRuns>>
 
 \* steering_given, fenced: the next message is handed to the running run.
@@ -385,7 +406,7 @@ Steer(p) ==
     /\ Fenced(p)
     /\ Consume(p, seen[p] + 1)
     /\ RunWrite(p)
-    /\ UNCHANGED <<leaseVars, claimSeq, posted, runVars, pc, mySeq, readSeq, myRun,
+    /\ UNCHANGED <<leaseVars, claimVars, posted, runVars, pc, mySeq, readSeq, myRun,
                    leaseOK, honestTwoRuns>>
 
 \* The fence refuses answer_given or steering_given: nothing is consumed,
@@ -395,7 +416,7 @@ ReplyFenced(p) ==
     /\ Pending(p)
     /\ Refused(p)
     /\ Drop(p)
-    /\ UNCHANGED <<leaseVars, claimSeq, msgVars, runVars, ghostVars>>
+    /\ UNCHANGED <<leaseVars, claimVars, msgVars, runVars, ghostVars>>
 
 \* run_completed or run_failed: compare-and-set on the run subject, not
 \* fenced.  Refused once the run was abandoned; then p learns it lost the
@@ -410,7 +431,7 @@ RunEnd(p) ==
               /\ UNCHANGED <<mySeq, readSeq, seen, leaseOK>>
          ELSE /\ UNCHANGED runs
               /\ Drop(p)
-    /\ UNCHANGED <<leaseVars, claimSeq, msgVars, runClaim, reqs, asked, answered,
+    /\ UNCHANGED <<leaseVars, claimVars, msgVars, runClaim, reqs, asked, answered,
                    ghostVars>>
 
 \* With LEASEFENCE, p reads its lease before a fenced write (a KV get):
@@ -421,7 +442,7 @@ CheckLease(p) ==
     /\ LEASEFENCE
     /\ pc[p] \in {"abandon", "holding", "running"}
     /\ leaseOK' = [leaseOK EXCEPT ![p] = (lease = p /\ leaseLive)]
-    /\ UNCHANGED <<leaseVars, claimSeq, msgVars, runVars, pc, mySeq, readSeq,
+    /\ UNCHANGED <<leaseVars, claimVars, msgVars, runVars, pc, mySeq, readSeq,
                    seen, myRun, runCur, ghostVars>>
 
 \* run_output, tracked only (untracked, a stutter the spec leaves out): a
@@ -432,7 +453,7 @@ Output(p) ==
     /\ pc[p] = "running"
     /\ EndCAS(p)
     /\ RunWrite(p)
-    /\ UNCHANGED <<leaseVars, claimSeq, msgVars, runVars, pc, mySeq, readSeq, seen,
+    /\ UNCHANGED <<leaseVars, claimVars, msgVars, runVars, pc, mySeq, readSeq, seen,
                    myRun, leaseOK, ghostVars>>
 
 \* Tracked only: p's write was refused because the run subject moved (the
@@ -444,6 +465,7 @@ Output(p) ==
 \* run is the one active.
 Reread(p) ==
     /\ Track
+    /\ ~Old(p)
     /\ ~runCur[p]
     /\ Newest(p)
     /\ \/ pc[p] \in {"abandon", "holding"}
@@ -452,7 +474,7 @@ Reread(p) ==
     /\ runCur' = [runCur EXCEPT ![p] = TRUE]
     /\ pc' = [pc EXCEPT ![p] = IF pc[p] = "running" THEN "running"
                                ELSE IF ActiveRuns # {} THEN "abandon" ELSE "holding"]
-    /\ UNCHANGED <<leaseVars, claimSeq, msgVars, runVars, mySeq, readSeq, myRun, leaseOK,
+    /\ UNCHANGED <<leaseVars, claimVars, msgVars, runVars, mySeq, readSeq, myRun, leaseOK,
                    ghostVars>>
 
 \* With FORGER, a writer with runner credentials, which knows every
@@ -477,16 +499,16 @@ Forge ==
           /\ runs' = [runs EXCEPT ![NRuns + 1] = "active"]
           /\ runClaim' = [runClaim EXCEPT ![NRuns + 1] = claimSeq]
           /\ RunMoved
-          /\ UNCHANGED <<leaseVars, claimSeq, posted, reqs, asked, answered, pc, mySeq,
+          /\ UNCHANGED <<leaseVars, claimVars, posted, reqs, asked, answered, pc, mySeq,
                          readSeq, seen, myRun, leaseOK, ghostVars>>
        \/ /\ ForgeTake
           /\ RunMoved
-          /\ UNCHANGED <<leaseVars, claimSeq, posted, runVars, pc, mySeq, readSeq, seen,
+          /\ UNCHANGED <<leaseVars, claimVars, posted, runVars, pc, mySeq, readSeq, seen,
                          myRun, leaseOK, ghostVars>>
        \/ /\ claimSeq < MaxClaims
           /\ claimSeq' = claimSeq + 1
           /\ IF RUNFENCE THEN RunMoved ELSE UNCHANGED runCur
-          /\ UNCHANGED <<leaseVars, msgVars, runVars, pc, mySeq, readSeq, seen, myRun,
+          /\ UNCHANGED <<oldSeq, leaseVars, msgVars, runVars, pc, mySeq, readSeq, seen, myRun,
                          leaseOK, ghostVars>>
 
 Next ==
@@ -538,6 +560,7 @@ TypeOK ==
     /\ runCur \in [Procs -> BOOLEAN]
     /\ honestDup \in BOOLEAN
     /\ honestTwoRuns \in BOOLEAN
+    /\ oldSeq \in 0..(MaxClaims + 1)
 
 \* I1: each message is consumed at most once, as a prompt, an answer or
 \* steering.

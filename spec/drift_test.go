@@ -142,11 +142,21 @@ func cfgConfig(t *testing.T, cfg string) Config {
 	}
 	fence, leaseFence := boolean("FENCE"), boolean("LEASEFENCE")
 	forger, guard, runFence := boolean("FORGER"), boolean("GUARD"), boolean("RUNFENCE")
+	var old uint8
+	for _, p := range strings.Split(strings.Trim(consts["OLD"], "{} "), ",") {
+		if p = strings.TrimSpace(p); p != "" {
+			i := procIndex(p)
+			if i < 0 {
+				t.Fatalf("cfg OLD names %q, no process", p)
+			}
+			old |= 1 << i
+		}
+	}
 	if consts["NoProc"] != "NoProc" {
 		t.Errorf("cfg NoProc = %q, want the model value NoProc", consts["NoProc"])
 	}
 	return Config{Procs: len(procs), NumMsgs: num("NumMsgs"), MaxClaims: num("MaxClaims"), MaxOpen: num("MaxOpen"), Fence: fence, LeaseFence: leaseFence,
-		Forger: forger, Guard: guard, RunFence: runFence}
+		Forger: forger, Guard: guard, RunFence: runFence, Old: old}
 }
 
 func TestDrift_tla_actionsAreNextDisjuncts(t *testing.T) {
@@ -191,6 +201,7 @@ var cfgFiles = []struct {
 	{"ThreadClaimLapse_guard.cfg", GuardConfig, true},
 	{"ThreadClaimLapse_runfence.cfg", RunFenceConfig, true},
 	{"ThreadClaimLapse_runfence_forger.cfg", RunFenceForgerConfig, true},
+	{"ThreadClaimLapse_mixed.cfg", MixedConfig, false},
 }
 
 func TestDrift_cfg_invariantsMatch(t *testing.T) {

@@ -65,6 +65,39 @@ func TestRunFence_window_honestWriteBreaksI1andI3(t *testing.T) {
 	}
 }
 
+// Spec: ThreadClaimLapse_mixed.cfg. A rolling upgrade, old and new
+// runners on one stream: the old fence does not see a claim on the run
+// subject, and an old claim does not move the run subject, so a stale
+// writer of either kind lands a consumption. No forger needed.
+func TestRunFence_mixed_violatesI1(t *testing.T) {
+	m, err := ThreadClaimLapse(MixedConfig())
+	if err != nil {
+		t.Fatal(err)
+	}
+	m.Properties = nil // the .cfg declares none: the old writes break FenceNewestClaim first
+	res := Check(m)
+	if res.Violated != "I1_ConsumedAtMostOnce" {
+		t.Fatalf("violated %q, want I1_ConsumedAtMostOnce", res.Violated)
+	}
+	t.Logf("I1 violated after %d distinct states, %d steps: %v", res.Distinct, len(res.Trace)-1, actions(t, res.Trace))
+	// The other way round: a stale new-protocol holder's write lands
+	// past an old claim (an old marker does not move the run subject), and
+	// the old claimant, which loaded before it, then writes on top of it
+	// (its fence sees the claim subject alone): the same damage, written
+	// by the old holder again.
+	m.Invariants = nil
+	m.Properties = []Property[ThreadState]{{Name: "NoStaleNewWrite", Holds: func(s ThreadState, to Step[ThreadState]) bool {
+		p := procIndex(to.Arg)
+		return !(p == 1 && (to.Action == "RunStart" || to.Action == "Reply" || to.Action == "Steer") &&
+			s.oldSeq == s.claimSeq && s.claimSeq != s.mySeq[p])
+	}}}
+	r := Check(m)
+	if r.Violated == "" {
+		t.Fatal("no stale new-protocol write lands past an old claim")
+	}
+	t.Logf("a stale new-protocol write past an old claim, %d steps: %v", len(r.Trace)-1, actions(t, r.Trace))
+}
+
 // Spec: ThreadClaimLapse_guard.cfg, ThreadClaimLapse_runfence.cfg and
 // ThreadClaimLapse_runfence_forger.cfg: every invariant and property of
 // the .cfg holds, with the counts recorded.

@@ -41,6 +41,10 @@ type Config struct {
 	// sequence as the holder knows it); no claim-subject fence, so Fence
 	// and Guard do not count with it.
 	RunFence bool
+	// Old is OLD, with RunFence only: the processes (bit p for p+1) that
+	// run the old protocol, claims and fence on the claim subject, while
+	// the others run RUNFENCE's: a rolling upgrade.
+	Old uint8
 
 	// removed names guards taken out of the actions, for the mutation
 	// tests only: unexported, so no caller outside the package can weaken
@@ -81,6 +85,8 @@ func (c Config) Validate() error {
 		return fmt.Errorf("spec: MaxClaims %d not in 1..%d", c.MaxClaims, maxClaims)
 	case c.MaxOpen < 1 || c.MaxOpen > maxOpen:
 		return fmt.Errorf("spec: MaxOpen %d not in 1..%d", c.MaxOpen, maxOpen)
+	case c.Old>>c.Procs != 0 || c.Old != 0 && !c.RunFence:
+		return fmt.Errorf("spec: Old %b not a set of Procs, or without RunFence", c.Old)
 	}
 	return nil
 }
@@ -149,6 +155,9 @@ type ThreadState struct {
 	// active (honestTwoRuns).
 	honestDup     bool
 	honestTwoRuns bool
+	// oldSeq: with OLD, the newest marker on threads.T.claim (an old
+	// process's), numbered as claimSeq numbers every marker; 0 otherwise.
+	oldSeq uint8
 }
 
 // tcl binds the actions to their constants.
@@ -310,6 +319,13 @@ func (m tcl) nRuns(s ThreadState) int {
 
 func (m tcl) newest(s ThreadState, p int) bool { return s.claimSeq == s.mySeq[p] }
 
+// old is Old(p): p runs the old protocol (OLD).
+func (m tcl) old(p int) bool { return m.c.Old&(1<<p) != 0 }
+
+// oldNewest is OldNewest(p): p's marker is the newest on the claim
+// subject, all an old process's fence and fold see.
+func (m tcl) oldNewest(s ThreadState, p int) bool { return s.oldSeq == s.mySeq[p] }
+
 // fenced is Fenced(p); off removes the guard for a mutation test.
 func (m tcl) fenced(s ThreadState, p int, off mutation) bool {
 	if m.c.removed&off != 0 {
@@ -317,6 +333,9 @@ func (m tcl) fenced(s ThreadState, p int, off mutation) bool {
 	}
 	if m.c.LeaseFence {
 		return s.leaseOK[p]
+	}
+	if m.old(p) {
+		return m.oldNewest(s, p)
 	}
 	if m.c.RunFence {
 		return s.runCur[p]
@@ -355,6 +374,9 @@ func (m tcl) endCAS(s ThreadState, p int, off mutation) bool {
 func (m tcl) refused(s ThreadState, p int) bool {
 	if m.c.LeaseFence {
 		return !s.leaseOK[p] || m.cut(mutRefuseNewest)
+	}
+	if m.old(p) {
+		return !m.oldNewest(s, p) || m.cut(mutRefuseNewest)
 	}
 	if m.c.RunFence {
 		return !s.runCur[p] || m.cut(mutRefuseNewest)
@@ -428,7 +450,10 @@ func (m tcl) ReadClaim(s ThreadState, p int) (ThreadState, bool) {
 		return s, false
 	}
 	s.readSeq[p] = s.claimSeq
-	if m.c.RunFence {
+	switch {
+	case m.old(p):
+		s.readSeq[p] = s.oldSeq // the claim subject's last
+	case m.c.RunFence:
 		s.runCur[p] = true // the claim is read on the run subject
 	}
 	s.pc[p] = marking
@@ -446,7 +471,10 @@ func (m tcl) Claim(s ThreadState, p int) (ThreadState, bool) {
 		s.claimSeq++
 		s.mySeq[p] = s.claimSeq
 		s.pc[p] = loading
-		if m.c.RunFence {
+		switch {
+		case m.old(p):
+			s.oldSeq = s.claimSeq
+		case m.c.RunFence:
 			m.runWrite(&s, p)
 		}
 	case s.lease == int8(p) || m.cut(mutRetryLease):
@@ -460,6 +488,9 @@ func (m tcl) Claim(s ThreadState, p int) (ThreadState, bool) {
 // claimCAS is ClaimCAS(p): thread_claimed's compare-and-set, on the claim
 // subject (what ReadClaim read) or, with RUNFENCE, on the run subject.
 func (m tcl) claimCAS(s ThreadState, p int) bool {
+	if m.old(p) {
+		return s.oldSeq == s.readSeq[p]
+	}
 	if m.c.RunFence {
 		return s.runCur[p]
 	}
@@ -482,6 +513,9 @@ func (m tcl) Load(s ThreadState, p int) (ThreadState, bool) {
 		// The load reads the run subject to its end: p knows its last
 		// sequence, unless a newer marker than its own is in it.
 		s.runCur[p] = m.newest(s, p) || m.cut(mutLoadNewest)
+		if m.old(p) {
+			s.runCur[p] = m.oldNewest(s, p) // it sees no run-subject marker
+		}
 	}
 	if m.activeRuns(s) > 0 && !m.cut(mutLoadAbandon) {
 		s.pc[p] = abandon
@@ -515,7 +549,10 @@ func (m tcl) Release(s ThreadState, p int) (ThreadState, bool) {
 		return s, false
 	}
 	if m.releaseCAS(s, p) || m.cut(mutReleaseOwn) {
-		if m.c.RunFence {
+		switch {
+		case m.old(p):
+			s.oldSeq = s.claimSeq + 1
+		case m.c.RunFence:
 			m.runWrite(&s, p)
 		}
 		s.claimSeq++
@@ -530,6 +567,9 @@ func (m tcl) Release(s ThreadState, p int) (ThreadState, bool) {
 // releaseCAS is ReleaseCAS(p): thread_released's compare-and-set, on p's
 // own marker or, with RUNFENCE, on the run subject as p knows it.
 func (m tcl) releaseCAS(s ThreadState, p int) bool {
+	if m.old(p) {
+		return m.oldNewest(s, p)
+	}
 	if m.c.RunFence {
 		return s.runCur[p]
 	}
@@ -697,7 +737,7 @@ func (m tcl) Output(s ThreadState, p int) (ThreadState, bool) {
 // (StartFenced, ReplyFenced, RunEnd's refusal: I4). A running p goes on
 // only while its run is the one active.
 func (m tcl) Reread(s ThreadState, p int) (ThreadState, bool) {
-	if !m.track() || s.runCur[p] || !m.newest(s, p) && !m.cut(mutRereadNewest) {
+	if !m.track() || m.old(p) || s.runCur[p] || !m.newest(s, p) && !m.cut(mutRereadNewest) {
 		return s, false
 	}
 	switch s.pc[p] {
@@ -768,7 +808,7 @@ func (m tcl) Forge(s ThreadState) []Succ[ThreadState] {
 func (m tcl) TypeOK(s ThreadState) bool {
 	c := m.c
 	ok := (s.lease == noProc || (s.lease >= 0 && int(s.lease) < c.Procs)) &&
-		int(s.claimSeq) <= c.MaxClaims+1 &&
+		int(s.claimSeq) <= c.MaxClaims+1 && int(s.oldSeq) <= c.MaxClaims+1 &&
 		int(s.posted) <= c.NumMsgs && s.taken <= s.posted
 	for i := range s.consumed {
 		in := i >= 1 && i <= c.NumMsgs
@@ -942,7 +982,8 @@ func (m tcl) show(s ThreadState) string {
 	fmt.Fprintf(&b, "/\\ leaseOK = %s\n", perProc(func(p int) string { return strings.ToUpper(fmt.Sprint(s.leaseOK[p])) }))
 	fmt.Fprintf(&b, "/\\ runCur = %s\n", perProc(func(p int) string { return strings.ToUpper(fmt.Sprint(s.runCur[p])) }))
 	fmt.Fprintf(&b, "/\\ honestDup = %s\n", strings.ToUpper(fmt.Sprint(s.honestDup)))
-	fmt.Fprintf(&b, "/\\ honestTwoRuns = %s", strings.ToUpper(fmt.Sprint(s.honestTwoRuns)))
+	fmt.Fprintf(&b, "/\\ honestTwoRuns = %s\n", strings.ToUpper(fmt.Sprint(s.honestTwoRuns)))
+	fmt.Fprintf(&b, "/\\ oldSeq = %d", s.oldSeq)
 	return b.String()
 }
 
@@ -968,6 +1009,15 @@ func GuardConfig() Config {
 func RunFenceConfig() Config {
 	c := DefaultConfig()
 	c.RunFence = true
+	return c
+}
+
+// MixedConfig is ThreadClaimLapse_mixed.cfg: RunFenceConfig with p1 on the
+// old protocol (claims and fence on the claim subject): a rolling upgrade.
+// It breaks I1.
+func MixedConfig() Config {
+	c := RunFenceConfig()
+	c.Old = 1
 	return c
 }
 

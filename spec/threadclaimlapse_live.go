@@ -47,6 +47,7 @@ func renumberClaims(s ThreadState) ThreadState {
 		return 1
 	}
 	s.claimSeq = claim(cs)
+	s.oldSeq = claim(s.oldSeq)
 	for r := range s.runClaim {
 		s.runClaim[r] = claim(s.runClaim[r])
 	}
