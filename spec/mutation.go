@@ -35,3 +35,13 @@ const (
 	// mutLast is the last guard: the table must cover every guard up to it.
 	mutLast = mutKeepHolding
 )
+
+// The guards of the fence on the run subject (RUNFENCE, runfence_test.go):
+// they change nothing without GUARD or RUNFENCE, so the table above, of
+// ThreadClaimLapse.cfg, leaves them out.
+const (
+	mutLoadNewest   mutation = mutLast << (1 + iota) // Load: p knows the run subject's last sequence only if its marker is the newest
+	mutOutputCAS                                     // Output: the compare-and-set on the run subject (cut: unchecked, p takes its ack's sequence)
+	mutOutputBlind                                   // Output: the compare-and-set, and p's learning the sequence from its ack
+	mutRereadNewest                                  // Reread: only while p's marker is the newest
+)

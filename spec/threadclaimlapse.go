@@ -2,6 +2,7 @@ package spec
 
 import (
 	"fmt"
+	"slices"
 	"strings"
 )
 
@@ -28,6 +29,22 @@ type Config struct {
 	// LeaseFence is LEASEFENCE: the fence checks the writer's lease, read
 	// in a step of its own before the write, instead of the marker.
 	LeaseFence bool
+	// Forger is FORGER: a writer with runner credentials appends consuming
+	// events (and claims) that pass every check the store applies (Forge).
+	Forger bool
+	// Guard is GUARD: with the claim-subject fence, each consuming write is
+	// an atomic batch [guard expecting the run subject's last sequence the
+	// holder knows, then the event, fenced].
+	Guard bool
+	// RunFence is RUNFENCE: claims on the run subject, and every holder
+	// write a compare-and-set on the run subject (expecting its last
+	// sequence as the holder knows it); no claim-subject fence, so Fence
+	// and Guard do not count with it.
+	RunFence bool
+	// Old is OLD, with RunFence only: the processes (bit p for p+1) that
+	// run the old protocol, claims and fence on the claim subject, while
+	// the others run RUNFENCE's: a rolling upgrade.
+	Old uint8
 
 	// removed names guards taken out of the actions, for the mutation
 	// tests only: unexported, so no caller outside the package can weaken
@@ -68,6 +85,8 @@ func (c Config) Validate() error {
 		return fmt.Errorf("spec: MaxClaims %d not in 1..%d", c.MaxClaims, maxClaims)
 	case c.MaxOpen < 1 || c.MaxOpen > maxOpen:
 		return fmt.Errorf("spec: MaxOpen %d not in 1..%d", c.MaxOpen, maxOpen)
+	case c.Old>>c.Procs != 0 || c.Old != 0 && !c.RunFence:
+		return fmt.Errorf("spec: Old %b not a set of Procs, or without RunFence", c.Old)
 	}
 	return nil
 }
@@ -127,6 +146,18 @@ type ThreadState struct {
 	seen        [maxProcs]uint8
 	myRun       [maxProcs]uint8
 	leaseOK     [maxProcs]bool
+	// runCur[p]: the run subject's last sequence as p knows it (what it
+	// read, moved by its own writes) is the subject's last. Tracked only
+	// with GUARD or RUNFENCE (Track); FALSE otherwise.
+	runCur [maxProcs]bool
+	// Ghosts of the forger configs: an honest write consumed a message an
+	// earlier write consumed (honestDup), or started a run while one was
+	// active (honestTwoRuns).
+	honestDup     bool
+	honestTwoRuns bool
+	// oldSeq: with OLD, the newest marker on threads.T.claim (an old
+	// process's), numbered as claimSeq numbers every marker; 0 otherwise.
+	oldSeq uint8
 }
 
 // tcl binds the actions to their constants.
@@ -164,24 +195,56 @@ func ThreadClaimLapse(c Config) (Model[ThreadState, ThreadState], error) {
 			perProc("ReplyFenced", m.ReplyFenced),
 			perProc("RunEnd", m.RunEnd),
 			perProc("CheckLease", m.CheckLease),
+			perProc("Output", m.Output),
+			perProc("Reread", m.Reread),
+			{Name: "Forge", Next: m.Forge},
 		},
-		Invariants: []Invariant[ThreadState]{
+		Invariants: m.invariants(),
+		Properties: m.properties(),
+		Key:        func(s ThreadState) ThreadState { return s },
+		Show:       m.show,
+	}, nil
+}
+
+// invariants are the .cfg's INVARIANTS. With a forger, I1 and I3 are
+// broken by the forger alone (a forged run_started while a run is active),
+// so its configs check that no honest write breaks them: HonestI1 and
+// HonestI3.
+func (m tcl) invariants() []Invariant[ThreadState] {
+	if m.c.Forger {
+		return []Invariant[ThreadState]{
 			{Name: "TypeOK", Holds: m.TypeOK},
-			{Name: "I1_ConsumedAtMostOnce", Holds: m.I1_ConsumedAtMostOnce},
-			{Name: "I3_OneActiveRun", Holds: m.I3_OneActiveRun},
+			{Name: "HonestI1", Holds: m.HonestI1},
+			{Name: "HonestI3", Holds: m.HonestI3},
 			{Name: "NoneSkipped", Holds: m.NoneSkipped},
 			{Name: "AnswerOnce", Holds: m.AnswerOnce},
-		},
-		Properties: []Property[ThreadState]{
-			{Name: "FenceNewestClaim", Holds: m.FenceNewestClaim},
-			{Name: "ClaimChain", Holds: m.ClaimChain},
-			{Name: "NoEndAfterAbandon", Holds: m.NoEndAfterAbandon},
-			{Name: "AbandonOnlyOlder", Holds: m.AbandonOnlyOlder},
-			{Name: "RejectOnlyIdle", Holds: m.RejectOnlyIdle},
-		},
-		Key:  func(s ThreadState) ThreadState { return s },
-		Show: m.show,
-	}, nil
+		}
+	}
+	return []Invariant[ThreadState]{
+		{Name: "TypeOK", Holds: m.TypeOK},
+		{Name: "I1_ConsumedAtMostOnce", Holds: m.I1_ConsumedAtMostOnce},
+		{Name: "I3_OneActiveRun", Holds: m.I3_OneActiveRun},
+		{Name: "NoneSkipped", Holds: m.NoneSkipped},
+		{Name: "AnswerOnce", Holds: m.AnswerOnce},
+	}
+}
+
+// properties are the .cfg's PROPERTIES. With a forger, AbandonOnlyOlder is
+// left out: a forged run_started names the newest claim, and its holder,
+// loading it, abandons it (the audit flags that abandon, rightly: it
+// points at the forgery).
+func (m tcl) properties() []Property[ThreadState] {
+	ps := []Property[ThreadState]{
+		{Name: "FenceNewestClaim", Holds: m.FenceNewestClaim},
+		{Name: "ClaimChain", Holds: m.ClaimChain},
+		{Name: "NoEndAfterAbandon", Holds: m.NoEndAfterAbandon},
+		{Name: "AbandonOnlyOlder", Holds: m.AbandonOnlyOlder},
+		{Name: "RejectOnlyIdle", Holds: m.RejectOnlyIdle},
+	}
+	if m.c.Forger {
+		ps = slices.DeleteFunc(ps, func(p Property[ThreadState]) bool { return p.Name == "AbandonOnlyOlder" })
+	}
+	return ps
 }
 
 // exists is \E p \in Procs : f(p).
@@ -256,6 +319,13 @@ func (m tcl) nRuns(s ThreadState) int {
 
 func (m tcl) newest(s ThreadState, p int) bool { return s.claimSeq == s.mySeq[p] }
 
+// old is Old(p): p runs the old protocol (OLD).
+func (m tcl) old(p int) bool { return m.c.Old&(1<<p) != 0 }
+
+// oldNewest is OldNewest(p): p's marker is the newest on the claim
+// subject, all an old process's fence and fold see.
+func (m tcl) oldNewest(s ThreadState, p int) bool { return s.oldSeq == s.mySeq[p] }
+
 // fenced is Fenced(p); off removes the guard for a mutation test.
 func (m tcl) fenced(s ThreadState, p int, off mutation) bool {
 	if m.c.removed&off != 0 {
@@ -264,7 +334,40 @@ func (m tcl) fenced(s ThreadState, p int, off mutation) bool {
 	if m.c.LeaseFence {
 		return s.leaseOK[p]
 	}
-	return !m.c.Fence || m.newest(s, p)
+	if m.old(p) {
+		return m.oldNewest(s, p)
+	}
+	if m.c.RunFence {
+		return s.runCur[p]
+	}
+	return !m.c.Fence || m.newest(s, p) && (!m.c.Guard || s.runCur[p])
+}
+
+// track is Track: the run subject's last sequence is tracked (runCur).
+func (m tcl) track() bool { return m.c.RunFence || m.c.Guard }
+
+// runWrite is RunWrite(p): p's write lands on the run subject, and p
+// learns its sequence from the ack; no one else knows the last one now.
+func (m tcl) runWrite(s *ThreadState, p int) {
+	if m.track() {
+		for q := range m.c.Procs {
+			s.runCur[q] = q == p
+		}
+	}
+}
+
+// endCAS is EndCAS(p), the check of request_opened, run_output and the
+// run's end: a compare-and-set on the run subject. Untracked, the model
+// takes it as "the run is still active" (only its abandon moves the run
+// subject under the holder); tracked, it is the compare-and-set itself.
+func (m tcl) endCAS(s ThreadState, p int, off mutation) bool {
+	if m.cut(off) {
+		return true
+	}
+	if m.track() {
+		return s.runCur[p]
+	}
+	return s.runs[s.myRun[p]] == active
 }
 
 // refused is Refused(p): the fence refuses p's write.
@@ -272,7 +375,13 @@ func (m tcl) refused(s ThreadState, p int) bool {
 	if m.c.LeaseFence {
 		return !s.leaseOK[p] || m.cut(mutRefuseNewest)
 	}
-	return m.c.Fence && (!m.newest(s, p) || m.cut(mutRefuseNewest))
+	if m.old(p) {
+		return !m.oldNewest(s, p) || m.cut(mutRefuseNewest)
+	}
+	if m.c.RunFence {
+		return !s.runCur[p] || m.cut(mutRefuseNewest)
+	}
+	return m.c.Fence && (!m.newest(s, p) || m.c.Guard && !s.runCur[p] || m.cut(mutRefuseNewest))
 }
 
 func (m tcl) cut(g mutation) bool { return m.c.removed&g != 0 }
@@ -283,10 +392,16 @@ func (m tcl) pending(s ThreadState, p int) bool { return s.seen[p] < s.posted }
 // drop is Drop(p): I4, the claimant hands the thread over.
 func drop(s *ThreadState, p int) {
 	s.pc[p], s.mySeq[p], s.readSeq[p], s.seen[p], s.myRun[p], s.leaseOK[p] = idle, 0, 0, 0, 0, false
+	s.runCur[p] = false
 }
 
 // consume is Consume(p, m).
-func consume(s *ThreadState, p int, msg uint8) {
+func (m tcl) consume(s *ThreadState, p int, msg uint8) {
+	// The ghost, with a forger only: without one every write is honest,
+	// and I1 says it (kept FALSE, the state counts stay those without it).
+	if m.c.Forger && s.consumed[msg] > 0 {
+		s.honestDup = true
+	}
 	s.taken = msg
 	s.consumed[msg]++
 	s.seen[p] = msg
@@ -335,6 +450,12 @@ func (m tcl) ReadClaim(s ThreadState, p int) (ThreadState, bool) {
 		return s, false
 	}
 	s.readSeq[p] = s.claimSeq
+	switch {
+	case m.old(p):
+		s.readSeq[p] = s.oldSeq // the claim subject's last
+	case m.c.RunFence:
+		s.runCur[p] = true // the claim is read on the run subject
+	}
 	s.pc[p] = marking
 	return s, true
 }
@@ -346,16 +467,34 @@ func (m tcl) Claim(s ThreadState, p int) (ThreadState, bool) {
 		return s, false
 	}
 	switch {
-	case s.claimSeq == s.readSeq[p] || m.cut(mutClaimCAS):
+	case m.claimCAS(s, p) || m.cut(mutClaimCAS):
 		s.claimSeq++
 		s.mySeq[p] = s.claimSeq
 		s.pc[p] = loading
+		switch {
+		case m.old(p):
+			s.oldSeq = s.claimSeq
+		case m.c.RunFence:
+			m.runWrite(&s, p)
+		}
 	case s.lease == int8(p) || m.cut(mutRetryLease):
 		s.pc[p] = leased
 	default:
 		drop(&s, p)
 	}
 	return s, true
+}
+
+// claimCAS is ClaimCAS(p): thread_claimed's compare-and-set, on the claim
+// subject (what ReadClaim read) or, with RUNFENCE, on the run subject.
+func (m tcl) claimCAS(s ThreadState, p int) bool {
+	if m.old(p) {
+		return s.oldSeq == s.readSeq[p]
+	}
+	if m.c.RunFence {
+		return s.runCur[p]
+	}
+	return s.claimSeq == s.readSeq[p]
 }
 
 // Load is Load(p): step 4, the thread loaded up to at least p's marker,
@@ -370,6 +509,14 @@ func (m tcl) Load(s ThreadState, p int) (ThreadState, bool) {
 		return s, true
 	}
 	s.seen[p] = s.taken
+	if m.track() {
+		// The load reads the run subject to its end: p knows its last
+		// sequence, unless a newer marker than its own is in it.
+		s.runCur[p] = m.newest(s, p) || m.cut(mutLoadNewest)
+		if m.old(p) {
+			s.runCur[p] = m.oldNewest(s, p) // it sees no run-subject marker
+		}
+	}
 	if m.activeRuns(s) > 0 && !m.cut(mutLoadAbandon) {
 		s.pc[p] = abandon
 	} else {
@@ -401,7 +548,13 @@ func (m tcl) Release(s ThreadState, p int) (ThreadState, bool) {
 	if s.pc[p] != holding {
 		return s, false
 	}
-	if m.newest(s, p) || m.cut(mutReleaseOwn) {
+	if m.releaseCAS(s, p) || m.cut(mutReleaseOwn) {
+		switch {
+		case m.old(p):
+			s.oldSeq = s.claimSeq + 1
+		case m.c.RunFence:
+			m.runWrite(&s, p)
+		}
 		s.claimSeq++
 		if s.lease == int8(p) {
 			s.lease, s.leaseLive = noProc, false
@@ -409,6 +562,18 @@ func (m tcl) Release(s ThreadState, p int) (ThreadState, bool) {
 	}
 	drop(&s, p)
 	return s, true
+}
+
+// releaseCAS is ReleaseCAS(p): thread_released's compare-and-set, on p's
+// own marker or, with RUNFENCE, on the run subject as p knows it.
+func (m tcl) releaseCAS(s ThreadState, p int) bool {
+	if m.old(p) {
+		return m.oldNewest(s, p)
+	}
+	if m.c.RunFence {
+		return s.runCur[p]
+	}
+	return m.newest(s, p)
 }
 
 // Abandon is Abandon(p): run_abandoned, fenced.
@@ -421,6 +586,7 @@ func (m tcl) Abandon(s ThreadState, p int) (ThreadState, bool) {
 			s.runs[r] = abandoned
 		}
 	}
+	m.runWrite(&s, p)
 	s.pc[p] = holding
 	return s, true
 }
@@ -439,7 +605,11 @@ func (m tcl) RunStart(s ThreadState, p int) (ThreadState, bool) {
 	if m.cut(mutOldest) {
 		msg = s.posted // the newest pending message
 	}
-	consume(&s, p, msg)
+	if m.c.Forger && m.activeRuns(s) > 0 {
+		s.honestTwoRuns = true
+	}
+	m.consume(&s, p, msg)
+	m.runWrite(&s, p)
 	r := uint8(m.nRuns(s) + 1)
 	s.runs[r], s.runClaim[r] = active, s.mySeq[p]
 	s.myRun[p] = r
@@ -460,11 +630,12 @@ func (m tcl) StartFenced(s ThreadState, p int) (ThreadState, bool) {
 // Ask is Ask(p): request_opened, compare-and-set on the run subject.
 func (m tcl) Ask(s ThreadState, p int) (ThreadState, bool) {
 	r := s.myRun[p]
-	if s.pc[p] != running || (s.runs[r] != active && !m.cut(mutAskCAS)) || int(s.reqs[r]) >= m.c.MaxOpen {
+	if s.pc[p] != running || !m.endCAS(s, p, mutAskCAS) || int(s.reqs[r]) >= m.c.MaxOpen {
 		return s, false
 	}
 	s.reqs[r]++
 	s.asked[r]++
+	m.runWrite(&s, p)
 	return s, true
 }
 
@@ -476,11 +647,12 @@ func (m tcl) Reply(s ThreadState, p int) (ThreadState, bool) {
 		!m.fenced(s, p, mutFenceReply) {
 		return s, false
 	}
-	consume(&s, p, s.seen[p]+1)
+	m.consume(&s, p, s.seen[p]+1)
 	if s.reqs[r] > 0 && !m.cut(mutReplyClose) {
 		s.reqs[r]--
 	}
 	s.answered[r]++
+	m.runWrite(&s, p)
 	return s, true
 }
 
@@ -489,7 +661,8 @@ func (m tcl) Steer(s ThreadState, p int) (ThreadState, bool) {
 	if s.pc[p] != running || !m.pending(s, p) || !m.fenced(s, p, mutFenceSteer) {
 		return s, false
 	}
-	consume(&s, p, s.seen[p]+1)
+	m.consume(&s, p, s.seen[p]+1)
+	m.runWrite(&s, p)
 	return s, true
 }
 
@@ -510,10 +683,11 @@ func (m tcl) RunEnd(s ThreadState, p int) (ThreadState, bool) {
 		return s, false
 	}
 	switch r := s.myRun[p]; {
-	case s.runs[r] == active || m.cut(mutEndCAS):
+	case m.endCAS(s, p, mutEndCAS):
 		s.runs[r] = ended
 		s.myRun[p] = 0
 		s.pc[p] = holding
+		m.runWrite(&s, p)
 	case m.cut(mutKeepHolding):
 		// Refused, and holds on as if it had ended.
 		s.myRun[p] = 0
@@ -534,12 +708,107 @@ func (m tcl) CheckLease(s ThreadState, p int) (ThreadState, bool) {
 	return s, true
 }
 
+// Output is Output(p): run_output, tracked only (untracked, a stutter the
+// spec leaves out): a compare-and-set on the run subject, like
+// request_opened, that moves the run subject and changes nothing else.
+// Refused, it writes nothing.
+func (m tcl) Output(s ThreadState, p int) (ThreadState, bool) {
+	if !m.track() || s.pc[p] != running {
+		return s, false
+	}
+	if m.cut(mutOutputBlind) {
+		// Unchecked, and p does not take its ack's sequence for the run
+		// subject's last: no one knows it now, p included.
+		s.runCur = [maxProcs]bool{}
+		return s, true
+	}
+	if !m.endCAS(s, p, mutOutputCAS) {
+		return s, false
+	}
+	m.runWrite(&s, p)
+	return s, true
+}
+
+// Reread is Reread(p), tracked only: p's write was refused because the run
+// subject moved (a guard's ErrRunMoved, or RUNFENCE's compare-and-set), p
+// reads the thread again, finds its marker still the newest, and folds
+// what it had not seen: a forged consumption, or a forged run_started,
+// which it plans to abandon. Finding a newer marker, it stops instead
+// (StartFenced, ReplyFenced, RunEnd's refusal: I4). A running p goes on
+// only while its run is the one active.
+func (m tcl) Reread(s ThreadState, p int) (ThreadState, bool) {
+	if !m.track() || m.old(p) || s.runCur[p] || !m.newest(s, p) && !m.cut(mutRereadNewest) {
+		return s, false
+	}
+	switch s.pc[p] {
+	case abandon, holding:
+		if m.activeRuns(s) > 0 {
+			s.pc[p] = abandon
+		} else {
+			s.pc[p] = holding
+		}
+	case running:
+		if m.activeRuns(s) != 1 || s.runs[s.myRun[p]] != active {
+			return s, false
+		}
+	default:
+		return s, false
+	}
+	s.seen[p] = s.taken
+	s.runCur[p] = true
+	return s, true
+}
+
+// Forge is Forge: with FORGER, a writer with runner credentials, which
+// knows every sequence and so passes every check the store applies,
+// appends run_started of the oldest pending message ("start"), an
+// answer_given or steering_given consuming it ("given"; the model takes
+// a forged answer as steering: it closes no request), or thread_claimed
+// ("claim", on the claim subject, or the run subject with RUNFENCE).
+// Every forged write but a claim on the claim subject moves the run
+// subject, so no holder knows its last sequence any more.
+func (m tcl) Forge(s ThreadState) []Succ[ThreadState] {
+	if !m.c.Forger {
+		return nil
+	}
+	var out []Succ[ThreadState]
+	moved := func(t ThreadState) ThreadState {
+		if m.track() {
+			t.runCur = [maxProcs]bool{}
+		}
+		return t
+	}
+	take := func(t ThreadState) ThreadState {
+		t.taken++
+		t.consumed[t.taken]++
+		t.rejectPosts &^= 1 << t.taken
+		return t
+	}
+	if s.taken < s.posted {
+		if n := m.nRuns(s); n < m.c.NumMsgs && int(s.claimSeq) <= m.c.MaxClaims {
+			t := take(s)
+			t.runs[n+1], t.runClaim[n+1] = active, s.claimSeq
+			out = append(out, Succ[ThreadState]{Arg: "start", State: moved(t)})
+		}
+		out = append(out, Succ[ThreadState]{Arg: "given", State: moved(take(s))})
+	}
+	if int(s.claimSeq) < m.c.MaxClaims {
+		t := s
+		t.claimSeq++
+		if m.c.RunFence {
+			t = moved(t)
+		}
+		out = append(out, Succ[ThreadState]{Arg: "claim", State: t})
+	}
+	return out
+}
+
 // TypeOK is TypeOK: each variable within its range, nothing set beyond
 // the constants, and nothing consumed that was not posted.
 func (m tcl) TypeOK(s ThreadState) bool {
 	c := m.c
 	ok := (s.lease == noProc || (s.lease >= 0 && int(s.lease) < c.Procs)) &&
-		int(s.claimSeq) <= c.MaxClaims+1 &&
+		int(s.claimSeq) <= c.MaxClaims+1 && int(s.oldSeq) <= c.MaxClaims+1 &&
 		int(s.posted) <= c.NumMsgs && s.taken <= s.posted
 	for i := range s.consumed {
 		in := i >= 1 && i <= c.NumMsgs
@@ -555,7 +824,7 @@ func (m tcl) TypeOK(s ThreadState) bool {
 		ok = ok && int(s.pc[p]) < len(pcNames) &&
 			(in && int(s.mySeq[p]) <= c.MaxClaims && int(s.readSeq[p]) <= c.MaxClaims+1 &&
 				int(s.seen[p]) <= c.NumMsgs && int(s.myRun[p]) <= c.NumMsgs ||
-				!in && s.pc[p] == idle && s.mySeq[p] == 0 && s.readSeq[p] == 0 && s.seen[p] == 0 && s.myRun[p] == 0 && !s.leaseOK[p])
+				!in && s.pc[p] == idle && s.mySeq[p] == 0 && s.readSeq[p] == 0 && s.seen[p] == 0 && s.myRun[p] == 0 && !s.leaseOK[p] && !s.runCur[p])
 	}
 	return ok
 }
@@ -570,6 +839,14 @@ func (m tcl) I1_ConsumedAtMostOnce(s ThreadState) bool {
 	}
 	return true
 }
+
+// HonestI1 is HonestI1: no honest write consumed a message an earlier
+// write consumed.
+func (m tcl) HonestI1(s ThreadState) bool { return !s.honestDup }
+
+// HonestI3 is HonestI3: no honest run_started landed while a run was
+// active.
+func (m tcl) HonestI3(s ThreadState) bool { return !s.honestTwoRuns }
 
 // I3_OneActiveRun is I3_OneActiveRun: at most one run is active.
 func (m tcl) I3_OneActiveRun(s ThreadState) bool { return m.activeRuns(s) <= 1 }
@@ -621,9 +898,9 @@ func (m tcl) ClaimChain(s ThreadState, to Step[ThreadState]) bool {
 	p := procIndex(to.Arg)
 	switch to.Action {
 	case "Claim":
-		return s.readSeq[p] == s.claimSeq
+		return s.readSeq[p] == s.claimSeq && (!m.c.RunFence || s.runCur[p])
 	case "Release":
-		return m.newest(s, p)
+		return m.newest(s, p) && (!m.c.RunFence || s.runCur[p])
 	}
 	return true
 }
@@ -702,6 +979,52 @@ func (m tcl) show(s ThreadState) string {
 	fmt.Fprintf(&b, "/\\ readSeq = %s\n", perProc(func(p int) string { return fmt.Sprint(s.readSeq[p]) }))
 	fmt.Fprintf(&b, "/\\ seen = %s\n", perProc(func(p int) string { return fmt.Sprint(s.seen[p]) }))
 	fmt.Fprintf(&b, "/\\ myRun = %s\n", perProc(func(p int) string { return fmt.Sprint(s.myRun[p]) }))
-	fmt.Fprintf(&b, "/\\ leaseOK = %s", perProc(func(p int) string { return strings.ToUpper(fmt.Sprint(s.leaseOK[p])) }))
+	fmt.Fprintf(&b, "/\\ leaseOK = %s\n", perProc(func(p int) string { return strings.ToUpper(fmt.Sprint(s.leaseOK[p])) }))
+	fmt.Fprintf(&b, "/\\ runCur = %s\n", perProc(func(p int) string { return strings.ToUpper(fmt.Sprint(s.runCur[p])) }))
+	fmt.Fprintf(&b, "/\\ honestDup = %s\n", strings.ToUpper(fmt.Sprint(s.honestDup)))
+	fmt.Fprintf(&b, "/\\ honestTwoRuns = %s\n", strings.ToUpper(fmt.Sprint(s.honestTwoRuns)))
+	fmt.Fprintf(&b, "/\\ oldSeq = %d", s.oldSeq)
 	return b.String()
+}
+
+// WindowConfig is ThreadClaimLapse_window.cfg: today's fence on the claim
+// subject, no guard, and a forger. It breaks HonestI1 or HonestI3: the
+// window the guard closes.
+func WindowConfig() Config {
+	c := DefaultConfig()
+	c.Forger = true
+	return c
+}
+
+// GuardConfig is ThreadClaimLapse_guard.cfg: today's fence with the guard,
+// and a forger.
+func GuardConfig() Config {
+	c := WindowConfig()
+	c.Guard = true
+	return c
+}
+
+// RunFenceConfig is ThreadClaimLapse_runfence.cfg: claims on the run
+// subject and every holder write a compare-and-set on it, no forger.
+func RunFenceConfig() Config {
+	c := DefaultConfig()
+	c.RunFence = true
+	return c
+}
+
+// MixedConfig is ThreadClaimLapse_mixed.cfg: RunFenceConfig with p1 on the
+// old protocol (claims and fence on the claim subject): a rolling upgrade.
+// It breaks I1.
+func MixedConfig() Config {
+	c := RunFenceConfig()
+	c.Old = 1
+	return c
+}
+
+// RunFenceForgerConfig is ThreadClaimLapse_runfence_forger.cfg:
+// RunFenceConfig with a forger.
+func RunFenceForgerConfig() Config {
+	c := RunFenceConfig()
+	c.Forger = true
+	return c
 }

@@ -19,8 +19,20 @@ package spec
 var liveFair = map[string]bool{
 	"Acquire": true, "ReadClaim": true, "Claim": true, "Load": true, "Abandon": true,
 	"RunStart": true, "StartFenced": true, "Reply": true, "Steer": true, "ReplyFenced": true,
-	"RunEnd": true, "CheckLease": true,
+	"RunEnd": true, "CheckLease": true, "Reread": true,
 }
+
+// stalledSteps are the steps a stalled holder takes finitely often
+// (StalledStep in the .tla): the fair ones and Output, which is not fair
+// (a run need not output), but a holder that outputs forever has not
+// stalled, and with RUNFENCE its outputs refuse every other claim.
+var stalledSteps = func() map[string]bool {
+	m := map[string]bool{"Output": true}
+	for a := range liveFair {
+		m[a] = true
+	}
+	return m
+}()
 
 // renumberClaims is the renumbering above.
 func renumberClaims(s ThreadState) ThreadState {
@@ -35,6 +47,7 @@ func renumberClaims(s ThreadState) ThreadState {
 		return 1
 	}
 	s.claimSeq = claim(cs)
+	s.oldSeq = claim(s.oldSeq)
 	for r := range s.runClaim {
 		s.runClaim[r] = claim(s.runClaim[r])
 	}
@@ -101,7 +114,7 @@ func EventuallyConsumed(c Config, f LiveFairness) (LiveResult[ThreadState], erro
 	l := Liveness[ThreadState]{
 		Fair: func(action, _ string) bool { return liveFair[action] },
 		// A release in a Bad state has a message pending: ReleasePending.
-		Finite: func(action, _ string) bool { return action == "Lapse" || action == "Release" },
+		Finite: func(action, _ string) bool { return action == "Lapse" || action == "Release" || action == "Forge" },
 		Bad:    func(s ThreadState) bool { return s.taken < s.posted },
 	}
 	if f == HolderStalls {
@@ -110,7 +123,7 @@ func EventuallyConsumed(c Config, f LiveFairness) (LiveResult[ThreadState], erro
 			return action == "Lapse" || liveFair[action] && arg != stalled
 		}
 		l.Finite = func(action, arg string) bool {
-			return action == "Release" || liveFair[action] && arg == stalled
+			return action == "Release" || action == "Forge" || stalledSteps[action] && arg == stalled
 		}
 	}
 	return CheckLiveness(m, l), nil
