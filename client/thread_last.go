@@ -125,6 +125,9 @@ func (c *Client) threadWindow(ctx context.Context, thread string, n int, upTo ui
 		return nil, fmt.Errorf("client: load %s: %w", thread, err)
 	}
 	read := len(tail)
+	if err := c.lookupFirsts(ctx, tail); err != nil {
+		return nil, err
+	}
 	for _, env := range tail {
 		if upTo == 0 || env.Seq <= upTo {
 			state.Apply(env)
@@ -159,6 +162,9 @@ func (c *Client) threadWindow(ctx context.Context, thread string, n int, upTo ui
 		// fork, if it is one: its history is read from the source.
 		if err := projections.ResolveFirst(ctx, c.store, envs); err != nil {
 			return nil, fmt.Errorf("client: load %s: %w", thread, err)
+		}
+		if err := c.lookupFirsts(ctx, envs); err != nil {
+			return nil, err
 		}
 		win := projections.New(thread)
 		win.Strategy = state.Strategy
@@ -311,4 +317,19 @@ func (l *countingLoader) Load(ctx context.Context, thread string, from uint64) (
 	envs, err := l.Loader.Load(ctx, thread, from)
 	l.n += len(envs)
 	return envs, err
+}
+
+// lookupFirsts resolves the posts of envs, a part of the thread read after
+// a compact snapshot or from inside the thread, against the first-post
+// index, reading only: a repost of an id posted before them is then no
+// message, as it is in the whole fold.
+func (c *Client) lookupFirsts(ctx context.Context, envs []events.Envelope) error {
+	idx, ok := c.store.(events.FirstPostLookup)
+	if !ok {
+		return nil
+	}
+	if err := events.LookupFirstPosts(ctx, idx, envs); err != nil {
+		return fmt.Errorf("client: %w", err)
+	}
+	return nil
 }

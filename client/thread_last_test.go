@@ -8,6 +8,8 @@ import (
 	"testing"
 	"time"
 
+	"google.golang.org/protobuf/proto"
+
 	"github.com/artifactr/artifactr/client"
 	"github.com/artifactr/artifactr/events"
 	"github.com/artifactr/artifactr/events/eventspb"
@@ -413,4 +415,56 @@ func TestClient_ThreadLast_backlog(t *testing.T) {
 	if w.Read > 5+50 {
 		t.Errorf("read %d events, want the tail and the window, at most %d", w.Read, 5+50)
 	}
+}
+
+// A runner's snapshot keeps no message id the first-post index answers
+// for: a repost of an old id after it is still no message in the window,
+// as in the whole fold, because the window looks its posts up.
+func TestClient_ThreadLast_repostOfOldID(t *testing.T) {
+	store := memstore.New(memstore.Config{})
+	c := client.New(store)
+	b := newBuilder(t, store, "reposted")
+	ack, err := store.Post(t.Context(), "reposted", &eventspb.MessagePosted{MessageId: "old", Author: "a", Text: "the old one"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	b.fenced(events.NewRunStarted(b.claim, b.now, "run-old", ack.Seq, "echo"))
+	b.onRun(events.NewRunCompleted(b.claim, b.now, "run-old", "echo"))
+	b.turns(0, 80)
+	// The runner's snapshot: its posts resolved against the index first.
+	envs, err := store.Load(t.Context(), "reposted", 1)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := events.ResolveFirstPosts(t.Context(), store, envs); err != nil {
+		t.Fatal(err)
+	}
+	th := projections.Fold("reposted", envs)
+	th.Compact()
+	data, err := th.EncodeSnapshot()
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := store.SaveSnapshot(t.Context(), "reposted", data); err != nil {
+		t.Fatal(err)
+	}
+	raw, err := proto.Marshal(&eventspb.Event{Thread: "reposted", Body: &eventspb.Event_MessagePosted{
+		MessagePosted: &eventspb.MessagePosted{MessageId: "old", Author: "late", Text: "the old one, again"}}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	store.Log().PublishRaw(store.Subjects().Thread("reposted", events.KindPosted), events.Header{events.HeaderType: {string(events.TypeMessagePosted)}}, raw)
+	b.turns(80, 3)
+	whole, err := c.Thread(t.Context(), "reposted")
+	if err != nil {
+		t.Fatal(err)
+	}
+	w, err := c.ThreadLast(t.Context(), "reposted", 50)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(whole.Pending()) != 0 || len(w.PendingSeqs) != 0 {
+		t.Fatalf("pending: whole fold %d, window %d; want none (the repost is no message)", len(whole.Pending()), len(w.PendingSeqs))
+	}
+	wantWindow(t, w, whole, 50)
 }

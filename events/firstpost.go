@@ -118,6 +118,29 @@ func ResolveFirstPost(ctx context.Context, idx FirstPosts, env *Envelope) error 
 	return nil
 }
 
+// LookupFirstPosts sets FirstPost on each of envs that is a post with an id
+// whose entry idx has, reading only: what a reader that folds on from a
+// runner's compact snapshot needs, since the snapshot keeps no id the index
+// answers for (and every such id's entry was written before the snapshot
+// was saved). A post with no entry is left unresolved: no post of its id
+// came before the snapshot, and the reader's own fold knows those after.
+func LookupFirstPosts(ctx context.Context, idx FirstPostLookup, envs []Envelope) error {
+	for i := range envs {
+		env := &envs[i]
+		if !NeedsFirstPost(env) {
+			continue
+		}
+		first, found, err := idx.LookupFirstPost(ctx, env.Thread, env.Event.GetMessagePosted().GetMessageId(), env.Seq)
+		if err != nil {
+			return fmt.Errorf("events: look up the first post of %s at %d: %w", env.Thread, env.Seq, err)
+		}
+		if found && first <= env.Seq {
+			env.FirstPost = first
+		}
+	}
+	return nil
+}
+
 // NeedsFirstPost reports whether env is a well-formed message_posted on its
 // thread's posted subject with a message id, and not yet resolved: what
 // [ResolveFirstPost] asks the index about.
