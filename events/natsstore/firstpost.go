@@ -34,6 +34,10 @@ type firstPosts struct {
 	// ok: the bucket's stream is there; missing: it is not, and the store
 	// answers 0 ("cannot say") until it is reopened, which it said once.
 	ok, missing bool
+	// direct: the stream has one replica and direct gets, so its one
+	// server answers a direct get with every write acked before it: a
+	// lookup costs a direct get, not a JetStream API request.
+	direct bool
 }
 
 // firstStream is the first-post bucket's stream: KV_<bucket>, so that KV
@@ -61,6 +65,7 @@ func (s *Store) firstPostConfig() jetstream.StreamConfig {
 		DenyDelete:           true,
 		DenyPurge:            true,
 		AllowRollup:          false,
+		AllowDirect:          true,
 		MaxMsgs:              -1,
 		MaxBytes:             -1,
 		MaxMsgSize:           256, // a sequence, and the check's header
@@ -75,11 +80,11 @@ func (s *Store) ensureFirstPosts(ctx context.Context, create bool) (bool, error)
 	if s.firsts.ok {
 		return true, nil
 	}
-	_, err := s.js.Stream(ctx, s.firstStream())
+	st, err := s.js.Stream(ctx, s.firstStream())
 	if errors.Is(err, jetstream.ErrStreamNotFound) && create {
-		_, err = s.js.CreateStream(ctx, s.firstPostConfig())
+		st, err = s.js.CreateStream(ctx, s.firstPostConfig())
 		if errors.Is(err, jetstream.ErrStreamNameAlreadyInUse) {
-			err = nil
+			st, err = s.js.Stream(ctx, s.firstStream())
 		}
 	}
 	if errors.Is(err, jetstream.ErrStreamNotFound) {
@@ -93,8 +98,38 @@ func (s *Store) ensureFirstPosts(ctx context.Context, create bool) (bool, error)
 	if err != nil {
 		return false, err
 	}
-	s.firsts.ok = true
+	c := st.CachedInfo().Config
+	s.firsts.ok, s.firsts.direct = true, c.Replicas <= 1 && c.AllowDirect
 	return true, nil
+}
+
+// firstEntry reads (thread, id)'s entry: its value, or found false.
+func (s *Store) firstEntry(ctx context.Context, thread, id string) (value []byte, found bool, err error) {
+	subj := s.firstSubject(thread, id)
+	s.firsts.mu.Lock()
+	direct := s.firsts.direct
+	s.firsts.mu.Unlock()
+	if !direct {
+		e, err := s.getMsg(ctx, s.firstStream(), msgGetRequest{LastFor: subj})
+		if errors.Is(err, jetstream.ErrMsgNotFound) {
+			return nil, false, nil
+		}
+		if err != nil {
+			return nil, false, err
+		}
+		return e.Data, true, nil
+	}
+	m, err := s.nc.RequestWithContext(ctx, s.api.subject("DIRECT.GET."+s.firstStream()+"."+subj), nil)
+	if err != nil {
+		return nil, false, err
+	}
+	switch code := m.Header.Get(hdrStatus); {
+	case code == "404":
+		return nil, false, nil
+	case code != "":
+		return nil, false, fmt.Errorf("direct get from %s: status %s %s", s.firstStream(), code, m.Header.Get(hdrDescr))
+	}
+	return m.Data, true, nil
 }
 
 var _ events.FirstPosts = (*Store)(nil)
@@ -133,11 +168,14 @@ func (s *Store) FirstPost(ctx context.Context, thread, id string, seq uint64) (u
 	if c := apiCode(err); c != jetstream.JSErrCodeStreamWrongLastSequence && c != jetstream.JSErrCodeStreamWrongLastSequenceConstant {
 		return 0, unavailable(fmt.Sprintf("create the first-post entry of %s %s", thread, id), err)
 	}
-	e, err := s.getMsg(ctx, s.firstStream(), msgGetRequest{LastFor: subj})
+	value, found, err := s.firstEntry(ctx, thread, id)
+	if err == nil && !found {
+		err = errors.New("no entry, though its create was refused")
+	}
 	if err != nil {
 		return 0, unavailable(fmt.Sprintf("read the first-post entry of %s %s", thread, id), err)
 	}
-	return s.checkFirstPost(ctx, thread, id, seq, e.Data)
+	return s.checkFirstPost(ctx, thread, id, seq, value)
 }
 
 var _ events.FirstPostLookup = (*Store)(nil)
@@ -162,14 +200,14 @@ func (s *Store) LookupFirstPost(ctx context.Context, thread, id string, seq uint
 		}
 		return 0, true, nil // no index: it cannot say, and nothing is to be written
 	}
-	e, err := s.getMsg(ctx, s.firstStream(), msgGetRequest{LastFor: s.firstSubject(thread, id)})
-	if errors.Is(err, jetstream.ErrMsgNotFound) {
-		return 0, false, nil
-	}
+	value, found, err := s.firstEntry(ctx, thread, id)
 	if err != nil {
 		return 0, false, unavailable(fmt.Sprintf("read the first-post entry of %s %s", thread, id), err)
 	}
-	first, err := s.checkFirstPost(ctx, thread, id, seq, e.Data)
+	if !found {
+		return 0, false, nil
+	}
+	first, err := s.checkFirstPost(ctx, thread, id, seq, value)
 	return first, err == nil, err
 }
 
