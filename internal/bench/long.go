@@ -371,3 +371,20 @@ func heapAfterGC() int64 {
 	runtime.ReadMemStats(&m)
 	return int64(m.HeapAlloc)
 }
+
+// LookupFirstPost passes the window's lookups to the store's first-post
+// index, so that show's figures include them.
+func (s *countingStore) LookupFirstPost(ctx context.Context, thread, id string, seq uint64) (uint64, bool, error) {
+	if l, ok := s.Store.(events.FirstPostLookup); ok {
+		return l.LookupFirstPost(ctx, thread, id, seq)
+	}
+	return 0, false, nil
+}
+
+// FirstPost completes events.FirstPostLookup; show never writes an entry.
+func (s *countingStore) FirstPost(ctx context.Context, thread, id string, seq uint64) (uint64, error) {
+	if l, ok := s.Store.(events.FirstPosts); ok {
+		return l.FirstPost(ctx, thread, id, seq)
+	}
+	return 0, nil
+}
