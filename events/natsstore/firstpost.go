@@ -38,6 +38,39 @@ type firstPosts struct {
 	// server answers a direct get with every write acked before it: a
 	// lookup costs a direct get, not a JetStream API request.
 	direct bool
+	// denied: the user may not read or write the index (a roles file from
+	// before it); the store answers 0, "cannot say", as with no bucket.
+	denied bool
+}
+
+// firstDenied reports whether err, a failed request to subject, was refused
+// for want of permission; the store then stops using the index, and says
+// so once.
+func (s *Store) firstDenied(subject string, err error) bool {
+	derr := s.publishDenied(subject)
+	if derr == nil {
+		return false
+	}
+	s.firsts.mu.Lock()
+	defer s.firsts.mu.Unlock()
+	if !s.firsts.denied {
+		s.firsts.denied = true
+		s.cfg.Logger.Warn("natsstore: the user may not use the first-post index; runners remember every message id of the threads they hold (regenerate the roles: artifactr serve --auth, examples/nats/roles.conf)",
+			"bucket", s.cfg.FirstPostBucket, "err", derr, "request_err", err)
+	}
+	return true
+}
+
+// firstUsable reports whether the index may be used: its stream is there
+// and the user may use it.
+func (s *Store) firstUsable(ctx context.Context) (bool, error) {
+	s.firsts.mu.Lock()
+	denied := s.firsts.denied
+	s.firsts.mu.Unlock()
+	if denied {
+		return false, nil
+	}
+	return s.ensureFirstPosts(ctx, false)
 }
 
 // firstStream is the first-post bucket's stream: KV_<bucket>, so that KV
@@ -114,12 +147,19 @@ func (s *Store) firstEntry(ctx context.Context, thread, id string) (value []byte
 		if errors.Is(err, jetstream.ErrMsgNotFound) {
 			return nil, false, nil
 		}
+		if err != nil && s.firstDenied(s.api.subject("STREAM.MSG.GET."+s.firstStream()), err) {
+			return nil, false, fmt.Errorf("%w: %w", ErrPermissionDenied, err)
+		}
 		if err != nil {
 			return nil, false, err
 		}
 		return e.Data, true, nil
 	}
-	m, err := s.nc.RequestWithContext(ctx, s.api.subject("DIRECT.GET."+s.firstStream()+"."+subj), nil)
+	get := s.api.subject("DIRECT.GET." + s.firstStream() + "." + subj)
+	m, err := s.nc.RequestWithContext(ctx, get, nil)
+	if err != nil && s.firstDenied(get, err) {
+		return nil, false, fmt.Errorf("%w: %w", ErrPermissionDenied, err)
+	}
 	if err != nil {
 		return nil, false, err
 	}
@@ -152,8 +192,8 @@ func (s *Store) FirstPost(ctx context.Context, thread, id string, seq uint64) (u
 	}
 	ctx, cancel := s.bound(ctx)
 	defer cancel()
-	if ok, err := s.ensureFirstPosts(ctx, false); err != nil || !ok {
-		if err != nil {
+	if ok, err := s.firstUsable(ctx); err != nil || !ok {
+		if err != nil && !s.firstDenied(s.api.subject("STREAM.INFO."+s.firstStream()), err) {
 			return 0, unavailable("open the first-post bucket", err)
 		}
 		return 0, nil
@@ -166,11 +206,17 @@ func (s *Store) FirstPost(ctx context.Context, thread, id string, seq uint64) (u
 		return seq, nil
 	}
 	if c := apiCode(err); c != jetstream.JSErrCodeStreamWrongLastSequence && c != jetstream.JSErrCodeStreamWrongLastSequenceConstant {
+		if s.firstDenied(subj, err) {
+			return 0, nil
+		}
 		return 0, unavailable(fmt.Sprintf("create the first-post entry of %s %s", thread, id), err)
 	}
 	value, found, err := s.firstEntry(ctx, thread, id)
 	if err == nil && !found {
 		err = errors.New("no entry, though its create was refused")
+	}
+	if errors.Is(err, ErrPermissionDenied) {
+		return 0, nil
 	}
 	if err != nil {
 		return 0, unavailable(fmt.Sprintf("read the first-post entry of %s %s", thread, id), err)
@@ -194,13 +240,16 @@ func (s *Store) LookupFirstPost(ctx context.Context, thread, id string, seq uint
 	}
 	ctx, cancel := s.bound(ctx)
 	defer cancel()
-	if ok, err := s.ensureFirstPosts(ctx, false); err != nil || !ok {
-		if err != nil {
+	if ok, err := s.firstUsable(ctx); err != nil || !ok {
+		if err != nil && !s.firstDenied(s.api.subject("STREAM.INFO."+s.firstStream()), err) {
 			return 0, false, unavailable("open the first-post bucket", err)
 		}
 		return 0, true, nil // no index: it cannot say, and nothing is to be written
 	}
 	value, found, err := s.firstEntry(ctx, thread, id)
+	if errors.Is(err, ErrPermissionDenied) {
+		return 0, true, nil
+	}
 	if err != nil {
 		return 0, false, unavailable(fmt.Sprintf("read the first-post entry of %s %s", thread, id), err)
 	}

@@ -13,6 +13,7 @@ import (
 	"github.com/artifactr/artifactr/events"
 	"github.com/artifactr/artifactr/events/eventspb"
 	"github.com/artifactr/artifactr/events/eventstest"
+	"github.com/artifactr/artifactr/internal/natsauth"
 	"github.com/artifactr/artifactr/internal/natsembed/natsembedtest"
 )
 
@@ -128,4 +129,34 @@ func TestStore_firstPostNoBucket(t *testing.T) {
 
 func postOf(id, text string) *eventspb.MessagePosted {
 	return &eventspb.MessagePosted{MessageId: id, Author: "test", Text: text}
+}
+
+// Under the roles, runners write the index and every role reads it; a
+// user that may not write it (here a client, as a runner would be under a
+// roles file from before the index) gets "cannot say", not an error: the
+// caller then remembers the id itself.
+func TestStore_firstPostPermissions(t *testing.T) {
+	srv, role := authServer(t)
+	as := func(r natsauth.Role) func(*Config) {
+		return func(c *Config) { c.ConnectOptions = []nats.Option{role[r]}; c.Timeout = 2 * time.Second }
+	}
+	open(t, srv, as(natsauth.Admin))
+	client := open(t, srv, as(natsauth.Client))
+	ack, err := client.Post(ctxT(t), "T", postOf("m1", "hi"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if got, err := client.FirstPost(ctxT(t), "T", "m1", ack.Seq); err != nil || got != 0 {
+		t.Fatalf("FirstPost as client: %d, %v; want 0 (cannot say), nil", got, err)
+	}
+	runner := open(t, srv, as(natsauth.Runner))
+	if got, err := runner.FirstPost(ctxT(t), "T", "m1", ack.Seq); err != nil || got != ack.Seq {
+		t.Fatalf("FirstPost as runner: %d, %v; want %d", got, err, ack.Seq)
+	}
+	for _, r := range []natsauth.Role{natsauth.Auditor, natsauth.Client} {
+		s := open(t, srv, as(r))
+		if got, found, err := s.LookupFirstPost(ctxT(t), "T", "m1", ack.Seq); err != nil || !found || got != ack.Seq {
+			t.Errorf("LookupFirstPost as %s: %d, %v, %v; want %d found", r, got, found, err, ack.Seq)
+		}
+	}
 }

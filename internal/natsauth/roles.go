@@ -213,10 +213,11 @@ func (n Names) readAPI() []string {
 	// keeps the user JWTs under the server's control line.
 	ids := "KV_" + n.messageIDs()
 	s = append(s, "$JS.API.STREAM.INFO."+ids, "$JS.API.STREAM.MSG.GET."+ids, "$JS.API.DIRECT.GET."+ids, "$JS.API.DIRECT.GET."+ids+".>")
-	// The first-post index is read from its stream's leader, by subject.
+	// The first-post index is read by subject: a direct get on a single
+	// replica, else from its stream's leader.
 	if !n.partitioned() { // else the streams' wildcard covers it
 		firsts := "KV_" + n.firstPosts()
-		s = append(s, "$JS.API.STREAM.INFO."+firsts, "$JS.API.STREAM.MSG.GET."+firsts)
+		s = append(s, "$JS.API.STREAM.INFO."+firsts, "$JS.API.STREAM.MSG.GET."+firsts, "$JS.API.DIRECT.GET."+firsts+".>")
 	}
 	for _, st := range n.streams() {
 		s = append(s, streamAPI(st)...)

@@ -43,6 +43,10 @@ func Matrix() []Case {
 		{Subject: "$KV.claims._partition.0", Allowed: runners}, // partition leases (events.PartitionKey)
 		{Subject: "$KV.thread_summaries.t1", Allowed: runners},
 		{Subject: "$KV.thread_snapshots.t1", Allowed: runners},
+		{Subject: "$KV.message_firsts.t1.m1", Allowed: runners}, // the first-post index: written once
+		{Subject: "$JS.API.DIRECT.GET.KV_message_firsts.$KV.message_firsts.t1.m1", Allowed: all},
+		{Subject: "$JS.API.STREAM.MSG.GET.KV_message_firsts", Allowed: all},
+		{Subject: "$JS.API.STREAM.PURGE.KV_message_firsts", Allowed: admins, Destructive: true},
 		{Subject: "$JS.API.STREAM.CREATE.ARTIFACTR", Allowed: admins, Destructive: true},
 		{Subject: "$JS.API.STREAM.UPDATE.ARTIFACTR", Allowed: admins, Destructive: true},
 		{Subject: "$JS.API.STREAM.DELETE.ARTIFACTR", Allowed: admins, Destructive: true},
@@ -76,6 +80,8 @@ func PartitionedMatrix() []Case {
 		{Subject: "threads.t1.posted", Allowed: admins},
 		{Subject: "$KV.claims.t1", Allowed: runners},
 		{Subject: "$KV.thread_summaries.t1", Allowed: runners},
+		{Subject: "$KV.message_firsts.t1.m1", Allowed: runners},
+		{Subject: "$JS.API.DIRECT.GET.KV_message_firsts.$KV.message_firsts.t1.m1", Allowed: all},
 		{Subject: "$JS.API.STREAM.CREATE.ARTIFACTR-p2", Allowed: admins, Destructive: true},
 		{Subject: "$JS.API.STREAM.DELETE.ARTIFACTR-p2", Allowed: admins, Destructive: true},
 		{Subject: "$JS.API.STREAM.PURGE.ARTIFACTR-p3", Allowed: admins, Destructive: true},
