@@ -31,8 +31,8 @@ func FirstPostBucketOf(stream string) string {
 // firstPosts is the first-post bucket's state, checked on first use.
 type firstPosts struct {
 	mu sync.Mutex // protects the fields below
-	// ok: the bucket's stream is there; missing: it is not, and the store
-	// answers 0 ("cannot say") until it is reopened, which it said once.
+	// ok: the bucket's stream is there; missing: it was not when last
+	// looked for (each use looks again), and the warning was logged once.
 	ok, missing bool
 	// direct: the stream has one replica and direct gets, so its one
 	// server answers a direct get with every write acked before it: a

@@ -169,6 +169,24 @@ func (w *world) doEffect(p *proc) {
 	}
 }
 
+// landsLate draws whether an append stays in flight past its caller's
+// timeout: the caller is told the outcome is unknown, and the write lands
+// (or is refused) at a later step, after reads that did not see it. A
+// replicated stream does this when its leader changes with the proposal
+// replicated but not yet committed. A late write is a zombie; it lands
+// only once (a zombie runs once), and a retry with its msg id meanwhile
+// deduplicates it.
+func (w *world) landsLate(e effect) bool {
+	if w.noFaults || e.late || w.rng.IntN(100) >= 4 {
+		return false
+	}
+	e.late = true
+	w.zombies = append(w.zombies, e)
+	w.res.Stats.LateWrites++
+	w.tracef("%s append %s %s -> in flight past its timeout (lands later, if at all)", e.by, describe(e.app.Event), describeCheck(e.app.Check))
+	return true
+}
+
 // doZombie carries out an effect of a core that stopped or crashed; its
 // result goes nowhere.
 func (w *world) doZombie() {
@@ -184,6 +202,9 @@ func (w *world) exec(e effect) thread.Input {
 	p := e.owner
 	switch e.kind {
 	case doAppend:
+		if w.landsLate(e) {
+			return thread.AppendDone{Err: fmt.Errorf("%w: sim: append in flight past its timeout (injected); outcome unknown", events.ErrUnavailable)}
+		}
 		f := w.writeFault()
 		p.faults = faults{op: "append", f: f}
 		ack, err := p.store.Append(w.ctx, e.app.Event, e.app.Check, events.WithMsgID(e.app.MsgID))

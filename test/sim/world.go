@@ -105,6 +105,7 @@ type Stats struct {
 	Conflicts  int // of which refused by a compare-and-set (ErrConflict)
 	LostAcks   int // writes whose ack was lost (they landed)
 	FailWrites int // writes failed before landing
+	LateWrites int // appends that stayed in flight past their timeout (landsLate)
 	Crashes    int
 	Runs       int // runs started
 	Steered    int // messages handed to runs as steering
@@ -162,6 +163,7 @@ type effect struct {
 	by    string // the holder that asked
 	app   thread.Append
 	claim events.Claim // for doRelease
+	late  bool         // an append that stayed in flight (landsLate)
 }
 
 // faults is a process's fault hook: it injects one fault into the next

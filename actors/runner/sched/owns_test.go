@@ -1,6 +1,7 @@
 package sched
 
 import (
+	"fmt"
 	"slices"
 	"testing"
 
@@ -51,5 +52,50 @@ func TestScheduler_owns_disowned(t *testing.T) {
 	}
 	if acked != 0 {
 		t.Fatalf("%d wake-ups of another's thread acknowledged", acked)
+	}
+}
+
+// A claim that failed after it took the lease leaves the lease under this
+// runner's live session. If the thread's partition moves away meanwhile,
+// the new owner finds the lease live and waits: only this runner can free
+// it. So this runner claims it all the same, and drains it once spawned
+// (a handover, which gives the lease up), however the thread was disowned.
+func TestScheduler_owns_failedClaimLeaseFreedWhenDisowned(t *testing.T) {
+	h := newHarness(t, "me", false)
+	mine := map[string]bool{"a": true}
+	h.s.cfg.Owns = func(th string) bool { return mine[th] }
+	h.live("me", "other")
+
+	if rd := h.step(post("a", 1)); !slices.Equal(claimed(rd), []string{"a"}) {
+		t.Fatalf("want a claim of a, got %+v", rd)
+	}
+	h.lease("a", "me") // the lease landed; the marker's outcome did not come back
+	h.step(ClaimDone{Thread: "a", Err: fmt.Errorf("append thread_claimed: %w", events.ErrUnavailable)})
+	mine = map[string]bool{}
+	h.step(Disowned{})
+
+	var rd Ready
+	for i := 0; i < 8 && len(rd.Claims) == 0; i++ {
+		rd = h.after(MaxClaimRetry)
+	}
+	if !slices.Equal(claimed(rd), []string{"a"}) {
+		t.Fatalf("a disowned thread whose lease this session holds with no claim is never claimed: its lease would block the new owner until this runner ends: %+v", rd)
+	}
+	h.seq++
+	c := events.Claim{Thread: "a", Seq: h.seq, Lease: events.Lease{Thread: "a", Session: "me"}}
+	rd = h.step(ClaimDone{Thread: "a", Claim: c})
+	rd = h.step(Spawned{Spawn: *rd.Spawn})
+	if !slices.Equal(rd.Drain, []string{"a"}) {
+		t.Fatalf("the disowned thread's claim: drain %v, want [a]", rd.Drain)
+	}
+
+	// A thread not ours whose lease is another's, or nobody's, stays
+	// unclaimed.
+	h.lease("x", "other")
+	h.lease("y", "")
+	for range 4 {
+		if rd := h.after(MaxClaimRetry); len(rd.Claims) != 0 {
+			t.Fatalf("claimed a thread it does not own: %+v", rd)
+		}
 	}
 }

@@ -254,6 +254,20 @@ func (s *Scheduler) mayClaim(th string) bool {
 	return s.cfg.Owns == nil || s.cfg.Owns(th)
 }
 
+// mayQueue reports whether a claim of th may be queued and started: a
+// thread this runner may claim, or one whose lease its session holds with
+// no claim of it here (a claim that failed after it took the lease). Only
+// this runner can free such a lease while its session lives, so it claims
+// the thread even when another owns it now; spawned then drains the claim,
+// as a handover, which gives the lease up.
+func (s *Scheduler) mayQueue(th string) bool {
+	if s.mayClaim(th) {
+		return true
+	}
+	sess, ok := s.leases[th]
+	return ok && sess != "" && sess == s.session.ID && s.children[th] == nil
+}
+
 // disowned hands over the threads Owns no longer gives this runner, as
 // drain does for all of them: their queued claims and parked wake-ups are
 // dropped (unacknowledged: they go to the new owner) and their actors
@@ -261,7 +275,7 @@ func (s *Scheduler) mayClaim(th string) bool {
 func (s *Scheduler) disowned() {
 	kept := s.queue[:0]
 	for _, w := range s.queue {
-		if s.mayClaim(w.thread) {
+		if s.mayQueue(w.thread) {
 			kept = append(kept, w)
 		} else {
 			delete(s.queued, w.thread)
@@ -400,7 +414,7 @@ func (s *Scheduler) enqueue(w workItem) {
 		}
 		return
 	}
-	if s.draining || s.children[w.thread] != nil || s.claiming[w.thread] != nil || !s.mayClaim(w.thread) {
+	if s.draining || s.children[w.thread] != nil || s.claiming[w.thread] != nil || !s.mayQueue(w.thread) {
 		return
 	}
 	if q, ok := s.queued[w.thread]; ok {
@@ -421,7 +435,7 @@ func (s *Scheduler) pump() {
 		s.queue = s.queue[1:]
 		wt, ok := s.queued[w.thread]
 		delete(s.queued, w.thread)
-		if !ok || s.children[w.thread] != nil || s.claiming[w.thread] != nil || !s.mayClaim(w.thread) {
+		if !ok || s.children[w.thread] != nil || s.claiming[w.thread] != nil || !s.mayQueue(w.thread) {
 			continue
 		}
 		s.claiming[w.thread] = &claiming{want: wt, acks: len(s.acks[w.thread])}
