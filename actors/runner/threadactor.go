@@ -415,6 +415,16 @@ func (a *threadActor) append(ap *thread.Append) {
 	}
 	a.end.begin()
 	a.env.goDo(func() {
+		if ap.Retry > 0 && !sys.Sleep(ctx, retryDelay(ap.Retry)) {
+			// Stopping: the append is not sent again, and no verdict
+			// comes back (the core would only ask again). Whether the
+			// last send landed, the next holder reads in the log.
+			observed(events.Ack{}, ctx.Err())
+			if a.end.done() {
+				a.env.cfg.Observer.ClaimEnded(a.claim)
+			}
+			return
+		}
 		if hook := a.env.cfg.BeforeAppend; hook != nil {
 			hook(ctx, ev)
 		}
@@ -451,6 +461,13 @@ func (a *threadActor) append(ap *thread.Append) {
 		}
 		a.send(thread.AppendDone{Ack: ack, Err: err})
 	})
+}
+
+// retryDelay is how long the n-th resend of an append whose outcome was
+// unknown waits: the store already retried within its timeout, so the
+// server is down or electing, and a resend at once would spin.
+func retryDelay(n int) time.Duration {
+	return min(50*time.Millisecond<<min(n-1, 5), time.Second)
 }
 
 // noStorageRetry is how long an append refused for want of storage waits

@@ -66,6 +66,9 @@ type Append struct {
 	Event *eventspb.Event
 	Check events.Check
 	MsgID string
+	// Retry counts the earlier sends of this append whose outcome was
+	// unknown: the shell waits a backoff before sending it again.
+	Retry int
 }
 
 // Ready is what the shell must do after a Decide, in this order: cancel and
@@ -785,12 +788,26 @@ func (c *Core) appendDone(in AppendDone) Ready {
 		rd := c.stop(fmt.Errorf("thread: %s not written: %w", typ, in.Err))
 		rd.Anomalies = append(rd.Anomalies, an)
 		return rd
-	default:
-		// A refused compare-and-set, or an unknown outcome: catch up with
-		// the log, then plan again from what it holds. An outbox entry that
-		// did land is recognised by its message id.
+	case errors.Is(in.Err, events.ErrConflict) || errors.Is(in.Err, events.ErrRunMoved):
+		// A refused compare-and-set: nothing was written, and nothing
+		// will be. Catch up with the log, then plan again from what it
+		// holds.
 		c.syncing = true
 		return Ready{Sync: true}
+	default:
+		// An unknown outcome: the append may still land, after any read
+		// that did not see it (a replicated stream's proposal committed
+		// by the next leader). Replanning past it could release the
+		// claim under a run it started. Send it again, the same event
+		// with the same check and message id (DESIGN §3), until the
+		// store gives a verdict: a retry is ordered after the first send,
+		// which then either landed (a duplicate ack, or a refusal that
+		// natsstore reads back to our id) or never will (the retry lands
+		// or is refused, and the first, checking the same subjects, would
+		// be refused too).
+		a.Retry++
+		c.inflight = &a
+		return Ready{Append: c.inflight}
 	}
 }
 

@@ -390,6 +390,92 @@ func TestCore_Decide_conflictResyncs(t *testing.T) {
 	}
 }
 
+// An append whose outcome is unknown may land after any read that missed
+// it (a replicated stream's proposal that the next leader commits). The
+// core sends it again, unchanged, until the store gives a verdict; it does
+// not plan past it. Replanning from a read would let a draining holder
+// release its claim while the run_started it sent lands after the read:
+// a run left active under a released claim.
+func TestCore_Decide_unknownOutcomeResent(t *testing.T) {
+	ctx := context.Background()
+	s := memstore.New(memstore.Config{})
+	th := "unknown"
+	mustPost(t, s, th, "go")
+	c, hist, err := events.AcquireClaim(ctx, s, th, "h", eventstest.TTL, time.Now())
+	if err != nil {
+		t.Fatal(err)
+	}
+	core := thread.New(thread.Config{Agent: "echo"}, c, hist)
+	first := core.Start().Append
+	if first == nil || events.TypeOf(first.Event) != events.TypeRunStarted {
+		t.Fatalf("want a run_started, got %+v", first)
+	}
+	decide := func(in thread.Input) thread.Ready {
+		t.Helper()
+		rd, err := core.Decide(in)
+		if err != nil {
+			t.Fatalf("decide %T: %v", in, err)
+		}
+		return rd
+	}
+	decide(thread.Drain{Handover: true}) // the partition moved meanwhile
+	unknown := fmt.Errorf("%w: no reply in time; outcome unknown", events.ErrUnavailable)
+	rd := decide(thread.AppendDone{Err: unknown})
+	again := rd.Append
+	if again == nil || rd.Sync || rd.Release != nil || rd.Stop {
+		t.Fatalf("after an unknown outcome: %+v, want the append sent again and nothing else", rd)
+	}
+	if again.MsgID != first.MsgID || again.Check != first.Check || events.TypeOf(again.Event) != events.TypeRunStarted || again.Retry != 1 {
+		t.Fatalf("resent %+v, want the first (%s, %+v) unchanged, retry 1", again, first.MsgID, first.Check)
+	}
+	if rd := decide(thread.AppendDone{Err: unknown}); rd.Append == nil || rd.Append.MsgID != first.MsgID || rd.Append.Retry != 2 {
+		t.Fatalf("after a second unknown outcome: %+v, want the append sent a third time", rd)
+	}
+	// The first send lands late; the resend is its duplicate.
+	if _, err := s.Append(ctx, first.Event, first.Check, events.WithMsgID(first.MsgID)); err != nil {
+		t.Fatal(err)
+	}
+	ack, err := s.Append(ctx, again.Event, again.Check, events.WithMsgID(again.MsgID))
+	if err != nil || !ack.Duplicate {
+		t.Fatalf("the resend: %+v, %v; want a duplicate ack", ack, err)
+	}
+	d := &driver{t: t, s: s, thread: th, core: core, seen: core.View().LastSeq}
+	d.exec(decide(thread.AppendDone{Ack: ack}))
+	if len(d.starts) != 1 || d.release {
+		t.Fatalf("starts %d, release %v: the run that landed must start, and the claim stay until it ends", len(d.starts), d.release)
+	}
+	d.input(thread.RunFinished{RunID: d.starts[0].RunID, Output: "ok"})
+	if !d.release {
+		t.Fatal("not released once the run ended")
+	}
+	wantTypes(t, s, th, "message_posted", "thread_claimed", "run_started", "run_completed")
+}
+
+// A refused compare-and-set is a verdict: nothing was written, and the
+// core reads the log before it plans again.
+func TestCore_Decide_refusedResyncs(t *testing.T) {
+	ctx := context.Background()
+	s := memstore.New(memstore.Config{})
+	th := "refused"
+	mustPost(t, s, th, "go")
+	c, hist, err := events.AcquireClaim(ctx, s, th, "h", eventstest.TTL, time.Now())
+	if err != nil {
+		t.Fatal(err)
+	}
+	core := thread.New(thread.Config{Agent: "echo"}, c, hist)
+	core.Start()
+	for _, e := range []error{events.ErrConflict, events.ErrRunMoved} {
+		rd, err := core.Decide(thread.AppendDone{Err: fmt.Errorf("refused: %w", e)})
+		if err != nil || !rd.Sync || rd.Append != nil {
+			t.Fatalf("%v: %+v, %v; want a sync", e, rd, err)
+		}
+		rd, err = core.Decide(thread.Synced{LastSeq: core.View().LastSeq})
+		if err != nil || rd.Append == nil {
+			t.Fatalf("after the sync: %+v, %v; want the run planned again", rd, err)
+		}
+	}
+}
+
 func TestCore_Decide_idleRelease(t *testing.T) {
 	s := memstore.New(memstore.Config{})
 	th := "idle"

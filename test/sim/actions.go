@@ -290,6 +290,15 @@ func (w *world) progress(p *proc) {
 
 func (w *world) tick(p *proc) { w.decide(p, thread.Tick{}) }
 
+// drainCore asks p's core to let the thread go, as a runner that stops or
+// hands the thread's partition over does: it ends what it runs, then
+// releases.
+func (w *world) drainCore(p *proc) {
+	w.res.Stats.Drains++
+	w.tracef("%s drains", p.holder)
+	w.decide(p, thread.Drain{Handover: true})
+}
+
 // renew renews p's lease; a lost lease is reported to the core.
 func (w *world) renew(p *proc) {
 	if !w.noFaults && w.rng.IntN(10) == 0 {

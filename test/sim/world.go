@@ -106,6 +106,7 @@ type Stats struct {
 	LostAcks   int // writes whose ack was lost (they landed)
 	FailWrites int // writes failed before landing
 	LateWrites int // appends that stayed in flight past their timeout (landsLate)
+	Drains     int // cores asked to drain (drainCore)
 	Crashes    int
 	Runs       int // runs started
 	Steered    int // messages handed to runs as steering
@@ -335,6 +336,7 @@ func (w *world) act() {
 			add(10, func() { w.progress(p) })
 		}
 		add(2, func() { w.tick(p) })
+		add(1, func() { w.drainCore(p) })
 		add(2, func() { w.renew(p) })
 		add(1, func() { w.crash(p) })
 	}
