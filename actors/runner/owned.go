@@ -62,7 +62,8 @@ type partitionView struct {
 	mu        sync.Mutex // protects owned and following
 	owned     []int
 	following []int
-	routed    []atomic.Int64 // events routed, by partition
+	routed    []atomic.Int64  // events routed, by partition
+	last      []atomic.Uint64 // the last sequence routed, by partition
 }
 
 func newOwnership(r *Runner, session string) *ownership {

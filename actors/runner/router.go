@@ -2,6 +2,7 @@ package runner
 
 import (
 	"context"
+	"fmt"
 	"strconv"
 	"strings"
 	"sync/atomic"
@@ -96,7 +97,20 @@ func (ra *runnerActor) Receive(ctx actor.Context) {
 			ra.ownStep(ctx, owner.Tick{})
 		}
 	case debugReq:
-		m.reply <- ra.s.Describe(m.threads, ra.r.Followed())
+		d := debugReply{desc: ra.s.Describe(m.threads, ra.r.Followed()), actors: map[string]*actor.PID{}}
+		if ra.own != nil {
+			for _, th := range m.threads {
+				p := events.Partition(th, ra.own.n)
+				d.desc[th] += fmt.Sprintf(" partition(%d owns=%v followed=%v routed=%d last=%d)", p, ra.own.owns(th),
+					ra.own.running[p] != nil, ra.r.parts.routed[p].Load(), ra.r.parts.last[p].Load())
+			}
+		}
+		for _, th := range m.threads {
+			if c, ok := ra.children[th]; ok {
+				d.actors[th] = c.pid
+			}
+		}
+		m.reply <- d
 	case *actor.Stopped:
 		close(ra.r.actorStopped)
 	}
@@ -301,21 +315,48 @@ func (r *Runner) publish(st sched.Stats) {
 // debugReq asks the runner actor where threads stand, for diagnostics.
 type debugReq struct {
 	threads []string
-	reply   chan map[string]string
+	reply   chan debugReply
 }
 
+// debugReply is the runner actor's answer to a debugReq: its scheduler's
+// description of each thread, and the thread actors it holds, to ask.
+type debugReply struct {
+	desc   map[string]string
+	actors map[string]*actor.PID
+}
+
+// describeReq asks a thread actor where its claim stands, for diagnostics.
+type describeReq struct{ reply chan string }
+
 // Describe returns, for each of threads, what this runner knows of it:
-// whether it is queued for a claim, being claimed or held, and the session
-// its lease lives by as the lease watch last said. It is for diagnostics.
+// whether it is queued for a claim, being claimed or held, the session its
+// lease lives by as the lease watch last said, and for a thread it holds,
+// what its actor waits for. It is for diagnostics.
 func (r *Runner) Describe(ctx context.Context, threads []string) map[string]string {
-	req := debugReq{threads: threads, reply: make(chan map[string]string, 1)}
+	req := debugReq{threads: threads, reply: make(chan debugReply, 1)}
 	r.send(req)
+	var d debugReply
 	select {
-	case m := <-req.reply:
-		return m
+	case d = <-req.reply:
 	case <-ctx.Done():
 		return nil
 	}
+	for th, pid := range d.actors {
+		// Buffered: an actor that answers after the wait does not block.
+		dr := describeReq{reply: make(chan string, 1)}
+		r.sys.Root.Send(pid, dr)
+		wait := time.NewTimer(time.Second) // a stopped actor never answers
+		select {
+		case s := <-dr.reply:
+			d.desc[th] += " " + s
+		case <-wait.C:
+			d.desc[th] += " actor(no answer)"
+		case <-ctx.Done():
+			d.desc[th] += " actor(no answer)"
+		}
+		wait.Stop()
+	}
+	return d.desc
 }
 
 // ConsumeBound is the runners' promise: once faults stop (every runner up,

@@ -247,6 +247,7 @@ func New(cfg Config) (*Runner, error) {
 			return nil, fmt.Errorf("runner: a store of %d partitions must keep partition leases (events.PartitionLeaser)", n)
 		}
 		r.parts.routed = make([]atomic.Int64, n)
+		r.parts.last = make([]atomic.Uint64, n)
 	}
 	return r, nil
 }
@@ -423,6 +424,7 @@ func (r *Runner) follow(ctx context.Context, p int, t events.Tail) {
 			}
 			if p < len(r.parts.routed) {
 				r.parts.routed[p].Add(1)
+				r.parts.last[p].Store(last)
 			}
 			continue
 		}

@@ -196,6 +196,9 @@ func (a *threadActor) Receive(ctx actor.Context) {
 	case idleDue:
 		a.decide(ctx, thread.Tick{})
 		a.armIdle()
+	case describeReq:
+		m.reply <- fmt.Sprintf("actor(stopping=%v queued=%d resolving=%v creating=%d runs=%d) %s",
+			a.stopping, len(a.posts.q), a.posts.busy, len(a.posts.creating), len(a.runs), a.core.Describe())
 	case drainReq:
 		a.decide(ctx, thread.Drain{Handover: m.handover})
 		a.graceTimer = a.rearm(a.graceTimer, a.env.cfg.ShutdownGrace, graceExpired{})

@@ -246,6 +246,16 @@ func (c *Core) Anomalies() []Anomaly { return append([]Anomaly(nil), c.anomalies
 // View returns the core's view of the thread. The caller must not change it.
 func (c *Core) View() *projections.Thread { return c.view }
 
+// Describe says what the core waits for, for diagnostics.
+func (c *Core) Describe() string {
+	inflight := "none"
+	if a := c.inflight; a != nil {
+		inflight = fmt.Sprintf("%s(retry %d)", events.TypeOf(a.Event), a.Retry)
+	}
+	return fmt.Sprintf("core(claim=%d done=%v draining=%v inflight=%s syncing=%v await=%d view=%d active=%q alive=%d outbox=%d pending=%d)",
+		c.claim.Seq, c.done, c.draining, inflight, c.syncing, c.awaitSeq, c.view.LastSeq, c.ownActive(), len(c.alive), len(c.outbox), len(c.view.Pending()))
+}
+
 // Claim returns the claim the core holds.
 func (c *Core) Claim() events.Claim { return c.claim }
 

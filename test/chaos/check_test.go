@@ -240,10 +240,13 @@ func (h *harness) describe(state string) string {
 	defer cancel()
 	for _, sl := range h.slots {
 		sl.mu.Lock()
-		r, id := sl.r, sl.id
+		r, id, cs := sl.r, sl.id, sl.cs
 		sl.mu.Unlock()
 		if r == nil {
 			continue
+		}
+		if cs != nil && cs.frozen() {
+			fmt.Fprintf(&b, "  %s: frozen (a paused stall's append has not returned)\n", id)
 		}
 		for th, d := range r.Describe(ctx, threads) {
 			fmt.Fprintf(&b, "  %s %s: %s\n", id, th, d)

@@ -214,6 +214,13 @@ func (s *chaosStore) waitFreeze(ctx context.Context) error {
 	}
 }
 
+// frozen reports whether the runner is frozen now.
+func (s *chaosStore) frozen() bool {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.gate != nil
+}
+
 // pauseUntilAppend freezes the runner until thread's next append returns.
 // A freeze already on makes this a no-op.
 func (s *chaosStore) pauseUntilAppend(thread string) bool {
