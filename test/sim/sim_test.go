@@ -97,6 +97,9 @@ func TestSim(t *testing.T) {
 	if ran >= 100 && total.Steered == 0 {
 		t.Errorf("%d seeds gave no steering: the runs never asked for it", ran)
 	}
+	if ran >= 100 && (total.LateWrites == 0 || total.Drains == 0) {
+		t.Errorf("%d seeds: %d appends landed late and %d cores drained: the resend of an unknown outcome went unexercised", ran, total.LateWrites, total.Drains)
+	}
 	t.Logf("log modes: %d seeds %s, %d seeds %s", modes[memstore.Single], memstore.Single, modes[memstore.Replicated], memstore.Replicated)
 	if ran > 1 && (modes[memstore.Single] == 0 || modes[memstore.Replicated] == 0) {
 		t.Errorf("the seeds ran in one log mode only: %v", modes)
@@ -145,6 +148,8 @@ func add(t *sim.Stats, s sim.Stats) {
 	t.Conflicts += s.Conflicts
 	t.LostAcks += s.LostAcks
 	t.FailWrites += s.FailWrites
+	t.LateWrites += s.LateWrites
+	t.Drains += s.Drains
 	t.Crashes += s.Crashes
 	t.Steered += s.Steered
 	t.Runs += s.Runs
