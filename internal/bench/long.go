@@ -24,7 +24,7 @@ import (
 type LongConfig struct {
 	Events int // events in the long thread, at least 10
 	Turns  int // closed-loop turns measured on each thread
-	Posts  int // plain posts measured on the long thread
+	Posts  int // plain posts measured on each thread, in turn
 	// Logger logs the errors of the server, the stores and the runners.
 	// Default discards.
 	Logger *slog.Logger
@@ -43,10 +43,14 @@ type LongReport struct {
 	TurnP99MsFresh      float64 `json:"turn_p99_ms_fresh"`
 	PostP50Ms           float64 `json:"post_p50_ms"`
 	PostP99Ms           float64 `json:"post_p99_ms"`
-	ClaimMs             float64 `json:"claim_ms"`
-	HeldBytes           int64   `json:"held_bytes"`
-	SnapshotBytes       int     `json:"snapshot_bytes"`
-	BuildSeconds        float64 `json:"build_seconds"`
+	// PostP50MsFresh is a plain post's p50 on the fresh thread, the posts
+	// taken in turn with the long thread's; PostRatio is long / fresh.
+	PostP50MsFresh float64 `json:"post_p50_ms_fresh"`
+	PostRatio      float64 `json:"post_ratio"`
+	ClaimMs        float64 `json:"claim_ms"`
+	HeldBytes      int64   `json:"held_bytes"`
+	SnapshotBytes  int     `json:"snapshot_bytes"`
+	BuildSeconds   float64 `json:"build_seconds"`
 	// ShowMs and ShowAllMs are the median time of client.ThreadLast of
 	// the newest ShowLast messages (artifactr show) and of client.Thread
 	// (show --all) on the long thread; ShowEvents and ShowAllEvents the
@@ -134,16 +138,28 @@ func Long(ctx context.Context, cfg LongConfig) (*LongReport, error) {
 	rep.TurnP50MsFresh, rep.TurnP99MsFresh = ms(pct(fresh.toEnd, 0.5)), ms(pct(fresh.toEnd, 0.99))
 	rep.TurnP50MsLong, rep.TurnP99MsLong = ms(pct(long.toEnd, 0.5)), ms(pct(long.toEnd, 0.99))
 
+	// Plain posts, taken in turn on the long thread and the fresh one,
+	// so both see the same load.
 	poster := doubletext.Poster{Store: clients}
-	var posts []time.Duration
+	var posts, freshPosts []time.Duration
 	for i := range cfg.Posts {
-		start := time.Now()
-		if _, err := poster.Post(ctx, longThread, &eventspb.MessagePosted{MessageId: fmt.Sprintf("p%d", i), Author: "bench", Text: "plain post"}); err != nil {
-			return nil, fmt.Errorf("post: %w", err)
+		for _, th := range []string{longThread, freshThread} {
+			start := time.Now()
+			if _, err := poster.Post(ctx, th, &eventspb.MessagePosted{MessageId: fmt.Sprintf("p%d", i), Author: "bench", Text: "plain post"}); err != nil {
+				return nil, fmt.Errorf("post to %s: %w", th, err)
+			}
+			if th == longThread {
+				posts = append(posts, time.Since(start))
+			} else {
+				freshPosts = append(freshPosts, time.Since(start))
+			}
 		}
-		posts = append(posts, time.Since(start))
 	}
 	rep.PostP50Ms, rep.PostP99Ms = ms(pct(posts, 0.5)), ms(pct(posts, 0.99))
+	rep.PostP50MsFresh = ms(pct(freshPosts, 0.5))
+	if rep.PostP50MsFresh > 0 {
+		rep.PostRatio = rep.PostP50Ms / rep.PostP50MsFresh
+	}
 
 	// The snapshot the runners keep: the warm-up's release saved it, of
 	// the holder's compact view.
