@@ -155,12 +155,15 @@ type Core struct {
 
 	appends  uint64  // appends made under this claim; names message ids
 	inflight *Append // the append awaiting AppendDone
-	syncing  bool    // a Sync awaiting Synced
-	awaitSeq uint64  // plan only once the view reaches this sequence
-	outbox   []Append
-	started  map[string]bool // runs whose StartRun was issued
-	finished map[string]bool // runs whose goroutine ended
-	alive    map[string]bool // runs started and not finished
+	// unsettled is an append whose outcome was unknown, to send again
+	// once a sync shows it did not land (appendDone).
+	unsettled *Append
+	syncing   bool   // a Sync awaiting Synced
+	awaitSeq  uint64 // plan only once the view reaches this sequence
+	outbox    []Append
+	started   map[string]bool // runs whose StartRun was issued
+	finished  map[string]bool // runs whose goroutine ended
+	alive     map[string]bool // runs started and not finished
 	// ending holds runs whose end the core decided itself (an append of
 	// theirs was refused for good): their later reports are ignored.
 	ending map[string]bool
@@ -805,19 +808,23 @@ func (c *Core) appendDone(in AppendDone) Ready {
 		c.syncing = true
 		return Ready{Sync: true}
 	default:
-		// An unknown outcome: the append may still land, after any read
-		// that did not see it (a replicated stream's proposal committed
-		// by the next leader). Replanning past it could release the
-		// claim under a run it started. Send it again, the same event
-		// with the same check and message id (DESIGN §3), until the
-		// store gives a verdict: a retry is ordered after the first send,
-		// which then either landed (a duplicate ack, or a refusal that
-		// natsstore reads back to our id) or never will (the retry lands
-		// or is refused, and the first, checking the same subjects, would
-		// be refused too).
+		// An unknown outcome. Catch up with the log: if the append landed,
+		// the view holds it, and planning goes on from there. If it did
+		// not, it may still land after the read (a replicated stream's
+		// proposal committed by the next leader), and replanning past it
+		// could release the claim under a run it started. So it is sent
+		// again, the same event with the same check and message id
+		// (DESIGN §3), until the store gives a verdict: a resend is
+		// ordered after the first send, which then either landed (a
+		// duplicate ack, or a refusal that natsstore reads back to our
+		// id) or never will (the resend lands or is refused, and the
+		// first, checking the same subjects, would be refused too). The
+		// read comes first because the deduplication window is finite:
+		// a resend long after a send that landed could land again.
 		a.Retry++
-		c.inflight = &a
-		return Ready{Append: c.inflight}
+		c.unsettled = &a
+		c.syncing = true
+		return Ready{Sync: true}
 	}
 }
 
@@ -897,6 +904,15 @@ func (c *Core) plan(rd Ready) Ready {
 		rd2 := c.stop(fmt.Errorf("%w: the claim at %d is not the newest", events.ErrThreadBusy, c.claim.Seq))
 		rd2.Cancel = append(rd.Cancel, rd2.Cancel...)
 		return rd2
+	}
+	if u := c.unsettled; u != nil {
+		c.unsettled = nil
+		if _, unseen := c.mine[u.MsgID]; unseen {
+			c.inflight = u
+			rd.Append = u
+			return rd
+		}
+		// It landed: the view holds it.
 	}
 	if r := v.ActiveRun; r != nil && r.ClaimSeq != c.claim.Seq {
 		return c.issue(rd, events.NewRunAbandoned(c.claim, time.Time{}, r.ID, r.ClaimSeq, "taken over"), c.fence())

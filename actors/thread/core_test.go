@@ -392,10 +392,11 @@ func TestCore_Decide_conflictResyncs(t *testing.T) {
 
 // An append whose outcome is unknown may land after any read that missed
 // it (a replicated stream's proposal that the next leader commits). The
-// core sends it again, unchanged, until the store gives a verdict; it does
-// not plan past it. Replanning from a read would let a draining holder
-// release its claim while the run_started it sent lands after the read:
-// a run left active under a released claim.
+// core reads the log, and when the append is not there it sends it again,
+// unchanged, until the store gives a verdict; it does not plan past it.
+// Replanning from the read alone would let a draining holder release its
+// claim while the run_started it sent lands after the read: a run left
+// active under a released claim.
 func TestCore_Decide_unknownOutcomeResent(t *testing.T) {
 	ctx := context.Background()
 	s := memstore.New(memstore.Config{})
@@ -420,17 +421,24 @@ func TestCore_Decide_unknownOutcomeResent(t *testing.T) {
 	}
 	decide(thread.Drain{Handover: true}) // the partition moved meanwhile
 	unknown := fmt.Errorf("%w: no reply in time; outcome unknown", events.ErrUnavailable)
-	rd := decide(thread.AppendDone{Err: unknown})
-	again := rd.Append
-	if again == nil || rd.Sync || rd.Release != nil || rd.Stop {
-		t.Fatalf("after an unknown outcome: %+v, want the append sent again and nothing else", rd)
+	// The sync reads the log before the first send lands.
+	resend := func(retry int) *thread.Append {
+		t.Helper()
+		if rd := decide(thread.AppendDone{Err: unknown}); !rd.Sync || rd.Append != nil || rd.Release != nil || rd.Stop {
+			t.Fatalf("after an unknown outcome: %+v, want a sync and nothing else", rd)
+		}
+		rd := decide(thread.Synced{LastSeq: core.View().LastSeq})
+		again := rd.Append
+		if again == nil || rd.Sync || rd.Release != nil || rd.Stop {
+			t.Fatalf("after the sync: %+v, want the append sent again and nothing else", rd)
+		}
+		if again.MsgID != first.MsgID || again.Check != first.Check || events.TypeOf(again.Event) != events.TypeRunStarted || again.Retry != retry {
+			t.Fatalf("resent %+v, want the first (%s, %+v) unchanged, retry %d", again, first.MsgID, first.Check, retry)
+		}
+		return again
 	}
-	if again.MsgID != first.MsgID || again.Check != first.Check || events.TypeOf(again.Event) != events.TypeRunStarted || again.Retry != 1 {
-		t.Fatalf("resent %+v, want the first (%s, %+v) unchanged, retry 1", again, first.MsgID, first.Check)
-	}
-	if rd := decide(thread.AppendDone{Err: unknown}); rd.Append == nil || rd.Append.MsgID != first.MsgID || rd.Append.Retry != 2 {
-		t.Fatalf("after a second unknown outcome: %+v, want the append sent a third time", rd)
-	}
+	resend(1)
+	again := resend(2)
 	// The first send lands late; the resend is its duplicate.
 	if _, err := s.Append(ctx, first.Event, first.Check, events.WithMsgID(first.MsgID)); err != nil {
 		t.Fatal(err)
@@ -449,6 +457,54 @@ func TestCore_Decide_unknownOutcomeResent(t *testing.T) {
 		t.Fatal("not released once the run ended")
 	}
 	wantTypes(t, s, th, "message_posted", "thread_claimed", "run_started", "run_completed")
+}
+
+// An append whose outcome was unknown and that the sync finds landed is
+// not sent again: past the stream's deduplication window a resend could
+// land a second time.
+func TestCore_Decide_unknownOutcomeLandedNotResent(t *testing.T) {
+	ctx := context.Background()
+	s := memstore.New(memstore.Config{})
+	th := "landed"
+	mustPost(t, s, th, "go")
+	c, hist, err := events.AcquireClaim(ctx, s, th, "h", eventstest.TTL, time.Now())
+	if err != nil {
+		t.Fatal(err)
+	}
+	core := thread.New(thread.Config{Agent: "echo"}, c, hist)
+	first := core.Start().Append
+	if _, err := s.Append(ctx, first.Event, first.Check, events.WithMsgID(first.MsgID)); err != nil {
+		t.Fatal(err)
+	}
+	rd, err := core.Decide(thread.AppendDone{Err: fmt.Errorf("%w: ack lost", events.ErrUnavailable)})
+	if err != nil || !rd.Sync {
+		t.Fatalf("after an unknown outcome: %+v, %v; want a sync", rd, err)
+	}
+	last, err := events.ThreadLastSeq(ctx, s, th)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if rd, err = core.Decide(thread.Synced{LastSeq: last}); err != nil || rd.Append != nil {
+		t.Fatalf("synced before the view holds the log: %+v, %v; want nothing yet", rd, err)
+	}
+	envs, err := s.Load(ctx, th, core.View().LastSeq+1)
+	if err != nil {
+		t.Fatal(err)
+	}
+	starts := 0
+	for _, e := range envs {
+		rd, err := core.Decide(thread.Observed{Env: e})
+		if err != nil {
+			t.Fatal(err)
+		}
+		starts += len(rd.Start)
+		if a := rd.Append; a != nil && a.MsgID == first.MsgID {
+			t.Fatalf("the append that landed was sent again: %+v", a)
+		}
+	}
+	if starts != 1 {
+		t.Fatalf("%d runs started, want the one that landed", starts)
+	}
 }
 
 // A refused compare-and-set is a verdict: nothing was written, and the
