@@ -390,6 +390,23 @@ func TestCore_Decide_conflictResyncs(t *testing.T) {
 	}
 }
 
+// startCore posts to th, claims it and starts a core on it, which plans
+// the message's run_started, returned.
+func startCore(t *testing.T, s events.Store, th string) (*thread.Core, *thread.Append) {
+	t.Helper()
+	mustPost(t, s, th, "go")
+	c, hist, err := events.AcquireClaim(context.Background(), s, th, "h", eventstest.TTL, time.Now())
+	if err != nil {
+		t.Fatal(err)
+	}
+	core := thread.New(thread.Config{Agent: "echo"}, c, hist)
+	first := core.Start().Append
+	if first == nil || events.TypeOf(first.Event) != events.TypeRunStarted {
+		t.Fatalf("want a run_started, got %+v", first)
+	}
+	return core, first
+}
+
 // An append whose outcome is unknown may land after any read that missed
 // it (a replicated stream's proposal that the next leader commits). The
 // core reads the log, and when the append is not there it sends it again,
@@ -401,16 +418,7 @@ func TestCore_Decide_unknownOutcomeResent(t *testing.T) {
 	ctx := context.Background()
 	s := memstore.New(memstore.Config{})
 	th := "unknown"
-	mustPost(t, s, th, "go")
-	c, hist, err := events.AcquireClaim(ctx, s, th, "h", eventstest.TTL, time.Now())
-	if err != nil {
-		t.Fatal(err)
-	}
-	core := thread.New(thread.Config{Agent: "echo"}, c, hist)
-	first := core.Start().Append
-	if first == nil || events.TypeOf(first.Event) != events.TypeRunStarted {
-		t.Fatalf("want a run_started, got %+v", first)
-	}
+	core, first := startCore(t, s, th)
 	decide := func(in thread.Input) thread.Ready {
 		t.Helper()
 		rd, err := core.Decide(in)
@@ -466,13 +474,7 @@ func TestCore_Decide_unknownOutcomeLandedNotResent(t *testing.T) {
 	ctx := context.Background()
 	s := memstore.New(memstore.Config{})
 	th := "landed"
-	mustPost(t, s, th, "go")
-	c, hist, err := events.AcquireClaim(ctx, s, th, "h", eventstest.TTL, time.Now())
-	if err != nil {
-		t.Fatal(err)
-	}
-	core := thread.New(thread.Config{Agent: "echo"}, c, hist)
-	first := core.Start().Append
+	core, first := startCore(t, s, th)
 	if _, err := s.Append(ctx, first.Event, first.Check, events.WithMsgID(first.MsgID)); err != nil {
 		t.Fatal(err)
 	}
@@ -510,16 +512,7 @@ func TestCore_Decide_unknownOutcomeLandedNotResent(t *testing.T) {
 // A refused compare-and-set is a verdict: nothing was written, and the
 // core reads the log before it plans again.
 func TestCore_Decide_refusedResyncs(t *testing.T) {
-	ctx := context.Background()
-	s := memstore.New(memstore.Config{})
-	th := "refused"
-	mustPost(t, s, th, "go")
-	c, hist, err := events.AcquireClaim(ctx, s, th, "h", eventstest.TTL, time.Now())
-	if err != nil {
-		t.Fatal(err)
-	}
-	core := thread.New(thread.Config{Agent: "echo"}, c, hist)
-	core.Start()
+	core, _ := startCore(t, memstore.New(memstore.Config{}), "refused")
 	for _, e := range []error{events.ErrConflict, events.ErrRunMoved} {
 		rd, err := core.Decide(thread.AppendDone{Err: fmt.Errorf("refused: %w", e)})
 		if err != nil || !rd.Sync || rd.Append != nil {

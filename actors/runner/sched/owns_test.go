@@ -81,11 +81,7 @@ func TestScheduler_owns_failedClaimLeaseFreedWhenDisowned(t *testing.T) {
 	if !slices.Equal(claimed(rd), []string{"a"}) {
 		t.Fatalf("a disowned thread whose lease this session holds with no claim is never claimed: its lease would block the new owner until this runner ends: %+v", rd)
 	}
-	h.seq++
-	c := events.Claim{Thread: "a", Seq: h.seq, Lease: events.Lease{Thread: "a", Session: "me"}}
-	rd = h.step(ClaimDone{Thread: "a", Claim: c})
-	rd = h.step(Spawned{Spawn: *rd.Spawn})
-	if !slices.Equal(rd.Drain, []string{"a"}) {
+	if rd := h.hold("a", rd); !slices.Equal(rd.Drain, []string{"a"}) {
 		t.Fatalf("the disowned thread's claim: drain %v, want [a]", rd.Drain)
 	}
 
