@@ -9,6 +9,13 @@
 // plans again. So the view never holds an event the log lacks, and every
 // consuming write it plans is fenced by its claim (DESIGN §3).
 //
+// An append whose outcome is unknown is settled before anything else is
+// planned: the core reads the log ([Ready.Sync]), and when the append is
+// not there it sends it again, unchanged, with the same message id, until
+// the store gives a verdict. A replicated stream may commit the first send
+// after that read, and a holder that planned past it could release its
+// claim under the run it had started.
+//
 // # Usage
 //
 //	core := thread.New(thread.Config{Agent: "echo", IdleTicks: 1}, claim, history)
