@@ -56,3 +56,19 @@ func RunActiveAfter(ev *eventspb.Event) string {
 	}
 	return ""
 }
+
+// StrategyPoster posts a message under its thread's strategy in one step:
+// the head's reads and the post's own writes overlap, where a
+// [HeadReader]'s caller reads first and posts after. natsstore implements
+// it.
+type StrategyPoster interface {
+	// PostThreadStrategy posts m, which names no strategy, naming its
+	// thread's as read in the post (enqueue when the thread has none).
+	// When that is reject and a run is active, it returns an error
+	// wrapping [ErrThreadBusy], nothing written; a repost of an id the
+	// thread has returns the original, busy or not. decided false means
+	// it could not decide (the head does not tell the strategy, or a run
+	// started or ended between the read and the post) and wrote nothing:
+	// the caller posts by reading the head first.
+	PostThreadStrategy(ctx context.Context, thread string, m *eventspb.MessagePosted, opts ...PostOption) (ack Ack, decided bool, err error)
+}

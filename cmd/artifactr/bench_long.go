@@ -31,7 +31,9 @@ measure on it and on a fresh thread in the same run:
     of ten taken in turn on the two threads, so both see the same load);
   - a plain post's client-side latency on each thread (--posts posts
     each, taken in turn, naming no strategy,
-    through the reject check's path, as artifactr post does);
+    through the reject check's path, as artifactr post does), and on
+    the long thread with each post made once the previous one's run
+    ended;
   - the claim after the restart: from the first post's stored time to its
     run_started (the claim, its replay, and the start);
   - the runner's heap held for the long thread beyond a fresh one (after
@@ -61,6 +63,8 @@ Figures only: nothing is asserted.`,
 				rep.TurnsPerSecondLong, rep.TurnP50MsLong, rep.TurnP99MsLong, rep.TurnsPerSecondFresh, rep.TurnP50MsFresh, rep.TurnP99MsFresh, rep.TurnRatio)
 			fmt.Fprintf(a.stdout, "post:     p50 %.2f ms, p99 %.2f ms (client side, no --strategy); fresh thread p50 %.2f ms, ratio %.2f\n",
 				rep.PostP50Ms, rep.PostP99Ms, rep.PostP50MsFresh, rep.PostRatio)
+			fmt.Fprintf(a.stdout, "          each after the previous post's run ended: p50 %.2f ms, p99 %.2f ms\n",
+				rep.PostP50MsSettled, rep.PostP99MsSettled)
 			fmt.Fprintf(a.stdout, "claim:    %.1f ms after a restart\n", rep.ClaimMs)
 			fmt.Fprintf(a.stdout, "memory:   %d bytes of heap held for the long thread beyond a fresh one\n", rep.HeldBytes)
 			fmt.Fprintf(a.stdout, "snapshot: %d bytes\n", rep.SnapshotBytes)

@@ -1,10 +1,13 @@
 package natsstore
 
 import (
+	"cmp"
 	"context"
 	"fmt"
+	"sync"
 
 	"github.com/nats-io/nats.go"
+	"github.com/nats-io/nats.go/jetstream"
 	"github.com/nats-io/nuid"
 	"google.golang.org/protobuf/proto"
 	"google.golang.org/protobuf/types/known/timestamppb"
@@ -26,35 +29,62 @@ import (
 // and records the post's sequence in it after. A key costs two KV writes
 // per new post and one read per repost, whatever the thread's length.
 func (s *Store) Post(ctx context.Context, thread string, m *eventspb.MessagePosted, opts ...events.PostOption) (events.Ack, error) {
-	if err := events.ValidateThreadID(thread); err != nil {
-		return events.Ack{}, err
-	}
-	po, err := events.ApplyPostOptions(opts)
+	p, err := s.preparePost(thread, m, opts)
 	if err != nil {
 		return events.Ack{}, err
 	}
+	if err := p.encode(s); err != nil {
+		return events.Ack{}, err
+	}
+	var idc idClaim
+	kv := s.postIDs(ctx)
+	if kv != nil {
+		kctx, cancel := s.bound(ctx)
+		idc = s.reserveID(kctx, kv, &p.w, thread, p.m)
+		cancel()
+		if idc.done {
+			return idc.ack, idc.err
+		}
+	}
+	ack, _, err := s.publishPost(ctx, p, kv, idc)
+	return ack, err
+}
+
+// postWrite is a post, checked and ready to publish.
+type postWrite struct {
+	thread string
+	m      *eventspb.MessagePosted // with its message id
+	po     events.PostOptions
+	w      write // without data until encode
+}
+
+// preparePost validates a post and fills in its message id, before any
+// I/O.
+func (s *Store) preparePost(thread string, m *eventspb.MessagePosted, opts []events.PostOption) (postWrite, error) {
+	if err := events.ValidateThreadID(thread); err != nil {
+		return postWrite{}, err
+	}
+	po, err := events.ApplyPostOptions(opts)
+	if err != nil {
+		return postWrite{}, err
+	}
 	if m == nil {
-		return events.Ack{}, fmt.Errorf("%w: nil message", events.ErrInvalidEvent)
+		return postWrite{}, fmt.Errorf("%w: nil message", events.ErrInvalidEvent)
 	}
 	if id := m.GetMessageId(); id != "" {
 		if err := events.ValidateMessageID(id); err != nil {
-			return events.Ack{}, err
+			return postWrite{}, err
 		}
 	}
 	if _, err := events.ParseStrategy(m.GetStrategy()); err != nil {
-		return events.Ack{}, err
+		return postWrite{}, err
 	}
 	if err := s.checkOpen(); err != nil {
-		return events.Ack{}, err
+		return postWrite{}, err
 	}
 	if m.GetMessageId() == "" {
 		m = proto.Clone(m).(*eventspb.MessagePosted)
 		m.MessageId = nuid.Next()
-	}
-	ev := &eventspb.Event{Thread: thread, Time: timestamppb.New(s.cfg.Now()), Body: &eventspb.Event_MessagePosted{MessagePosted: m}}
-	data, err := s.encode(ev)
-	if err != nil {
-		return events.Ack{}, err
 	}
 	var h events.Header
 	if po.TraceParent != "" {
@@ -62,35 +92,43 @@ func (s *Store) Post(ctx context.Context, thread string, m *eventspb.MessagePost
 		po.SetHeaders(h)
 	}
 	subject := s.subj.Thread(thread, events.KindPosted)
-	w := write{
+	p := postWrite{thread: thread, m: m, po: po, w: write{
 		what:    "post to " + subject,
 		stream:  s.threadStream(thread),
 		subject: subject,
 		typ:     events.TypeMessagePosted,
 		header:  nats.Header(h),
-		data:    data,
 		msgID:   thread + ":" + m.GetMessageId(),
 		// The id is the caller's: an earlier Post may have stored it. No
 		// check is carried, so a repeat is always a duplicate ack.
 		landedBefore: true,
-	}
+	}}
 	if po.ExpectRun {
-		// The reject strategy: land only while the run subject stands
-		// where the poster read it (a literal subject, as the fence).
-		run := s.subj.Thread(thread, events.KindRun)
-		w.jsHeader = expectLastFor(po.ExpectRunSeq, run)
+		p.expectRun(s, po.ExpectRunSeq)
 	}
-	var idc idClaim
-	kv := s.postIDs(ctx)
-	if kv != nil {
-		kctx, cancel := s.bound(ctx)
-		idc = s.reserveID(kctx, kv, &w, thread, m)
-		cancel()
-		if idc.done {
-			return idc.ack, idc.err
-		}
-	}
-	o := s.publish(ctx, w)
+	return p, nil
+}
+
+// expectRun makes p land only while the run subject's last sequence is seq:
+// the reject strategy's check (a literal subject, as the fence).
+func (p *postWrite) expectRun(s *Store, seq uint64) {
+	p.po.ExpectRun, p.po.ExpectRunSeq = true, seq
+	p.w.jsHeader = expectLastFor(seq, s.subj.Thread(p.thread, events.KindRun))
+}
+
+// encode makes p's event.
+func (p *postWrite) encode(s *Store) error {
+	ev := &eventspb.Event{Thread: p.thread, Time: timestamppb.New(s.cfg.Now()), Body: &eventspb.Event_MessagePosted{MessagePosted: p.m}}
+	data, err := s.encode(ev)
+	p.w.data = data
+	return err
+}
+
+// publishPost publishes p, whose id idc reserved, then records its
+// sequence in the id key, or frees the key when the post was refused.
+// refused reports a refusal of the reject strategy's check.
+func (s *Store) publishPost(ctx context.Context, p postWrite, kv jetstream.KeyValue, idc idClaim) (ack events.Ack, refused bool, err error) {
+	o := s.publish(ctx, p.w)
 	if kv != nil {
 		kctx, cancel := s.bound(context.WithoutCancel(ctx))
 		switch {
@@ -101,22 +139,87 @@ func (s *Store) Post(ctx context.Context, thread string, m *eventspb.MessagePost
 		}
 		cancel()
 	}
-	if o.refused != nil && po.ExpectRun {
-		return events.Ack{}, fmt.Errorf("%w: post to %s expecting last seq %d on the run subject: a run started or ended, nothing written: %w",
-			events.ErrConflict, subject, po.ExpectRunSeq, o.refused)
+	subject := p.w.subject
+	if o.refused != nil && p.po.ExpectRun {
+		return events.Ack{}, true, fmt.Errorf("%w: post to %s expecting last seq %d on the run subject: a run started or ended, nothing written: %w",
+			events.ErrConflict, subject, p.po.ExpectRunSeq, o.refused)
 	}
 	if o.refused != nil {
 		// Posts carry no check; a refusal here is a server bug.
-		return events.Ack{}, fmt.Errorf("natsstore: post to %s refused: %w", subject, o.refused)
+		return events.Ack{}, false, fmt.Errorf("natsstore: post to %s refused: %w", subject, o.refused)
 	}
 	if o.err == nil && o.ack.Duplicate {
 		ctx, cancel := s.bound(ctx)
 		defer cancel()
-		if err := s.checkRepost(ctx, w.stream, subject, m, o.ack.Seq); err != nil {
-			return events.Ack{}, err
+		if err := s.checkRepost(ctx, p.w.stream, subject, p.m, o.ack.Seq); err != nil {
+			return events.Ack{}, false, err
 		}
 	}
-	return o.ack, o.err
+	return o.ack, false, o.err
+}
+
+var _ events.StrategyPoster = (*Store)(nil)
+
+// PostThreadStrategy implements [events.StrategyPoster]. The head's reads
+// (see [Store.ThreadHead]) and the create of the post's id key go out
+// together, so a post waits for one round of reads and writes less than
+// when it reads the head first. A post the head then refuses (reject and
+// busy) frees the key it created.
+func (s *Store) PostThreadStrategy(ctx context.Context, thread string, m *eventspb.MessagePosted, opts ...events.PostOption) (events.Ack, bool, error) {
+	p, err := s.preparePost(thread, m, opts)
+	if err != nil {
+		return events.Ack{}, true, err
+	}
+	if p.m.GetStrategy() != "" || p.po.ExpectRun {
+		return events.Ack{}, false, nil // the caller's to decide
+	}
+	kv := s.postIDs(ctx)
+	if kv == nil {
+		return events.Ack{}, false, nil
+	}
+	var (
+		h    events.Head
+		herr error
+		wg   sync.WaitGroup
+	)
+	wg.Go(func() { h, herr = s.ThreadHead(ctx, thread, "") })
+	kctx, cancel := s.bound(ctx)
+	idc := s.reserveID(kctx, kv, &p.w, thread, p.m)
+	cancel()
+	wg.Wait()
+	if idc.done {
+		return idc.ack, true, idc.err // a repost is answered whatever the strategy
+	}
+	free := func() {
+		if idc.created {
+			kctx, cancel := s.bound(context.WithoutCancel(ctx))
+			s.releaseID(kctx, kv, idc)
+			cancel()
+		}
+	}
+	if herr != nil || !h.StrategyKnown {
+		free()
+		return events.Ack{}, herr != nil, herr
+	}
+	st := cmp.Or(h.Strategy, events.StrategyEnqueue)
+	p.m = proto.Clone(p.m).(*eventspb.MessagePosted)
+	p.m.Strategy = string(st)
+	if st == events.StrategyReject {
+		if h.ActiveRun != "" {
+			free()
+			return events.Ack{}, true, fmt.Errorf("%w: run %s is active, and the thread's strategy is reject: nothing written", events.ErrThreadBusy, h.ActiveRun)
+		}
+		p.expectRun(s, h.LastRunSeq)
+	}
+	if err := p.encode(s); err != nil {
+		free()
+		return events.Ack{}, true, err
+	}
+	ack, refused, err := s.publishPost(ctx, p, kv, idc)
+	if refused {
+		return events.Ack{}, false, nil // a run started or ended: read again
+	}
+	return ack, true, err
 }
 
 // checkRepost compares a post that came back as a duplicate with the

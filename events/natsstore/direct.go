@@ -166,13 +166,9 @@ func (s *Store) directBatch(ctx context.Context, deadline time.Time, filter stri
 		if s.subj.IsGuard(subject) {
 			continue // no event (see events.KindGuard)
 		}
-		h := m.Header
-		for _, k := range []string{hdrStream, hdrSubject, hdrSequence, hdrTimeStamp, hdrNumPending, hdrLastSeq} {
-			h.Del(k)
-		}
 		// Loaded events are kept (a claim's history): decode into memory
 		// of their own, not the reply's.
-		envs = append(envs, events.Decode(s.subj, subject, seq, stored, events.Header(h), m.Data))
+		envs = append(envs, events.Decode(s.subj, subject, seq, stored, events.Header(storedHeader(m.Header)), m.Data))
 	}
 	return nil, 0, 0, fmt.Errorf("direct get from %s: replies ended without an end-of-batch", stream)
 }
@@ -180,4 +176,51 @@ func (s *Store) directBatch(ctx context.Context, deadline time.Time, filter stri
 // directReads reports whether c lets Load read with direct gets.
 func directReads(c jetstream.StreamConfig) bool {
 	return c.AllowDirect && c.Replicas == 1 && c.Mirror == nil
+}
+
+// storedHeader strips the headers a direct get adds from h, leaving those
+// stored with the message.
+func storedHeader(h nats.Header) nats.Header {
+	for _, k := range []string{hdrStream, hdrSubject, hdrSequence, hdrTimeStamp, hdrNumPending, hdrLastSeq} {
+		h.Del(k)
+	}
+	return h
+}
+
+// directGet reads one message of stream with a direct get of body, a
+// [msgGetRequest]. ErrMsgNotFound means none.
+func (s *Store) directGet(ctx context.Context, stream string, body []byte) (*jetstream.RawStreamMsg, error) {
+	m, err := s.nc.RequestWithContext(ctx, s.api.subject("DIRECT.GET."+stream), body)
+	if err != nil {
+		return nil, err
+	}
+	if len(m.Data) == 0 && m.Header.Get(hdrStatus) != "" {
+		if code := m.Header.Get(hdrStatus); code == "404" {
+			return nil, jetstream.ErrMsgNotFound
+		} else {
+			return nil, fmt.Errorf("direct get from %s: status %s %s", stream, code, m.Header.Get(hdrDescr))
+		}
+	}
+	seq, err := strconv.ParseUint(m.Header.Get(hdrSequence), 10, 64)
+	if err != nil {
+		return nil, fmt.Errorf("direct get from %s: bad %s %q", stream, hdrSequence, m.Header.Get(hdrSequence))
+	}
+	stored, _ := time.Parse(time.RFC3339Nano, m.Header.Get(hdrTimeStamp))
+	subject := m.Header.Get(hdrSubject)
+	h := storedHeader(m.Header)
+	if len(h) == 0 {
+		h = nil
+	}
+	return &jetstream.RawStreamMsg{Subject: subject, Sequence: seq, Header: h, Data: m.Data, Time: stored}, nil
+}
+
+// isThreadStream reports whether stream is one of the store's partition
+// streams.
+func (s *Store) isThreadStream(stream string) bool {
+	for p := range s.streams {
+		if s.streamName(p) == stream {
+			return true
+		}
+	}
+	return false
 }

@@ -127,6 +127,8 @@ type idClaim struct {
 	key string
 	rec idRecord
 	rev uint64 // the key's revision when this post is to be published
+	// created: this post made the key (it was not there).
+	created bool
 	// done: the id is taken already; ack or err is the post's answer.
 	done bool
 	ack  events.Ack
@@ -147,7 +149,7 @@ func (s *Store) reserveID(ctx context.Context, kv jetstream.KeyValue, w *write, 
 	for range 3 {
 		rev, err := kv.Create(ctx, c.key, val)
 		if err == nil {
-			c.rev = rev
+			c.rev, c.created = rev, true
 			return c
 		}
 		if !errors.Is(err, jetstream.ErrKeyExists) {

@@ -215,14 +215,21 @@ type msgGetRequest struct {
 	StartTime *time.Time `json:"start_time,omitempty"`
 }
 
-// getMsg reads one message through the stream leader's STREAM.MSG.GET API.
-// Not a direct get: on a replicated stream a direct get may be answered by a
-// follower that has not yet applied a write we were acked for, and the
-// read-back after a lost ack must see it. ErrMsgNotFound means none.
+// getMsg reads one message. ErrMsgNotFound means none. A thread stream
+// that allows direct reads (see directReads) is read with a direct get:
+// its one server answers it after every write acked before, and the
+// request skips the JetStream API's queue, which a post's reads of its
+// thread's head wait in behind the runners' writes. Any other stream is
+// read through its leader's STREAM.MSG.GET API: on a replicated stream a
+// direct get may be answered by a follower that has not yet applied a
+// write we were acked for, and the read-back after a lost ack must see it.
 func (s *Store) getMsg(ctx context.Context, stream string, req msgGetRequest) (*jetstream.RawStreamMsg, error) {
 	body, err := json.Marshal(req)
 	if err != nil {
 		return nil, err
+	}
+	if s.direct && s.isThreadStream(stream) {
+		return s.directGet(ctx, stream, body)
 	}
 	resp, err := s.nc.RequestWithContext(ctx, s.api.subject("STREAM.MSG.GET."+stream), body)
 	if err != nil {

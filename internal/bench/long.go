@@ -47,6 +47,11 @@ type LongReport struct {
 	// taken in turn with the long thread's; PostRatio is long / fresh.
 	PostP50MsFresh float64 `json:"post_p50_ms_fresh"`
 	PostRatio      float64 `json:"post_ratio"`
+	// PostP50MsSettled and PostP99MsSettled are a plain post's on the long
+	// thread when the previous post's run has ended: the post alone,
+	// where the posts above overlap the runs of the posts before them.
+	PostP50MsSettled float64 `json:"post_p50_ms_settled"`
+	PostP99MsSettled float64 `json:"post_p99_ms_settled"`
 	ClaimMs        float64 `json:"claim_ms"`
 	HeldBytes      int64   `json:"held_bytes"`
 	SnapshotBytes  int     `json:"snapshot_bytes"`
@@ -160,6 +165,11 @@ func Long(ctx context.Context, cfg LongConfig) (*LongReport, error) {
 	if rep.PostP50MsFresh > 0 {
 		rep.PostRatio = rep.PostP50Ms / rep.PostP50MsFresh
 	}
+	settled, err := settledPosts(ctx, poster, col, cfg.Posts)
+	if err != nil {
+		return nil, err
+	}
+	rep.PostP50MsSettled, rep.PostP99MsSettled = ms(pct(settled, 0.5)), ms(pct(settled, 0.99))
 
 	// The snapshot the runners keep: the warm-up's release saved it, of
 	// the holder's compact view.
@@ -175,6 +185,26 @@ func Long(ctx context.Context, cfg LongConfig) (*LongReport, error) {
 		return nil, fmt.Errorf("show: %w", err)
 	}
 	return rep, nil
+}
+
+// settledPosts times k plain posts to the long thread, each made once the
+// previous one's run ended (the wait is not timed).
+func settledPosts(ctx context.Context, poster doubletext.Poster, col *closedLoop, k int) ([]time.Duration, error) {
+	var out []time.Duration
+	for i := range k {
+		start := time.Now()
+		ack, err := poster.Post(ctx, longThread, &eventspb.MessagePosted{MessageId: fmt.Sprintf("s%d", i), Author: "bench", Text: "plain post"})
+		if err != nil {
+			return nil, fmt.Errorf("post to %s: %w", longThread, err)
+		}
+		out = append(out, time.Since(start))
+		select {
+		case <-col.wait(ack.Seq):
+		case <-ctx.Done():
+			return nil, fmt.Errorf("waiting for the run of %s seq %d: %w", longThread, ack.Seq, ctx.Err())
+		}
+	}
+	return out, nil
 }
 
 // showLast is the --last of the show measured: show's default.

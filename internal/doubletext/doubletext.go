@@ -10,8 +10,10 @@
 // run subject at the sequence it read ([events.WithExpectRunSeq]). A run
 // that starts between the read and the post moves the run subject, so
 // JetStream refuses the post and nothing is written; the poster reads again
-// and finds the run active. The other strategies are carried by the post
-// itself and acted on by the thread's holder.
+// and finds the run active. A store that is an [events.StrategyPoster]
+// reads the head while it makes the post's id key, and Poster asks it
+// first. The other strategies are carried by the post itself and acted on
+// by the thread's holder.
 package doubletext
 
 import (
@@ -60,6 +62,12 @@ func (p Poster) Post(ctx context.Context, thread string, m *eventspb.MessagePost
 	}
 	if st != "" && st != events.StrategyReject {
 		return p.Store.Post(ctx, thread, m, opts...)
+	}
+	if sp, ok := p.Store.(events.StrategyPoster); ok && st == "" {
+		// The store reads the head while it writes: fewer round trips.
+		if ack, decided, err := sp.PostThreadStrategy(ctx, thread, m, opts...); decided {
+			return ack, err
+		}
 	}
 	var lastRun uint64
 	var lastErr error

@@ -43,3 +43,42 @@ func TestPoster_Post_readsOnlyTheHead(t *testing.T) {
 		t.Fatalf("after configure enqueue: %v", err)
 	}
 }
+
+// strategyPoster is a store that posts under the thread's strategy itself
+// when decide is set, and leaves the post to the Poster when not.
+type strategyPoster struct {
+	*memstore.Store
+	decide bool
+	calls  int
+}
+
+func (s *strategyPoster) PostThreadStrategy(_ context.Context, _ string, _ *eventspb.MessagePosted, _ ...events.PostOption) (events.Ack, bool, error) {
+	s.calls++
+	if !s.decide {
+		return events.Ack{}, false, nil
+	}
+	return events.Ack{Seq: 99}, true, nil
+}
+
+// A post naming no strategy is the store's when it is a StrategyPoster that
+// decides; one it leaves undecided, or one naming a strategy, is the
+// Poster's.
+func TestPoster_Post_strategyPoster(t *testing.T) {
+	ctx := context.Background()
+	s := &strategyPoster{Store: memstore.New(memstore.Config{}), decide: true}
+	p := doubletext.Poster{Store: s}
+	if ack, err := p.Post(ctx, "t", &eventspb.MessagePosted{Text: "a"}); err != nil || ack.Seq != 99 || s.calls != 1 {
+		t.Fatalf("decided: %+v %v after %d calls, want the store's ack", ack, err, s.calls)
+	}
+	if _, err := p.Post(ctx, "t", &eventspb.MessagePosted{Text: "b", Strategy: "enqueue"}); err != nil || s.calls != 1 {
+		t.Fatalf("a post naming its strategy: %v, %d calls, want none", err, s.calls)
+	}
+	s.decide = false
+	if _, err := p.Post(ctx, "t", &eventspb.MessagePosted{Text: "c"}); err != nil || s.calls != 2 {
+		t.Fatalf("undecided: %v after %d calls", err, s.calls)
+	}
+	got := posts(t, s.Store, "t")
+	if len(got) != 2 || got[1].GetText() != "c" || got[1].GetStrategy() != "enqueue" {
+		t.Fatalf("posts %v, want b and c, c under enqueue", got)
+	}
+}
