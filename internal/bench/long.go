@@ -52,10 +52,10 @@ type LongReport struct {
 	// where the posts above overlap the runs of the posts before them.
 	PostP50MsSettled float64 `json:"post_p50_ms_settled"`
 	PostP99MsSettled float64 `json:"post_p99_ms_settled"`
-	ClaimMs        float64 `json:"claim_ms"`
-	HeldBytes      int64   `json:"held_bytes"`
-	SnapshotBytes  int     `json:"snapshot_bytes"`
-	BuildSeconds   float64 `json:"build_seconds"`
+	ClaimMs          float64 `json:"claim_ms"`
+	HeldBytes        int64   `json:"held_bytes"`
+	SnapshotBytes    int     `json:"snapshot_bytes"`
+	BuildSeconds     float64 `json:"build_seconds"`
 	// ShowMs and ShowAllMs are the median time of client.ThreadLast of
 	// the newest ShowLast messages (artifactr show) and of client.Thread
 	// (show --all) on the long thread; ShowEvents and ShowAllEvents the
