@@ -194,12 +194,11 @@ func (s *Store) directGet(ctx context.Context, stream string, body []byte) (*jet
 	if err != nil {
 		return nil, err
 	}
-	if len(m.Data) == 0 && m.Header.Get(hdrStatus) != "" {
-		if code := m.Header.Get(hdrStatus); code == "404" {
+	if code := m.Header.Get(hdrStatus); len(m.Data) == 0 && code != "" {
+		if code == "404" {
 			return nil, jetstream.ErrMsgNotFound
-		} else {
-			return nil, fmt.Errorf("direct get from %s: status %s %s", stream, code, m.Header.Get(hdrDescr))
 		}
+		return nil, fmt.Errorf("direct get from %s: status %s %s", stream, code, m.Header.Get(hdrDescr))
 	}
 	seq, err := strconv.ParseUint(m.Header.Get(hdrSequence), 10, 64)
 	if err != nil {
