@@ -182,7 +182,11 @@ func (c *Core) plan() {
 				pt.lost = true
 				c.stats.Lapsed++
 				c.becomeDraining(p)
-			} else if !c.mine(p) {
+			} else if !c.mine(p) || pt.lease.Session != c.me {
+				// Not this runner's now, or acquired under a session
+				// since lost (the acquisition was in flight): its lease
+				// names a session no renewal revives, so hand it over,
+				// and take it again under this one.
 				c.becomeDraining(p)
 			}
 		case free:
@@ -226,8 +230,9 @@ func (c *Core) acquired(m Acquired) {
 	*pt = part{phase: owned, lease: m.Lease}
 	c.stats.Acquired++
 	c.rd.Follow = append(c.rd.Follow, m.Partition)
-	// A session lost or a leave meanwhile: plan drains it at once, and
-	// the drain of a partition with nothing claimed is quick.
+	// A session lost (the lease names it, not c.me) or a leave
+	// meanwhile: plan drains it at once, and the drain of a partition
+	// with nothing claimed is quick.
 }
 
 func (c *Core) renewed(m Renewed) {

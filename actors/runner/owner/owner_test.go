@@ -323,3 +323,24 @@ func TestCore_leaveWhileAcquiring(t *testing.T) {
 		}
 	}
 }
+
+// An acquisition in flight when the session is lost and another opens
+// brings back a lease naming the lost session: it is handed over and
+// released, and the partition taken again under the new session.
+func TestCore_sessionLostWhileAcquiring(t *testing.T) {
+	w := newGroup(t, parts)
+	a := w.addQuiet("a", nil)
+	a.settle() // the first read
+	a.step(owner.Members{Live: []string{"a"}})
+	if len(a.since(0, acquires)) == 0 {
+		t.Fatal("no acquisition in flight")
+	}
+	// The acquisitions were made under "a"; their reports come after the
+	// session was lost and "a2" opened.
+	a.step(owner.SessionLost{})
+	a.sess = "a2"
+	a.step(owner.SessionOpened{ID: "a2"})
+	a.step(owner.Members{Live: []string{"a2"}})
+	a.settle()
+	w.settled()
+}
