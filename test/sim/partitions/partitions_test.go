@@ -12,7 +12,7 @@ import (
 )
 
 var (
-	flagSeeds = flag.Int("partitions.seeds", envInt("PARTITIONS_SEEDS", 4), "seeds of the default run")
+	flagSeeds = flag.Int("partitions.seeds", envInt("PARTITIONS_SEEDS", 16), "seeds of the default run (about half a second each with -race)")
 	flagBase  = flag.String("partitions.base", os.Getenv("PARTITIONS_BASE"), "first seed (default: random, printed)")
 	flagSeed  = flag.String("partitions.seed", os.Getenv("PARTITIONS_SEED"), "replay this one seed with its trace")
 	flagLarge = flag.Bool("partitions.large", os.Getenv("PARTITIONS_LARGE") != "", "run issue 29's scale: 10 runners, P = 64, posts over 1,000,000 thread ids")
