@@ -560,7 +560,7 @@ func around(envs []events.Envelope, thread string, seq uint64, n int) []string {
 		if e.Thread != thread || e.Seq > seq {
 			continue
 		}
-		line := fmt.Sprintf("    %d %s", e.Seq, e.Type)
+		line := fmt.Sprintf("    %d %s %s msgid=%s", e.Seq, e.Stored.Format("15:04:05.000"), e.Type, e.MsgID)
 		if ev := e.Event; ev != nil {
 			line += fmt.Sprintf(" claim_seq=%d holder=%s", ev.GetClaimSeq(), ev.GetHolder())
 			switch b := ev.GetBody().(type) {

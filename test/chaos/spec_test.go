@@ -1,6 +1,7 @@
 package chaos
 
 import (
+	"strings"
 	"testing"
 
 	"github.com/artifactr/artifactr/events"
@@ -29,6 +30,9 @@ func checkSpecTrace(t *testing.T, envs []events.Envelope, subj events.Subjects, 
 			break
 		}
 		t.Errorf("spec: %s", n)
+		if i < 3 {
+			t.Logf("the events of %s up to %d:\n%s", n.Thread, n.Seq, strings.Join(around(envs, n.Thread, n.Seq, 24), "\n"))
+		}
 	}
 	if !r.OK() {
 		t.Errorf("spec: %d of %d threads do not conform (seed %d)", len(r.Nonconforming), r.Threads, seed)
