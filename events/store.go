@@ -110,6 +110,18 @@ type ThreadLister interface {
 	Threads(ctx context.Context) ([]string, error)
 }
 
+// PartitionReader reads one partition's stream, for a runner that follows
+// it: the cost of each call grows with that partition alone, and a call
+// fails only when that partition's stream cannot be read.
+type PartitionReader interface {
+	// LastPartitionSeq returns the sequence of the last message stored in
+	// partition p's stream, or 0 when there is none.
+	LastPartitionSeq(ctx context.Context, p int) (uint64, error)
+	// PartitionThreads lists the threads of partition p that have a posted
+	// message, in no set order.
+	PartitionThreads(ctx context.Context, p int) ([]string, error)
+}
+
 // BoundedLoader is a [Reader] that can load a thread's events up to a
 // sequence the caller knows is stored, which a store may do more cheaply
 // than [Reader.Load].
@@ -257,6 +269,8 @@ type LeaseWatch interface {
 // Tail is a live follow of the log.
 type Tail interface {
 	// Next blocks until the next event, ctx is done, or the tail is stopped.
+	// A Next that returns because ctx is done leaves the tail as it was:
+	// the next call returns the event this one would have.
 	Next(ctx context.Context) (Envelope, error)
 	// Stop ends the tail. It is safe to call more than once.
 	Stop()

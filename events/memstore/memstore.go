@@ -601,6 +601,33 @@ func (s *Store) Threads(ctx context.Context) ([]string, error) {
 	return out, nil
 }
 
+// PartitionThreads implements [events.PartitionReader].
+func (s *Store) PartitionThreads(ctx context.Context, p int) ([]string, error) {
+	if err := s.checkPartition(ctx, p); err != nil {
+		return nil, err
+	}
+	s.log.mu.Lock()
+	defer s.log.mu.Unlock()
+	var out []string
+	for subj := range s.log.streamLocked(s.partKey(p)).last {
+		if t, k, ok := s.cfg.Subjects.Parse(subj); ok && k == events.KindPosted {
+			out = append(out, t)
+		}
+	}
+	slices.Sort(out)
+	return out, nil
+}
+
+func (s *Store) checkPartition(ctx context.Context, p int) error {
+	if err := ctx.Err(); err != nil {
+		return err
+	}
+	if n := s.cfg.Subjects.PartitionCount(); p < 0 || p >= n {
+		return fmt.Errorf("memstore: %w: no partition %d of %d", events.ErrLayout, p, n)
+	}
+	return nil
+}
+
 // Tail implements [events.Reader]. With partitions, filter must lie within
 // one partition, as in natsstore.
 func (s *Store) Tail(ctx context.Context, filter string, from uint64) (events.Tail, error) {

@@ -38,11 +38,8 @@ func (s *Store) LastStreamSeq(ctx context.Context) (uint64, error) {
 
 // LastPartitionSeq returns the last sequence of partition p's stream.
 func (s *Store) LastPartitionSeq(ctx context.Context, p int) (uint64, error) {
-	if err := ctx.Err(); err != nil {
+	if err := s.checkPartition(ctx, p); err != nil {
 		return 0, err
-	}
-	if p < 0 || p >= s.cfg.Subjects.PartitionCount() {
-		return 0, fmt.Errorf("memstore: %w: no partition %d", events.ErrLayout, p)
 	}
 	return uint64(len(s.log.recs(s.partKey(p)))), nil
 }

@@ -5,7 +5,6 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
-	"slices"
 	"time"
 
 	"github.com/nats-io/nats.go"
@@ -190,19 +189,48 @@ func (s *Store) Threads(ctx context.Context) ([]string, error) {
 	ctx, cancel := s.bound(ctx)
 	defer cancel()
 	var out []string
-	for p, st := range s.streams {
-		info, err := st.Info(ctx, jetstream.WithSubjectFilter(s.subj.PartitionAllOf(p, events.KindPosted)))
+	for p := range s.streams {
+		ths, err := s.partitionThreads(ctx, p)
 		if err != nil {
-			return nil, unavailable("list threads", err)
+			return nil, err
 		}
-		out = slices.Grow(out, len(info.State.Subjects))
-		for subj := range info.State.Subjects {
-			if t, _, ok := s.subj.Parse(subj); ok {
-				out = append(out, t)
-			}
+		out = append(out, ths...)
+	}
+	return out, nil
+}
+
+// PartitionThreads implements [events.PartitionReader].
+func (s *Store) PartitionThreads(ctx context.Context, p int) ([]string, error) {
+	if err := s.checkPartition(p); err != nil {
+		return nil, err
+	}
+	ctx, cancel := s.bound(ctx)
+	defer cancel()
+	return s.partitionThreads(ctx, p)
+}
+
+func (s *Store) partitionThreads(ctx context.Context, p int) ([]string, error) {
+	info, err := s.streams[p].Info(ctx, jetstream.WithSubjectFilter(s.subj.PartitionAllOf(p, events.KindPosted)))
+	if err != nil {
+		return nil, unavailable("list threads", err)
+	}
+	out := make([]string, 0, len(info.State.Subjects))
+	for subj := range info.State.Subjects {
+		if t, _, ok := s.subj.Parse(subj); ok {
+			out = append(out, t)
 		}
 	}
 	return out, nil
+}
+
+func (s *Store) checkPartition(p int) error {
+	if err := s.checkOpen(); err != nil {
+		return err
+	}
+	if p < 0 || p >= len(s.streams) {
+		return fmt.Errorf("natsstore: %w: no partition %d of %d", events.ErrLayout, p, len(s.streams))
+	}
+	return nil
 }
 
 // msgGetRequest is the JetStream STREAM.MSG.GET request.

@@ -90,6 +90,42 @@ func TestStore_Tail_newAndStop(t *testing.T) {
 	}
 }
 
+// A tail of new events whose consumer is lost before it delivered anything
+// goes on with new events, not the stream from its first: the ordered
+// consumer's replacement starts where the tail asked to.
+func TestStore_Tail_newSurvivesLostConsumer(t *testing.T) {
+	srv := natsembedtest.RunForTest(t)
+	s := open(t, srv)
+	for i := range 5 {
+		post(t, s, "T", fmt.Sprintf("old%d", i))
+	}
+	tl, err := s.Tail(ctxT(t), "threads.>", 0)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer tl.Stop()
+	_, js := connect(t, srv)
+	st, err := js.Stream(ctxT(t), DefaultStream)
+	if err != nil {
+		t.Fatal(err)
+	}
+	deleted := 0
+	for name := range st.ConsumerNames(ctxT(t)).Name() {
+		if err := st.DeleteConsumer(ctxT(t), name); err != nil {
+			t.Fatal(err)
+		}
+		deleted++
+	}
+	if deleted != 1 {
+		t.Fatalf("deleted %d consumers, want the tail's one", deleted)
+	}
+	want := post(t, s, "U", "new")
+	env, err := tl.Next(ctxT(t))
+	if err != nil || env.Seq != want || env.Thread != "U" {
+		t.Fatalf("after its consumer was lost the tail of new events gave seq %d (thread %q, err %v), want %d", env.Seq, env.Thread, err, want)
+	}
+}
+
 func TestStore_Threads_listsPosted(t *testing.T) {
 	srv := natsembedtest.RunForTest(t)
 	s := open(t, srv)

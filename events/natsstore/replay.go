@@ -47,11 +47,8 @@ func (s *Store) LastStreamSeq(ctx context.Context) (uint64, error) {
 // LastPartitionSeq returns the sequence of the last event stored in
 // partition p's stream, 0 when it is empty.
 func (s *Store) LastPartitionSeq(ctx context.Context, p int) (uint64, error) {
-	if err := s.checkOpen(); err != nil {
+	if err := s.checkPartition(p); err != nil {
 		return 0, err
-	}
-	if p < 0 || p >= len(s.streams) {
-		return 0, fmt.Errorf("natsstore: %w: no partition %d of %d", events.ErrLayout, p, len(s.streams))
 	}
 	ctx, cancel := s.bound(ctx)
 	defer cancel()

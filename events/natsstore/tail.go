@@ -36,10 +36,21 @@ func (s *Store) Tail(ctx context.Context, filter string, from uint64) (events.Ta
 	}
 	ctx, cancel := s.bound(ctx)
 	defer cancel()
-	cfg := jetstream.OrderedConsumerConfig{FilterSubjects: []string{filter}, DeliverPolicy: jetstream.DeliverNewPolicy}
-	if from > 0 {
-		cfg.DeliverPolicy, cfg.OptStartSeq = jetstream.DeliverByStartSequencePolicy, from
+	if from == 0 {
+		// New events: from after the stream's last message, read here,
+		// rather than DeliverNewPolicy. The ordered consumer starts its
+		// replacement, after a lost heartbeat, at the start sequence when
+		// nothing was delivered yet: with DeliverNew that is 1, the whole
+		// stream again. And no event stored between this read and the
+		// consumer's creation is skipped.
+		info, err := st.Info(ctx)
+		if err != nil {
+			return nil, unavailable("tail "+filter, err)
+		}
+		from = info.State.LastSeq + 1
 	}
+	cfg := jetstream.OrderedConsumerConfig{FilterSubjects: []string{filter},
+		DeliverPolicy: jetstream.DeliverByStartSequencePolicy, OptStartSeq: from}
 	cons, err := st.OrderedConsumer(ctx, cfg)
 	if err != nil {
 		return nil, unavailable("tail "+filter, err)
