@@ -53,6 +53,12 @@ type ownership struct {
 	known    bool            // the lease watch caught up since its (re)start
 	wake     time.Time       // the core's timer, as its Ready last said
 	running  map[int]context.CancelFunc
+	// open are the followed partitions whose tail is open, with the
+	// follow that opened it: claims wait for it (owns), since a claim's
+	// later events reach its actor only through the follow.
+	open     map[int]uint64
+	opening  map[int]uint64 // the current follow of each followed partition
+	follows  uint64         // follows started, to tell them apart
 	draining map[int]bool
 	leaving  bool // a graceful stop waits for the core's Done
 }
@@ -75,6 +81,8 @@ func newOwnership(r *Runner, session string) *ownership {
 		session:  session,
 		live:     map[string]bool{},
 		running:  map[int]context.CancelFunc{},
+		open:     map[int]uint64{},
+		opening:  map[int]uint64{},
 		draining: map[int]bool{},
 	}
 	o.opener, _ = r.cfg.Work.(partitionOpener)
@@ -82,8 +90,28 @@ func newOwnership(r *Runner, session string) *ownership {
 }
 
 // owns is the scheduler's ownership hook: this runner claims a thread only
-// while it owns the thread's partition.
-func (o *ownership) owns(th string) bool { return o.oc.Claims(events.Partition(th, o.n)) }
+// while it owns the thread's partition and follows it. A claim made before
+// the partition's tail opened could miss the events between its history
+// and the tail's start, its own writes among them.
+func (o *ownership) owns(th string) bool {
+	p := events.Partition(th, o.n)
+	_, open := o.open[p]
+	return open && o.oc.Claims(p)
+}
+
+// followOpen says partition p's tail is open, for the follow gen.
+type followOpen struct {
+	p   int
+	gen uint64
+}
+
+// followOpened lets claims of p start, if the follow that opened its tail
+// is still the current one.
+func (o *ownership) followOpened(m followOpen) {
+	if g, ok := o.opening[m.p]; ok && g == m.gen {
+		o.open[m.p] = m.gen
+	}
+}
 
 // ownStep feeds ev to the ownership core and carries out its Ready.
 func (ra *runnerActor) ownStep(ctx actor.Context, ev owner.Event) {
@@ -129,6 +157,8 @@ func (ra *runnerActor) ownStep(ctx actor.Context, ev owner.Event) {
 			stop()
 			delete(o.running, p)
 		}
+		delete(o.open, p)
+		delete(o.opening, p)
 	}
 	if len(rd.Drain) > 0 {
 		for _, p := range rd.Drain {
@@ -193,37 +223,86 @@ func (ra *runnerActor) ownLeaseChanged(ctx actor.Context, ev sched.Event) {
 }
 
 // followPartition follows partition p's stream and pulls its work, until
-// Unfollow or the runner's end. The follow starts with new events; the
-// threads posted to before it are then listed and looked at (a peek claims
-// those with work), so a thread a drained owner left with work is found.
+// Unfollow or the runner's end. The follow starts after the stream's last
+// event, read first; once its tail is open the runner claims p's threads,
+// pulls p's wake-ups, and looks at every thread ever posted to in p (a peek
+// claims those with work), so a thread a drained owner left with work is
+// found.
 func (ra *runnerActor) followPartition(p int) {
 	o, r := ra.own, ra.r
+	if stop := o.running[p]; stop != nil {
+		stop() // never two follows of one partition
+	}
 	ctx, cancel := context.WithCancel(r.ctx)
 	o.running[p] = cancel
+	o.follows++
+	gen := o.follows
+	o.opening[p] = gen
+	delete(o.open, p)
 	r.goDo(func() {
-		t := r.openTail(ctx, p, 0)
+		last, ok := r.partitionLast(ctx, p)
+		if !ok {
+			return
+		}
+		from := last + 1
+		if _, known := r.store.(events.PartitionReader); !known {
+			from = 0
+		}
+		t := r.openTail(ctx, p, from)
 		if t == nil {
 			return
 		}
+		r.send(followOpen{p: p, gen: gen})
 		if o.opener != nil {
 			r.goDo(func() { r.pullPartition(ctx, p, o.opener) })
 		}
-		r.lookAtPartition(ctx, p)
-		r.follow(ctx, p, t)
+		r.goDo(func() { r.lookAtPartition(ctx, p) })
+		r.follow(ctx, p, t, last)
 	})
+}
+
+// partitionLast reads the sequence partition p's stream ends at, retrying
+// until it can or ctx ends; 0 (and true) when the store cannot say.
+func (r *Runner) partitionLast(ctx context.Context, p int) (uint64, bool) {
+	pr, ok := r.store.(events.PartitionReader)
+	if !ok {
+		return 0, true
+	}
+	b := sys.NewBackoff(50*time.Millisecond, 2*time.Second)
+	for {
+		cctx, cancel := context.WithTimeout(ctx, r.cfg.CallTimeout)
+		last, err := pr.LastPartitionSeq(cctx, p)
+		cancel()
+		if err == nil {
+			return last, true
+		}
+		if ctx.Err() != nil {
+			return 0, false
+		}
+		r.log.Warn("cannot read a partition's last sequence; retrying", "partition", p, "err", err)
+		if !b.Wait(ctx) {
+			return 0, false
+		}
+	}
 }
 
 // lookAtPartition has the runner look at every thread of partition p that
 // was ever posted to.
 func (r *Runner) lookAtPartition(ctx context.Context, p int) {
-	lister, ok := r.store.(events.ThreadLister)
-	if !ok {
-		return
+	list := func(ctx context.Context) ([]string, error) {
+		if pr, ok := r.store.(events.PartitionReader); ok {
+			return pr.PartitionThreads(ctx, p)
+		}
+		lister, ok := r.store.(events.ThreadLister)
+		if !ok {
+			return nil, nil
+		}
+		return lister.Threads(ctx)
 	}
 	b := sys.NewBackoff(50*time.Millisecond, 2*time.Second)
 	for {
 		cctx, cancel := context.WithTimeout(ctx, r.cfg.CallTimeout)
-		ths, err := lister.Threads(cctx)
+		ths, err := list(cctx)
 		cancel()
 		if err == nil {
 			for _, th := range ths {
@@ -231,6 +310,9 @@ func (r *Runner) lookAtPartition(ctx context.Context, p int) {
 					r.send(sched.LookAt{Thread: th})
 				}
 			}
+			return
+		}
+		if ctx.Err() != nil {
 			return
 		}
 		r.log.Warn("cannot list a partition's threads; retrying", "partition", p, "err", err)

@@ -82,6 +82,10 @@ func (ra *runnerActor) Receive(ctx actor.Context) {
 			ra.own.leaving = true
 			ra.ownStep(ctx, owner.Leave{})
 		}
+	case followOpen:
+		if ra.own != nil {
+			ra.own.followOpened(m)
+		}
 	case ownStart:
 		if ra.own.session != "" {
 			ra.ownStep(ctx, owner.SessionOpened{ID: ra.own.session})

@@ -323,8 +323,18 @@ func (r *Runner) Start(ctx context.Context) error {
 			}
 		}
 	}
+	starts := make([]uint64, len(tails)) // where each follow starts: 0, new events
 	for p := range tails {
-		tails[p], err = r.store.Tail(sctx, r.subjects.PartitionAll(p), 0)
+		var from uint64
+		if pr, ok := r.store.(events.PartitionReader); ok {
+			if starts[p], err = pr.LastPartitionSeq(sctx, p); err != nil {
+				stopTails()
+				r.cancel()
+				return fmt.Errorf("runner: follow the stream: %w", err)
+			}
+			from = starts[p] + 1
+		}
+		tails[p], err = r.store.Tail(sctx, r.subjects.PartitionAll(p), from)
 		if err != nil {
 			stopTails()
 			r.cancel()
@@ -371,7 +381,7 @@ func (r *Runner) Start(ctx context.Context) error {
 		r.send(ownStart{})
 	}
 	for p, t := range tails {
-		r.goDo(func() { r.follow(r.ctx, p, t) })
+		r.goDo(func() { r.follow(r.ctx, p, t, starts[p]) })
 	}
 	r.goDo(func() { r.watchLeases(watch) })
 	r.goDo(func() { r.keepSession(sess) })
@@ -406,17 +416,49 @@ func (r *Runner) newScheduler(sess events.Session, own *ownership) *sched.Schedu
 // send delivers msg to the runner actor.
 func (r *Runner) send(msg any) { r.sys.Root.Send(r.pid, msg) }
 
-// follow feeds every event of partition p's stream, in order, to the
-// runner actor, until ctx ends. The stream holds only thread events and
-// the guards of guarded appends, and never deletes any, so its sequences
-// have no holes but the guards the tail skips, which the event after one
-// says (GuardBefore): any other jump means events were missed, and the
-// follow starts again after the last one routed.
-func (r *Runner) follow(ctx context.Context, p int, t events.Tail) {
-	var last uint64
+// follow feeds every event of partition p's stream after last, in order,
+// to the runner actor, until ctx ends. The stream holds only thread events
+// and the guards of guarded appends, and never deletes any, so its
+// sequences have no holes but the guards the tail skips, which the event
+// after one says (GuardBefore): any other jump means events were missed,
+// and the follow starts again after the last one routed. last is 0 when
+// the store could not say where the stream ended: the first event is then
+// taken as it comes.
+//
+// A tail that goes quiet while its stream grows is opened again: with
+// nothing delivered for followIdle after the stream was seen to hold an
+// event past the last routed, the tail is taken for stalled. Clocks decide
+// only when to look; the follow resumes after the last event routed.
+func (r *Runner) follow(ctx context.Context, p int, t events.Tail, last uint64) {
+	pr, _ := r.store.(events.PartitionReader)
+	var idle *idleCtx // nil without a store to check the stream with
+	if pr != nil {
+		idle = newIdleCtx(ctx, followIdle)
+		defer idle.stop()
+	}
+	var behind uint64 // the stream's last sequence at the last idle check, if past last
 	for {
-		env, err := t.Next(ctx)
-		if err == nil && (last == 0 || env.Seq == last+1 || env.GuardBefore && env.Seq == last+2) {
+		nctx := ctx
+		if idle != nil {
+			nctx = idle.ctx
+		}
+		env, err := t.Next(nctx)
+		if err != nil && ctx.Err() == nil && idle != nil && idle.ctx.Err() != nil {
+			idle.rearm()
+			if behind == 0 {
+				cctx, cancel := context.WithTimeout(ctx, r.cfg.CallTimeout)
+				if n, err := pr.LastPartitionSeq(cctx, p); err == nil && n > last {
+					behind = n
+				}
+				cancel()
+				continue
+			}
+			err = fmt.Errorf("runner: follow of partition %d stalled: nothing delivered after %d for %s, with %d stored", p, last, followIdle, behind)
+		} else if err == nil && idle != nil {
+			idle.rearm()
+			behind = 0
+		}
+		if err == nil && (last == 0 && pr == nil || env.Seq == last+1 || env.GuardBefore && env.Seq == last+2) {
 			last = env.Seq
 			r.send(sched.Routed{Env: env})
 			if p == 0 {
@@ -435,28 +477,69 @@ func (r *Runner) follow(ctx context.Context, p int, t events.Tail) {
 		if ctx.Err() != nil {
 			return
 		}
+		behind = 0
 		if err != nil {
-			r.log.Warn("stream follow ended; following again", "after", last, "err", err)
+			r.log.Warn("stream follow ended; following again", "partition", p, "after", last, "err", err)
 		} else {
-			r.log.Warn("gap in the stream follow; following again", "after", last, "got", env.Seq)
+			r.log.Warn("gap in the stream follow; following again", "partition", p, "after", last, "got", env.Seq)
 		}
-		t = r.openTail(ctx, p, last)
+		from := last + 1
+		if pr == nil && last == 0 {
+			from = 0 // where the stream ended is not known: new events
+		}
+		t = r.openTail(ctx, p, from)
 		if t == nil {
 			return
 		}
 	}
 }
 
-// openTail opens partition p's follow after last (from new events when
-// last is 0), retrying until it can or ctx ends.
-func (r *Runner) openTail(ctx context.Context, p int, last uint64) events.Tail {
+// followIdle is how long a follow waits for an event before it checks its
+// stream for newer ones; see follow.
+const followIdle = 5 * time.Second
+
+// idleCtx is a context that ends after a quiet spell, re-armed per event
+// with no allocation while its timer has not fired.
+type idleCtx struct {
+	parent context.Context
+	d      time.Duration
+	ctx    context.Context
+	cancel context.CancelFunc
+	timer  *time.Timer
+}
+
+func newIdleCtx(parent context.Context, d time.Duration) *idleCtx {
+	c := &idleCtx{parent: parent, d: d}
+	c.fresh()
+	return c
+}
+
+func (c *idleCtx) fresh() {
+	c.ctx, c.cancel = context.WithCancel(c.parent)
+	c.timer = time.AfterFunc(c.d, c.cancel)
+}
+
+// rearm starts the quiet spell again.
+func (c *idleCtx) rearm() {
+	if c.timer.Stop() {
+		c.timer.Reset(c.d)
+		return
+	}
+	c.cancel() // fired: this ctx is done, or about to be
+	c.fresh()
+}
+
+func (c *idleCtx) stop() {
+	c.timer.Stop()
+	c.cancel()
+}
+
+// openTail opens partition p's follow from sequence from (new events when
+// 0), retrying until it can or ctx ends.
+func (r *Runner) openTail(ctx context.Context, p int, from uint64) events.Tail {
 	b := sys.NewBackoff(50*time.Millisecond, 2*time.Second)
 	for {
 		cctx, cancel := context.WithTimeout(ctx, r.cfg.CallTimeout)
-		from := last + 1
-		if last == 0 {
-			from = 0
-		}
 		t, err := r.store.Tail(cctx, r.subjects.PartitionAll(p), from)
 		cancel()
 		if err == nil {

@@ -452,8 +452,13 @@ func (a *threadActor) append(ap *thread.Append) {
 		if err == nil && !ack.Duplicate && events.TypeOf(ev) == events.TypeRunAbandoned {
 			a.env.stats.abandoned.Add(1)
 		}
-		if err != nil && errors.Is(err, events.ErrThreadBusy) {
-			a.log().Info("fenced write refused", "type", events.TypeOf(ev), "err", err)
+		switch {
+		case err != nil && errors.Is(err, events.ErrThreadBusy):
+			a.log().Info("fenced write refused", "type", events.TypeOf(ev), "msg_id", id, "err", err)
+		case err != nil && !errors.Is(err, events.ErrNoStorage) && ctx.Err() == nil:
+			a.log().Info("append outcome unknown; the log decides whether it is sent again", "type", events.TypeOf(ev), "msg_id", id, "sends", ap.Retry+1, "err", err)
+		case err == nil && ap.Retry > 0:
+			a.log().Info("resent append settled", "type", events.TypeOf(ev), "msg_id", id, "sends", ap.Retry+1, "seq", ack.Seq, "duplicate", ack.Duplicate)
 		}
 		if err != nil && errors.Is(err, events.ErrNoStorage) {
 			// The core tries again (or, stopping, gives up): not at once,

@@ -158,6 +158,9 @@ type Core struct {
 	// unsettled is an append whose outcome was unknown, to send again
 	// once a sync shows it did not land (appendDone).
 	unsettled *Append
+	// refusedAt is the run-subject sequence a refused compare-and-set
+	// expected (appendDone), checked once the view has caught up (plan).
+	refusedAt *uint64
 	syncing   bool   // a Sync awaiting Synced
 	awaitSeq  uint64 // plan only once the view reaches this sequence
 	outbox    []Append
@@ -805,6 +808,9 @@ func (c *Core) appendDone(in AppendDone) Ready {
 		// A refused compare-and-set: nothing was written, and nothing
 		// will be. Catch up with the log, then plan again from what it
 		// holds.
+		if seq, ok := expectedRunSeq(a.Check); ok {
+			c.refusedAt = &seq
+		}
 		c.syncing = true
 		return Ready{Sync: true}
 	default:
@@ -905,6 +911,12 @@ func (c *Core) plan(rd Ready) Ready {
 		rd2.Cancel = append(rd.Cancel, rd2.Cancel...)
 		return rd2
 	}
+	if at := c.refusedAt; at != nil {
+		c.refusedAt = nil
+		if *at == v.LastRunSubjectSeq {
+			return c.viewHole(rd, *at)
+		}
+	}
 	if u := c.unsettled; u != nil {
 		c.unsettled = nil
 		if _, unseen := c.mine[u.MsgID]; unseen {
@@ -935,6 +947,37 @@ func (c *Core) plan(rd Ready) Ready {
 		c.steerAsk = ""
 	}
 	return rd
+}
+
+// viewHole stops a core whose view lacks an event of the log: the store
+// refused a compare-and-set that expected the run subject to end at at,
+// so an event past it was stored before the refusal, and the view, caught
+// up with the log read after it, still ends its run subject at at. Its
+// events reached it with one missing; planning from it would repeat the
+// refused write, and a release from it could leave a run active. A new
+// claim reads the thread afresh.
+func (c *Core) viewHole(rd Ready, at uint64) Ready {
+	an := Anomaly{Seq: c.view.LastSeq, Reason: fmt.Sprintf(
+		"the store refused a write that expected the run subject to end at %d, and the view, caught up to %d, ends it there: it lacks a stored event; stopping for a fresh claim",
+		at, c.view.LastSeq)}
+	c.anomalies = append(c.anomalies, an)
+	rd2 := c.stop(fmt.Errorf("thread: %s", an.Reason))
+	rd2.Cancel = append(rd.Cancel, rd2.Cancel...)
+	rd2.Anomalies = append(append(rd.Anomalies, rd2.Anomalies...), an)
+	return rd2
+}
+
+// expectedRunSeq returns the run-subject sequence chk expects: the
+// guard's, or a compare-and-set's on the event's own subject, the run
+// subject for every append the core checks that way.
+func expectedRunSeq(chk events.Check) (uint64, bool) {
+	switch {
+	case chk.Mode == events.CheckFence && chk.Guarded:
+		return chk.RunSeq, true
+	case chk.Mode == events.CheckSubject:
+		return chk.Seq, true
+	}
+	return 0, false
 }
 
 // maxSteerPerAsk bounds the steering one ask takes, so that a flood of

@@ -510,19 +510,93 @@ func TestCore_Decide_unknownOutcomeLandedNotResent(t *testing.T) {
 }
 
 // A refused compare-and-set is a verdict: nothing was written, and the
-// core reads the log before it plans again.
+// run subject holds an event the writer had not read. The core catches up
+// with the log and plans again from the event it then holds.
 func TestCore_Decide_refusedResyncs(t *testing.T) {
-	core, _ := startCore(t, memstore.New(memstore.Config{}), "refused")
 	for _, e := range []error{events.ErrConflict, events.ErrRunMoved} {
-		rd, err := core.Decide(thread.AppendDone{Err: fmt.Errorf("refused: %w", e)})
-		if err != nil || !rd.Sync || rd.Append != nil {
-			t.Fatalf("%v: %+v, %v; want a sync", e, rd, err)
-		}
-		rd, err = core.Decide(thread.Synced{LastSeq: core.View().LastSeq})
-		if err != nil || rd.Append == nil {
-			t.Fatalf("after the sync: %+v, %v; want the run planned again", rd, err)
-		}
+		t.Run(e.Error(), func(t *testing.T) {
+			ctx := context.Background()
+			s := memstore.New(memstore.Config{})
+			core, first := startCore(t, s, "refused")
+			stray := refusedBy(t, s, core, first)
+			rd, err := core.Decide(thread.AppendDone{Err: fmt.Errorf("refused: %w", e)})
+			if err != nil || !rd.Sync || rd.Append != nil {
+				t.Fatalf("%+v, %v; want a sync", rd, err)
+			}
+			last, err := events.ThreadLastSeq(ctx, s, "refused")
+			if err != nil {
+				t.Fatal(err)
+			}
+			if rd, err = core.Decide(thread.Synced{LastSeq: last}); err != nil || rd.Append != nil || rd.Stop {
+				t.Fatalf("synced before the view holds the log: %+v, %v; want nothing yet", rd, err)
+			}
+			rd, err = core.Decide(thread.Observed{Env: stray})
+			if err != nil || rd.Stop || rd.Append == nil {
+				t.Fatalf("after the view caught up: %+v, %v; want the next append planned", rd, err)
+			}
+			if rd.Append.Check == first.Check {
+				t.Fatalf("planned again with the refused check %+v", first.Check)
+			}
+		})
 	}
+}
+
+// A view that misses a stored event (its events reached it with one left
+// out) is found by the compare-and-set the store refuses: once the view
+// holds everything up to the log read after the refusal and still ends its
+// run subject where the refused write expected, it lacks an event. The core
+// stops for a fresh claim rather than send the refused write again and
+// again, or release from a view that may hide an active run.
+func TestCore_Decide_refusedWithViewHoleStops(t *testing.T) {
+	ctx := context.Background()
+	s := memstore.New(memstore.Config{})
+	th := "hole"
+	core, first := startCore(t, s, th)
+	refusedBy(t, s, core, first)
+	later := mustPost(t, s, th, "later")
+	rd, err := core.Decide(thread.AppendDone{Err: fmt.Errorf("refused: %w", events.ErrRunMoved)})
+	if err != nil || !rd.Sync {
+		t.Fatalf("%+v, %v; want a sync", rd, err)
+	}
+	// The run-subject event never reaches the core; the post after it does.
+	envs, err := s.Load(ctx, th, later)
+	if err != nil || len(envs) != 1 {
+		t.Fatalf("load the post: %v, %v", envs, err)
+	}
+	if _, err := core.Decide(thread.Observed{Env: envs[0]}); err != nil {
+		t.Fatal(err)
+	}
+	rd, err = core.Decide(thread.Synced{LastSeq: later})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if !rd.Stop || rd.Append != nil || rd.Release != nil {
+		t.Fatalf("a view missing a stored event: %+v; want a stop, with nothing written and no release", rd)
+	}
+	if len(rd.Anomalies) != 1 || !strings.Contains(rd.Anomalies[0].Reason, "lacks a stored event") {
+		t.Fatalf("anomalies %+v, want the hole named", rd.Anomalies)
+	}
+}
+
+// refusedBy stores, under core's claim, a run-subject event core has not
+// read, so that first, core's pending append, is refused; it returns it.
+func refusedBy(t *testing.T, s events.Store, core *thread.Core, first *thread.Append) events.Envelope {
+	t.Helper()
+	ctx := context.Background()
+	c := core.Claim()
+	ev := events.NewRunAbandoned(c, time.Now(), "stray-run", c.Seq, "written by another process of the holder")
+	ack, err := s.Append(ctx, ev, events.FencedGuarded(c, core.View().LastRunSubjectSeq))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := s.Append(ctx, first.Event, first.Check, events.WithMsgID(first.MsgID)); !errors.Is(err, events.ErrRunMoved) && !errors.Is(err, events.ErrConflict) {
+		t.Fatalf("the core's append after the stray one: %v; want it refused", err)
+	}
+	envs, err := s.Load(ctx, c.Thread, ack.Seq)
+	if err != nil || len(envs) == 0 {
+		t.Fatalf("load the stray event: %v, %v", envs, err)
+	}
+	return envs[0]
 }
 
 func TestCore_Decide_idleRelease(t *testing.T) {

@@ -189,6 +189,9 @@ func runSoak(t *testing.T, cfg config) {
 	if f.takeovers == 0 || f.completed == 0 || h.faults.sum("stall:") == 0 || h.faults.get("kill") == 0 {
 		t.Errorf("the faults did too little: takeovers=%d completed=%d stalls=%d kills=%d", f.takeovers, f.completed, h.faults.sum("stall:"), h.faults.get("kill"))
 	}
+	if t.Failed() {
+		t.Logf("the latest runner and store logs:\n%s", strings.Join(h.lc.latest(200), "\n"))
+	}
 	if cfg.partitions > 1 {
 		moves, overlaps := h.owners.counts()
 		t.Logf("%s: partition ownership moved %d times between runners (Runner.Partitions snapshots); %d snapshots showed a partition with two believed owners", cfg.name, moves, overlaps)

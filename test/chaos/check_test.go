@@ -5,8 +5,11 @@ import (
 	"fmt"
 	"maps"
 	"math"
+	"os"
+	"runtime/pprof"
 	"slices"
 	"strings"
+	"testing"
 	"time"
 
 	"github.com/nats-io/nats.go/jetstream"
@@ -337,11 +340,12 @@ func (h *harness) drain() time.Duration {
 			return time.Since(start)
 		}
 		if overdue > 0 {
-			h.t.Fatalf("%s: %d threads with a post pending past the bound (%s after the thread was free to take it, runner.ConsumeBound) after %s of the drain: %s\nrunner warnings: %s\nrunners:\n%s\ntrails:\n%s",
-				h.cfg.name, overdue, h.bound(), time.Since(start).Round(time.Millisecond), state, h.lc.summary(), h.describe(state), h.trails(state, 3))
+			dumpStacks(h.t)
+			h.t.Fatalf("%s: %d threads with a post pending past the bound (%s after the thread was free to take it, runner.ConsumeBound) after %s of the drain: %s\nrunner warnings: %s\nrunners:\n%s\ntrails:\n%s\nlatest logs:\n%s",
+				h.cfg.name, overdue, h.bound(), time.Since(start).Round(time.Millisecond), state, h.lc.summary(), h.describe(state), h.trails(state, 3), strings.Join(h.lc.latest(80), "\n"))
 		}
 		if time.Now().After(deadline) {
-			h.t.Fatalf("%s: not drained after %s: %s\nrunner warnings: %s\nrunners:\n%s\ntrails:\n%s", h.cfg.name, h.cfg.drain, state, h.lc.summary(), h.describe(state), h.trails(state, 3))
+			h.t.Fatalf("%s: not drained after %s: %s\nrunner warnings: %s\nrunners:\n%s\ntrails:\n%s\nlatest logs:\n%s", h.cfg.name, h.cfg.drain, state, h.lc.summary(), h.describe(state), h.trails(state, 3), strings.Join(h.lc.latest(80), "\n"))
 		}
 		time.Sleep(250 * time.Millisecond) // poll interval
 	}
@@ -582,4 +586,23 @@ func around(envs []events.Envelope, thread string, seq uint64, n int) []string {
 		out = append(out, line)
 	}
 	return out[max(0, len(out)-n):]
+}
+
+// dumpStacks writes every goroutine's stack to the file CHAOS_STACKS
+// names, if set: where a stuck runner waits.
+func dumpStacks(t *testing.T) {
+	path := os.Getenv("CHAOS_STACKS")
+	if path == "" {
+		return
+	}
+	f, err := os.Create(path)
+	if err != nil {
+		t.Logf("stacks: %v", err)
+		return
+	}
+	defer f.Close()
+	if err := pprof.Lookup("goroutine").WriteTo(f, 2); err != nil {
+		t.Logf("stacks: %v", err)
+	}
+	t.Logf("goroutine stacks written to %s", path)
 }

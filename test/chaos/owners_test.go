@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"maps"
 	"slices"
+	"strings"
 	"sync"
 	"time"
 
@@ -20,7 +21,22 @@ type ownerLog struct {
 	mu       sync.Mutex // protects the fields below
 	last     []string   // partition -> the runner last seen owning it
 	moves    int
-	overlaps int // snapshots with a partition two runners believe they own
+	overlaps int      // snapshots with a partition two runners believe they own
+	trail    []string // the latest moves, for a failure's message
+}
+
+// since returns the moves recorded after t.
+func (o *ownerLog) since(t time.Time) []string {
+	o.mu.Lock()
+	defer o.mu.Unlock()
+	stamp := t.Format("15:04:05.000")
+	var out []string
+	for _, m := range o.trail {
+		if m[:len(stamp)] >= stamp {
+			out = append(out, m)
+		}
+	}
+	return out
 }
 
 func (o *ownerLog) counts() (moves, overlaps int) {
@@ -86,6 +102,10 @@ func (h *harness) sampleOwners() {
 			if o.last[p] != id {
 				if o.last[p] != "" {
 					o.moves++
+					o.trail = append(o.trail, fmt.Sprintf("%s partition %d: %s -> %s (owners %v)", time.Now().Format("15:04:05.000"), p, o.last[p], id, ids))
+					if len(o.trail) > 64 {
+						o.trail = o.trail[1:]
+					}
 				}
 				o.last[p] = id
 			}
@@ -166,6 +186,7 @@ func (h *harness) checkOwnership() {
 		owner = o
 		return ok, state
 	})
+	settledAt := time.Now()
 	before := make([][]int64, len(rs))
 	for i, r := range rs {
 		for p := range n {
@@ -184,7 +205,8 @@ func (h *harness) checkOwnership() {
 	})
 	ok, state, after := ownershipSettled(n, rs)
 	if !ok || !slices.Equal(after, owner) {
-		h.t.Errorf("ownership moved with no faults: %s", state)
+		h.t.Errorf("ownership moved with no faults: %s; owners %s at %s, then %s; moves since:\n%s",
+			state, runnerIDs(owner), settledAt.Format("15:04:05.000"), runnerIDs(after), strings.Join(h.owners.since(settledAt), "\n"))
 		return
 	}
 	var ids []string
@@ -200,4 +222,14 @@ func (h *harness) checkOwnership() {
 			}
 		}
 	}
+}
+
+func runnerIDs(rs []*runner.Runner) []string {
+	ids := make([]string, len(rs))
+	for i, r := range rs {
+		if r != nil {
+			ids[i] = r.ID()
+		}
+	}
+	return ids
 }

@@ -188,15 +188,33 @@ func (s *chaosStore) Tail(ctx context.Context, filter string, from uint64) (even
 
 type freezableTail struct {
 	events.Tail
-	s *chaosStore
+	s    *chaosStore
+	held *events.Envelope // an event a Next read but did not return: its ctx ended in a freeze
 }
 
 func (t *freezableTail) Next(ctx context.Context) (events.Envelope, error) {
-	env, err := t.Tail.Next(ctx)
+	var env events.Envelope
+	var err error
+	if t.held != nil {
+		env, t.held = *t.held, nil
+	} else {
+		env, err = t.Tail.Next(ctx)
+	}
 	if werr := t.s.waitFreeze(ctx); werr != nil && err == nil {
+		t.held = &env // events.Tail: a Next its ctx ended leaves the tail as it was
 		return events.Envelope{}, werr
 	}
 	return env, err
+}
+
+// LastPartitionSeq implements events.PartitionReader for the runners.
+func (s *chaosStore) LastPartitionSeq(ctx context.Context, p int) (uint64, error) {
+	return s.Store.(events.PartitionReader).LastPartitionSeq(ctx, p)
+}
+
+// PartitionThreads implements events.PartitionReader for the runners.
+func (s *chaosStore) PartitionThreads(ctx context.Context, p int) ([]string, error) {
+	return s.Store.(events.PartitionReader).PartitionThreads(ctx, p)
 }
 
 func (s *chaosStore) waitFreeze(ctx context.Context) error {
@@ -244,37 +262,92 @@ func (s *chaosStore) pauseUntilAppend(thread string) bool {
 
 // logCounter is the runners' and stores' slog handler: it counts warnings
 // and errors by message and keeps the first few of each for the report,
-// without flooding the test log.
+// without flooding the test log. It also keeps the latest records, from
+// info up, for a failure's message.
 type logCounter struct {
-	mu      sync.Mutex // protects n and samples
+	mu      sync.Mutex // protects the fields below
 	n       map[string]int
 	samples []string
+	recent  []string // a ring of the latest records
+	next    int      // where the next record goes in recent
 }
 
-func (l *logCounter) Enabled(_ context.Context, lv slog.Level) bool { return lv >= slog.LevelWarn }
+// logRing is how many records logCounter.recent keeps.
+const logRing = 400
 
-func (l *logCounter) Handle(_ context.Context, r slog.Record) error {
+func (l *logCounter) Enabled(_ context.Context, lv slog.Level) bool { return lv >= slog.LevelInfo }
+
+func (l *logCounter) Handle(ctx context.Context, r slog.Record) error {
+	return l.handle(r, nil)
+}
+
+func (l *logCounter) handle(r slog.Record, attrs []slog.Attr) error {
+	if r.Level < slog.LevelWarn && slices.ContainsFunc(attrs, func(a slog.Attr) bool { return a.Key == "lib" }) {
+		return nil // protoactor's own
+	}
 	key := r.Level.String() + " " + r.Message
+	var b strings.Builder
+	b.WriteString(key)
+	for _, a := range attrs {
+		fmt.Fprintf(&b, " %s=%v", a.Key, a.Value)
+	}
+	r.Attrs(func(a slog.Attr) bool {
+		fmt.Fprintf(&b, " %s=%v", a.Key, a.Value)
+		return true
+	})
+	line := b.String()
 	l.mu.Lock()
 	defer l.mu.Unlock()
+	if len(l.recent) < logRing {
+		l.recent = append(l.recent, "")
+	}
+	l.recent[l.next] = r.Time.Format("15:04:05.000") + " " + line
+	l.next = (l.next + 1) % logRing
+	if r.Level < slog.LevelWarn {
+		return nil
+	}
 	if l.n == nil {
 		l.n = map[string]int{}
 	}
 	l.n[key]++
 	if l.n[key] <= 2 && len(l.samples) < 40 {
-		var b strings.Builder
-		b.WriteString(key)
-		r.Attrs(func(a slog.Attr) bool {
-			fmt.Fprintf(&b, " %s=%v", a.Key, a.Value)
-			return true
-		})
-		l.samples = append(l.samples, b.String())
+		l.samples = append(l.samples, line)
 	}
 	return nil
 }
 
-func (l *logCounter) WithAttrs([]slog.Attr) slog.Handler { return l }
-func (l *logCounter) WithGroup(string) slog.Handler      { return l }
+// latest returns the kept records that contain every one of words, oldest
+// first, at most n.
+func (l *logCounter) latest(n int, words ...string) []string {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	var out []string
+	for i := range len(l.recent) {
+		line := l.recent[(l.next+i)%len(l.recent)]
+		if !slices.ContainsFunc(words, func(w string) bool { return !strings.Contains(line, w) }) {
+			out = append(out, line)
+		}
+	}
+	return out[max(0, len(out)-n):]
+}
+
+func (l *logCounter) WithAttrs(as []slog.Attr) slog.Handler {
+	return &attrHandler{l: l, attrs: as}
+}
+func (l *logCounter) WithGroup(string) slog.Handler { return l }
+
+// attrHandler is a logCounter with attributes added (the runner's id).
+type attrHandler struct {
+	l     *logCounter
+	attrs []slog.Attr
+}
+
+func (h *attrHandler) Enabled(ctx context.Context, lv slog.Level) bool { return h.l.Enabled(ctx, lv) }
+func (h *attrHandler) Handle(_ context.Context, r slog.Record) error   { return h.l.handle(r, h.attrs) }
+func (h *attrHandler) WithAttrs(as []slog.Attr) slog.Handler {
+	return &attrHandler{l: h.l, attrs: append(slices.Clip(h.attrs), as...)}
+}
+func (h *attrHandler) WithGroup(string) slog.Handler { return h }
 
 func (l *logCounter) summary() string {
 	l.mu.Lock()

@@ -3,6 +3,7 @@ package chaos
 import (
 	"fmt"
 	"slices"
+	"strings"
 	"sync"
 
 	"github.com/artifactr/artifactr/actors/runner"
@@ -103,8 +104,16 @@ func (h *harness) checkViews(envs []events.Envelope, max int) []string {
 			for _, m := range fold.Pending() {
 				want = append(want, m.Seq)
 			}
-			bad = append(bad, fmt.Sprintf("%s by %s (holder %s, claim %d, %s) on %s: its view at %d had taken %d, %d messages, pending %v; the log's fold there has taken %d, %d messages, pending %v",
-				r.typ, r.runner, r.holder, r.claim, h.starts[r.holder], r.thread, r.lastSeq, r.taken, r.messages, r.seqs, fold.Taken, fold.NumMessages(), want))
+			line := fmt.Sprintf("%s by %s (holder %s, claim %d, %s) on %s: its view at %d had taken %d, %d messages, pending %v; the log's fold there has taken %d, %d messages, pending %v",
+				r.typ, r.runner, r.holder, r.claim, h.starts[r.holder], r.thread, r.lastSeq, r.taken, r.messages, r.seqs, fold.Taken, fold.NumMessages(), want)
+			if slices.ContainsFunc(bad, func(b string) bool { return strings.HasPrefix(b, line) }) {
+				continue // a resend of the same write
+			}
+			if len(bad) < 3 {
+				line += "\nthe thread's events:\n" + strings.Join(around(envs, r.thread, r.lastSeq+8, 40), "\n")
+				line += "\nthe holder's logs:\n" + strings.Join(h.lc.latest(40, "runner="+r.runner+" ", "thread="+r.thread+" "), "\n")
+			}
+			bad = append(bad, line)
 			if len(bad) == max {
 				break
 			}
