@@ -48,11 +48,11 @@ type ownership struct {
 	leaser events.PartitionLeaser
 	opener partitionOpener // nil: pull Config.Work whole, if set
 
-	session  string          // the session partitions are owned under
-	live     map[string]bool // session keys the lease watch reports
-	known    bool            // the lease watch caught up since its (re)start
-	wake     time.Time       // the core's timer, as its Ready last said
-	running  map[int]context.CancelFunc
+	session string          // the session partitions are owned under
+	live    map[string]bool // session keys the lease watch reports
+	known   bool            // the lease watch caught up since its (re)start
+	wake    time.Time       // the core's timer, as its Ready last said
+	running map[int]context.CancelFunc
 	// open are the followed partitions whose tail is open, with the
 	// follow that opened it: claims wait for it (owns), since a claim's
 	// later events reach its actor only through the follow.
