@@ -1,6 +1,10 @@
 package runner
 
-import "github.com/asynkron/protoactor-go/actor"
+import (
+	"time"
+
+	"github.com/asynkron/protoactor-go/actor"
+)
 
 // SetReceiveHook sets a function every thread actor calls at the start of
 // each Receive, and returns a function that removes it.
@@ -15,4 +19,12 @@ func SetReplayChunk(n uint64) (restore func()) {
 	old := replayChunk
 	replayChunk = n
 	return func() { replayChunk = old }
+}
+
+// SetFollowIdle sets how long a follow waits for an event before it checks
+// its stream, and returns a function that restores it.
+func SetFollowIdle(d time.Duration) (restore func()) {
+	old := followIdle
+	followIdle = d
+	return func() { followIdle = old }
 }

@@ -3,6 +3,7 @@ package runner_test
 import (
 	"context"
 	"fmt"
+	"strings"
 	"testing"
 	"time"
 
@@ -81,4 +82,60 @@ func TestRunner_partitioned(t *testing.T) {
 		}
 		run(t, s, q)
 	})
+}
+
+// gatedFollow is a partitioned memstore whose first read of one
+// partition's last sequence, which a follow of it starts with, waits for
+// gate: the follow is slow to open.
+type gatedFollow struct {
+	*memstore.Store
+	p    int
+	gate chan struct{}
+}
+
+func (g *gatedFollow) LastPartitionSeq(ctx context.Context, p int) (uint64, error) {
+	if p == g.p {
+		select {
+		case <-g.gate:
+		case <-ctx.Done():
+			return 0, ctx.Err()
+		}
+	}
+	return g.Store.LastPartitionSeq(ctx, p)
+}
+
+// A runner that owns a partition claims its threads only once the
+// partition's follow is open: a claim made before would miss the events
+// between its history and the start of the follow, its own run_started
+// among them, and wait for it forever.
+func TestRunner_partitionClaimsWaitForFollow(t *testing.T) {
+	const n = 2
+	s := &gatedFollow{Store: memstore.New(memstore.Config{Subjects: events.Subjects{Partitions: n}}), p: 1, gate: make(chan struct{})}
+	th := partitionThreads(n)[2] // in partition 1
+	if events.Partition(th, n) != s.p {
+		t.Fatalf("%s is in partition %d", th, events.Partition(th, n))
+	}
+	post(t, s, th, "early")
+	r := startRunner(t, runner.Config{Store: s, ClaimTTL: 2 * time.Second, ShutdownGrace: time.Second})
+	defer func() {
+		ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+		defer cancel()
+		r.Stop(ctx)
+	}()
+	testkit.WaitFor(t, 10*time.Second, "the runner to own both partitions", func() (bool, string) {
+		owned, _ := r.Partitions()
+		return len(owned) == n, fmt.Sprint(owned)
+	})
+	r.Wake(th)
+	// Either the runner leaves the thread alone while the follow is not
+	// open, or it claims it and starts the run before the follow opens.
+	testkit.WaitFor(t, 10*time.Second, "the wake-up taken up or left", func() (bool, string) {
+		d := r.Describe(t.Context(), []string{th})[th]
+		if !strings.Contains(d, "queued(") && !strings.Contains(d, "claiming(") && !strings.Contains(d, "held(") {
+			return true, ""
+		}
+		return len(fold(t, s, th).Runs) > 0, d
+	})
+	close(s.gate)
+	testkit.WaitFor(t, 20*time.Second, "the post answered", settled(t, s, th))
 }

@@ -495,8 +495,8 @@ func (r *Runner) follow(ctx context.Context, p int, t events.Tail, last uint64) 
 }
 
 // followIdle is how long a follow waits for an event before it checks its
-// stream for newer ones; see follow.
-const followIdle = 5 * time.Second
+// stream for newer ones; see follow. Tests shorten it.
+var followIdle = 5 * time.Second
 
 // idleCtx is a context that ends after a quiet spell, re-armed per event
 // with no allocation while its timer has not fired.

@@ -233,6 +233,46 @@ func (b flakyTails) Tail(ctx context.Context, filter string, from uint64) (event
 	return b.Store.Tail(ctx, filter, from)
 }
 
+// quietTails is a store whose first follow of the stream goes quiet: its
+// Next returns nothing until its ctx ends, however many events are stored,
+// as an ordered consumer that is never replaced does.
+type quietTails struct {
+	*memstore.Store // a PartitionReader: the follow can check its stream
+	quiet           *atomic.Int32
+}
+
+type quietTail struct{}
+
+func (quietTail) Next(ctx context.Context) (events.Envelope, error) {
+	<-ctx.Done()
+	return events.Envelope{}, ctx.Err()
+}
+func (quietTail) Stop() {}
+
+func (q quietTails) Tail(ctx context.Context, filter string, from uint64) (events.Tail, error) {
+	if q.quiet.Add(-1) >= 0 {
+		return quietTail{}, nil
+	}
+	return q.Store.Tail(ctx, filter, from)
+}
+
+// A follow that goes quiet while the stream grows is opened again after
+// the last event it routed: the post it missed is answered.
+func TestRunner_followQuietReopens(t *testing.T) {
+	defer runner.SetFollowIdle(50 * time.Millisecond)()
+	s := memstore.New(memstore.Config{})
+	quiet := &atomic.Int32{}
+	quiet.Store(1)
+	r := startRunner(t, runner.Config{Store: quietTails{s, quiet}})
+	defer r.Stop(context.Background())
+	post(t, s, "unheard", "x")
+	testkit.WaitFor(t, 10*time.Second, "the post's run", settled(t, s, "unheard"))
+	if quiet.Load() >= 0 {
+		t.Fatalf("the quiet tail was not replaced (%d)", quiet.Load())
+	}
+	auditClean(t, s, "unheard")
+}
+
 func TestRunner_followBreaks(t *testing.T) {
 	s := memstore.New(memstore.Config{})
 	fails := &atomic.Int32{}
