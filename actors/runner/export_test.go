@@ -28,3 +28,11 @@ func SetFollowIdle(d time.Duration) (restore func()) {
 	followIdle = d
 	return func() { followIdle = old }
 }
+
+// SetCatchUpWait sets how long a core waits for stored events before its
+// actor reads them, and returns a function that restores it.
+func SetCatchUpWait(d time.Duration) (restore func()) {
+	old := catchUpWait
+	catchUpWait = d
+	return func() { catchUpWait = old }
+}

@@ -183,7 +183,7 @@ type stats struct {
 	claimsBusy, rechecks, rechecksDue, peeks, liveSessions, keptParked   atomic.Int64
 	snapshotsLoaded, snapshotsBad, snapshotsSaved                        atomic.Int64
 	leasesReclaimed, notWritten                                          atomic.Int64
-	snapshotsFailed                                                      atomic.Int64
+	snapshotsFailed, catchUps                                            atomic.Int64
 }
 
 // Runner finds threads with work, claims them and hosts one thread actor per

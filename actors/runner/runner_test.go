@@ -273,6 +273,37 @@ func TestRunner_followQuietReopens(t *testing.T) {
 	auditClean(t, s, "unheard")
 }
 
+// deafTails is a store whose follows never deliver, and that cannot say
+// where its stream ends, so the runner cannot tell that they stall.
+type deafTails struct{ events.Store }
+
+func (deafTails) Tail(context.Context, string, uint64) (events.Tail, error) { return quietTail{}, nil }
+
+// A thread actor whose events do not reach it through the follow (here,
+// none do) reads those it knows are stored, its own writes and the log a
+// sync read, from the store: the post it was woken for is answered and the
+// claim released.
+func TestRunner_catchUpWithoutFollow(t *testing.T) {
+	defer runner.SetCatchUpWait(20 * time.Millisecond)()
+	s := memstore.New(memstore.Config{})
+	r := startRunner(t, runner.Config{Store: deafTails{s}, IdleTimeout: 100 * time.Millisecond, ShutdownGrace: time.Second})
+	defer func() {
+		ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+		defer cancel()
+		r.Stop(ctx)
+	}()
+	post(t, s, "deaf", "x")
+	r.Wake("deaf")
+	testkit.WaitFor(t, 10*time.Second, "the post answered and the claim released", func() (bool, string) {
+		v := fold(t, s, "deaf")
+		if ok, state := settled(t, s, "deaf")(); !ok {
+			return false, state
+		}
+		return v.Claim.Released, fmt.Sprintf("claim %+v", v.Claim)
+	})
+	auditClean(t, s, "deaf")
+}
+
 func TestRunner_followBreaks(t *testing.T) {
 	s := memstore.New(memstore.Config{})
 	fails := &atomic.Int32{}

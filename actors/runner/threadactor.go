@@ -60,8 +60,14 @@ type threadActor struct {
 
 	idleTimer  *time.Timer
 	graceTimer *time.Timer
-	stopping   bool
-	end        endGate // tells the observer the claim ended, after its appends
+	// catchUp checks, while the core waits for events its view lacks,
+	// that they arrive (catchUpDue); catchUpAt is the view's end at the
+	// last check.
+	catchUp   *time.Timer
+	catchUpAt uint64
+	catchUpOn bool
+	stopping  bool
+	end       endGate // tells the observer the claim ended, after its appends
 
 	runs map[string]*runHandle
 
@@ -196,6 +202,9 @@ func (a *threadActor) Receive(ctx actor.Context) {
 	case idleDue:
 		a.decide(ctx, thread.Tick{})
 		a.armIdle()
+	case catchUpDue:
+		a.catchUpOn = false
+		a.checkCaughtUp(true)
 	case describeReq:
 		m.reply <- fmt.Sprintf("actor(stopping=%v queued=%d resolving=%v creating=%d runs=%d) %s",
 			a.stopping, len(a.posts.q), a.posts.busy, len(a.posts.creating), len(a.runs), a.core.Describe())
@@ -262,6 +271,7 @@ func (a *threadActor) decide(ctx actor.Context, in thread.Input) bool {
 	}
 	rd, err := a.core.Decide(in)
 	a.exec(ctx, rd) // a rejected input's Ready too (Core.Decide)
+	a.checkCaughtUp(false)
 	if err != nil {
 		a.log().Debug("input rejected", "input", fmt.Sprintf("%T", in), "err", err)
 		return false
@@ -497,6 +507,62 @@ func (a *threadActor) sync() {
 	}
 }
 
+// catchUpDue says it is time to check that the core's view moves.
+type catchUpDue struct{}
+
+// catchUpWait is how long a core may wait for events it knows are stored
+// (its own acked appends, or the log a sync read) before the actor reads
+// them from the store itself. They reach it through the runner's follow,
+// which delivers them in a few milliseconds; one that does not (a thread
+// held where its partition is not followed, a follow that stalled) would
+// otherwise leave the core waiting for good.
+var catchUpWait = 2 * time.Second
+
+// checkCaughtUp keeps one timer running while the core waits for events,
+// and when fired with the view where it was at the last check, reads the
+// missing events from the store and hands them to the core, in order, as
+// the follow would. They are the log's events: a later copy from the follow
+// is ignored as already seen.
+func (a *threadActor) checkCaughtUp(fired bool) {
+	last, await, behind := a.core.Behind()
+	if !behind || a.stopping {
+		return
+	}
+	if fired && last == a.catchUpAt {
+		a.readAhead(last, await)
+	}
+	a.catchUpAt = last
+	if !a.catchUpOn {
+		a.catchUpOn = true
+		a.catchUp = a.rearm(a.catchUp, catchUpWait, catchUpDue{})
+	}
+}
+
+// readAhead reads the thread's events after last, up to await, and sends
+// them to the actor as Observed.
+func (a *threadActor) readAhead(last, await uint64) {
+	th, store, ctx := a.claim.Thread, a.env.store, a.ctx
+	a.env.stats.catchUps.Add(1)
+	a.log().Warn("events stored for this claim did not arrive; reading them", "after", last, "up_to", await)
+	a.env.goDo(func() {
+		rctx, cancel := context.WithTimeout(ctx, a.env.cfg.CallTimeout)
+		defer cancel()
+		var envs []events.Envelope
+		var err error
+		if bl, ok := store.(events.BoundedLoader); ok {
+			envs, err = bl.LoadUpTo(rctx, th, last+1, await)
+		} else {
+			envs, err = store.Load(rctx, th, last+1)
+		}
+		if err != nil {
+			return // the next check tries again
+		}
+		for _, e := range envs {
+			a.send(thread.Observed{Env: e})
+		}
+	})
+}
+
 // armIdle starts the idle timeout again: it ends IdleTimeout after the last
 // event or tick. A one-shot timer per thread costs nothing while it waits.
 func (a *threadActor) armIdle() {
@@ -526,7 +592,7 @@ func (a *threadActor) rearm(t *time.Timer, d time.Duration, msg any) *time.Timer
 // the runner's stop does.
 func (a *threadActor) stopAll() {
 	a.stopping = true
-	for _, t := range []*time.Timer{a.idleTimer, a.graceTimer} {
+	for _, t := range []*time.Timer{a.idleTimer, a.graceTimer, a.catchUp} {
 		if t != nil {
 			t.Stop()
 		}

@@ -262,6 +262,16 @@ func (c *Core) Describe() string {
 		c.claim.Seq, c.done, c.draining, inflight, c.syncing, c.awaitSeq, c.view.LastSeq, c.ownActive(), len(c.alive), len(c.outbox), len(c.view.Pending()))
 }
 
+// Behind reports the span of the log the core waits to see: its view ends
+// at last, and it plans only once the view reaches await (its own appends,
+// or the log read by a sync). ok is false when it waits for nothing.
+func (c *Core) Behind() (last, await uint64, ok bool) {
+	if c.done || c.syncing || c.view.LastSeq >= c.awaitSeq {
+		return 0, 0, false
+	}
+	return c.view.LastSeq, c.awaitSeq, true
+}
+
 // Claim returns the claim the core holds.
 func (c *Core) Claim() events.Claim { return c.claim }
 
