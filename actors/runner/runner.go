@@ -176,6 +176,9 @@ type Stats struct {
 	// SnapshotsFailed are snapshots encoded at release that the store
 	// could not save (too large, or unreachable).
 	SnapshotsFailed int64
+	// CatchUps are reads of events a thread actor knew were stored and
+	// that its follow had not brought within a while.
+	CatchUps int64
 }
 
 type stats struct {
@@ -263,6 +266,7 @@ func (r *Runner) Stats() Stats {
 		Panics: r.stats.panics.Load(), Sessions: r.stats.sessions.Load(),
 		SnapshotsLoaded: r.stats.snapshotsLoaded.Load(), SnapshotsBad: r.stats.snapshotsBad.Load(),
 		SnapshotsSaved: r.stats.snapshotsSaved.Load(), SnapshotsFailed: r.stats.snapshotsFailed.Load(),
+		CatchUps:     r.stats.catchUps.Load(),
 		ClaimsBusy:   r.stats.claimsBusy.Load(),
 		Rechecks:     r.stats.rechecks.Load(),
 		RechecksDue:  r.stats.rechecksDue.Load(),

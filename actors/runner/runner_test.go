@@ -301,6 +301,9 @@ func TestRunner_catchUpWithoutFollow(t *testing.T) {
 		}
 		return v.Claim.Released, fmt.Sprintf("claim %+v", v.Claim)
 	})
+	if n := r.Stats().CatchUps; n == 0 {
+		t.Fatal("no catch-up read counted")
+	}
 	auditClean(t, s, "deaf")
 }
 
