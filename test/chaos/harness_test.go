@@ -248,7 +248,7 @@ func (sl *slot) startRunner(id string) {
 	srv, err := server.Start(ctx, server.Config{
 		Store: ns,
 		Runner: runner.Config{
-			Store:         cs,
+			Store:         cs.forRunner(),
 			Agent:         agent.Echo{Delay: h.cfg.delay, Steer: true},
 			ID:            id,
 			ClaimTTL:      h.cfg.ttl,

@@ -207,14 +207,29 @@ func (t *freezableTail) Next(ctx context.Context) (events.Envelope, error) {
 	return env, err
 }
 
-// LastPartitionSeq implements events.PartitionReader for the runners.
-func (s *chaosStore) LastPartitionSeq(ctx context.Context, p int) (uint64, error) {
-	return s.Store.(events.PartitionReader).LastPartitionSeq(ctx, p)
+// forRunner returns the store a runner gets: s, with the inner store's
+// events.PartitionReader when it has one.
+func (s *chaosStore) forRunner() events.Store {
+	if pr, ok := s.Store.(events.PartitionReader); ok {
+		return partitionChaos{s, pr}
+	}
+	return s
 }
 
-// PartitionThreads implements events.PartitionReader for the runners.
-func (s *chaosStore) PartitionThreads(ctx context.Context, p int) ([]string, error) {
-	return s.Store.(events.PartitionReader).PartitionThreads(ctx, p)
+// partitionChaos is a chaosStore whose inner store reads by partition.
+type partitionChaos struct {
+	*chaosStore
+	pr events.PartitionReader
+}
+
+// LastPartitionSeq implements events.PartitionReader.
+func (s partitionChaos) LastPartitionSeq(ctx context.Context, p int) (uint64, error) {
+	return s.pr.LastPartitionSeq(ctx, p)
+}
+
+// PartitionThreads implements events.PartitionReader.
+func (s partitionChaos) PartitionThreads(ctx context.Context, p int) ([]string, error) {
+	return s.pr.PartitionThreads(ctx, p)
 }
 
 func (s *chaosStore) waitFreeze(ctx context.Context) error {
