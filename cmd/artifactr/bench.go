@@ -9,6 +9,7 @@ import (
 
 	"github.com/spf13/cobra"
 
+	"github.com/artifactr/artifactr/events/natsstore"
 	"github.com/artifactr/artifactr/internal/bench"
 )
 
@@ -38,6 +39,7 @@ type benchFlags struct {
 	json              bool
 	partitions        int
 	runners           int
+	guard             string
 }
 
 // errorLogger logs errors only, to stderr: the embedded servers, stores
@@ -106,8 +108,12 @@ publish acks, API replies, the lease watch and the bench's own follow).`,
 			if f.closedLoop && (f.partitions > 1 || f.runners > 1) {
 				return usagef("--partitions and --runners are for the open mode, not --closed-loop")
 			}
+			guard, err := natsstore.ParseGuardMode(f.guard)
+			if err != nil {
+				return usagef("--guard: %v", err)
+			}
 			cfg := bench.TurnsConfig{Threads: f.threads, Messages: f.messages, Sync: f.sync, ClaimTTL: f.claimTTL,
-				Partitions: f.partitions, Runners: f.runners,
+				Partitions: f.partitions, Runners: f.runners, Guard: guard,
 				Out: a.stdout, Logger: a.errorLogger(), TraceConsole: a.stderr}
 			run := bench.Turns
 			if f.closedLoop {
@@ -133,6 +139,7 @@ publish acks, API replies, the lease watch and the bench's own follow).`,
 	fl.DurationVar(&f.claimTTL, "claim-ttl", 10*time.Second, "the runner's lease TTL")
 	fl.IntVar(&f.partitions, "partitions", 1, "partition streams of the store; with more than one the runners divide them")
 	fl.IntVar(&f.runners, "runners", 1, "runners sharing the work")
+	fl.StringVar(&f.guard, "guard", string(natsstore.GuardAuto), "the store's guard of consuming writes, as serve's --guard: auto, on or off")
 	fl.BoolVar(&f.json, "json", false, "print the figures as one JSON object")
 	return cmd
 }

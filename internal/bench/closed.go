@@ -95,7 +95,7 @@ func ClosedLoop(ctx context.Context, cfg TurnsConfig) (*TurnsResult, error) {
 	if err := cfg.validate(); err != nil {
 		return nil, err
 	}
-	ts, err := StartTemp(ctx, "artifactr-bench-", !cfg.Sync, cfg.Logger, nil)
+	ts, err := startTemp(ctx, "artifactr-bench-", !cfg.Sync, 1, cfg.Guard, cfg.Logger, nil)
 	if err != nil {
 		return nil, err
 	}
@@ -112,7 +112,7 @@ func ClosedLoop(ctx context.Context, cfg TurnsConfig) (*TurnsResult, error) {
 	if cfg.Sync {
 		syncNote = "fsync on every write"
 	}
-	fmt.Fprintf(cfg.Out, "bench turns --closed-loop: embedded server (%s), one runner, echo agent; each thread posts its next message when its last run ended\n", syncNote)
+	fmt.Fprintf(cfg.Out, "bench turns --closed-loop: embedded server (%s), one runner, echo agent, guard %v; each thread posts its next message when its last run ended\n", syncNote, ts.Store.Guarded())
 	phases := []struct {
 		name              string
 		threads, messages int

@@ -32,6 +32,9 @@ type TurnsConfig struct {
 	// Runners is how many runners share the work ([Turns] only); with
 	// Partitions > 1 they divide the partitions. Default 1.
 	Runners int
+	// Guard is the store's guard mode ([Turns] and [ClosedLoop]), so the
+	// guard's cost per turn can be measured. Default natsstore.GuardAuto.
+	Guard natsstore.GuardMode
 	// Out gets the text lines. Required.
 	Out io.Writer
 	// Logger logs the errors of the server, the stores and the runner.
@@ -175,7 +178,7 @@ func Turns(ctx context.Context, cfg TurnsConfig) (*TurnsResult, error) {
 	if err := cfg.validate(); err != nil {
 		return nil, err
 	}
-	ts, err := StartTempPartitions(ctx, "artifactr-bench-", !cfg.Sync, cfg.Partitions, cfg.Logger, nil)
+	ts, err := startTemp(ctx, "artifactr-bench-", !cfg.Sync, cfg.Partitions, cfg.Guard, cfg.Logger, nil)
 	if err != nil {
 		return nil, err
 	}
@@ -185,8 +188,8 @@ func Turns(ctx context.Context, cfg TurnsConfig) (*TurnsResult, error) {
 	if cfg.Sync {
 		syncNote = "fsync on every write"
 	}
-	fmt.Fprintf(cfg.Out, "bench turns: %d threads x %d messages, embedded server (%s), echo agent, %d partitions, %d runners\n",
-		cfg.Threads, cfg.Messages, syncNote, cfg.Partitions, cfg.Runners)
+	fmt.Fprintf(cfg.Out, "bench turns: %d threads x %d messages, embedded server (%s), echo agent, %d partitions, %d runners, guard %v\n",
+		cfg.Threads, cfg.Messages, syncNote, cfg.Partitions, cfg.Runners, store.Guarded())
 
 	col, elapsed, dl, err := runTurns(ctx, ts, &cfg)
 	if err != nil {
