@@ -143,15 +143,20 @@ type claimer interface {
 
 // appendMarker is steps 2 and 3 of a claim: append thread_claimed by
 // compare-and-set on the claim subject, retrying while the lease is ours.
+// Under the RUNFENCE layout ([Subjects.RunFence]) the marker goes on the
+// run subject, so c0 is the run subject's last sequence: the claim then
+// refuses to land past a holder write it has not seen, and moves the run
+// subject, so every older holder's next write is refused.
 func appendMarker(ctx context.Context, s claimer, lease Lease, now time.Time) (Claim, error) {
 	thread, holder := lease.Thread, lease.Holder
-	// Expect an empty claim subject first: a thread's first claim then costs
+	on := markerKind(s)
+	// Expect an empty subject first: a thread's first claim then costs
 	// no read, and a wrong guess is only a conflict that reads c0.
 	c0, known := uint64(0), false
 	for attempt := 0; ; attempt++ {
 		if known {
 			var err error
-			if c0, err = s.LastSeq(ctx, thread, KindClaim); err != nil {
+			if c0, err = s.LastSeq(ctx, thread, on); err != nil {
 				return Claim{}, err
 			}
 		}
@@ -177,7 +182,7 @@ func appendMarker(ctx context.Context, s claimer, lease Lease, now time.Time) (C
 			continue // the guess was wrong; read c0 and try again
 		}
 		if attempt+1 >= maxClaimAttempts {
-			return Claim{}, fmt.Errorf("%w: claim subject of %s keeps moving", ErrThreadBusy, thread)
+			return Claim{}, fmt.Errorf("%w: %s subject of %s keeps moving", ErrThreadBusy, on, thread)
 		}
 		// Retry only while the lease is still ours.
 		if lease, err = s.RenewLease(ctx, lease); err != nil {
@@ -187,6 +192,15 @@ func appendMarker(ctx context.Context, s claimer, lease Lease, now time.Time) (C
 			return Claim{}, err
 		}
 	}
+}
+
+// markerKind is the subject kind s stores claim markers and releases on:
+// the run subject under RunFence, else the claim subject.
+func markerKind(s any) Kind {
+	if n, ok := s.(SubjectNamer); ok {
+		return n.Subjects().KindOf(TypeThreadClaimed)
+	}
+	return KindClaim
 }
 
 // ReleaseStore is what [ReleaseClaim] needs of a store: it releases
@@ -199,8 +213,19 @@ type ReleaseStore interface {
 // ReleaseClaim gives c up: it appends thread_released expecting c's marker to
 // be the newest, then deletes the lease so the thread can be claimed at once.
 // A release that finds a newer claim has nothing to give up and returns nil.
+// It is [ReleaseClaimAt] with runSeq c.Seq.
 func ReleaseClaim(ctx context.Context, s ReleaseStore, c Claim, reason string, now time.Time) error {
-	if err := ReleaseMarker(ctx, s, c, reason, now); err != nil {
+	return ReleaseClaimAt(ctx, s, c, c.Seq, reason, now)
+}
+
+// ReleaseClaimAt is [ReleaseClaim] for a holder that wrote since its claim:
+// under the RUNFENCE layout ([Subjects.RunFence]) the release is a
+// compare-and-set on the run subject expecting runSeq, the run subject's
+// last sequence as the holder knows it (its K); otherwise runSeq is
+// unused and the release expects c's marker on the claim subject. The lease
+// is deleted whether the release landed or not.
+func ReleaseClaimAt(ctx context.Context, s ReleaseStore, c Claim, runSeq uint64, reason string, now time.Time) error {
+	if err := ReleaseMarkerAt(ctx, s, c, runSeq, reason, now); err != nil {
 		return err
 	}
 	if lerr := s.ReleaseLease(ctx, c.Lease); lerr != nil && !errors.Is(lerr, ErrLeaseLost) {
@@ -212,8 +237,20 @@ func ReleaseClaim(ctx context.Context, s ReleaseStore, c Claim, reason string, n
 // ReleaseMarker appends thread_released expecting c's marker to be the
 // newest, and leaves the lease as it is: a runner that closes its session
 // next hands the thread to whoever takes that session's leases. A release
-// that finds a newer claim has nothing to give up and returns nil.
+// that finds a newer claim has nothing to give up and returns nil. It is
+// [ReleaseMarkerAt] with runSeq c.Seq.
 func ReleaseMarker(ctx context.Context, s Appender, c Claim, reason string, now time.Time) error {
+	return ReleaseMarkerAt(ctx, s, c, c.Seq, reason, now)
+}
+
+// ReleaseMarkerAt is [ReleaseMarker] for a holder that wrote since its
+// claim: under the RUNFENCE layout (s is a [SubjectNamer] whose subjects
+// say RunFence) the release lands on the run subject expecting runSeq, the
+// run subject's last sequence as the holder knows it; otherwise it expects
+// c.Seq on the claim subject and runSeq is unused. A refused release
+// returns nil: a newer claim, or under RUNFENCE a write the holder has not
+// seen, leaves it nothing it may give up (releases are for liveness only).
+func ReleaseMarkerAt(ctx context.Context, s Appender, c Claim, runSeq uint64, reason string, now time.Time) error {
 	ev := &eventspb.Event{
 		Thread:   c.Thread,
 		Time:     timestamppb.New(now),
@@ -224,7 +261,11 @@ func ReleaseMarker(ctx context.Context, s Appender, c Claim, reason string, now 
 			Reason: reason,
 		}},
 	}
-	_, err := s.Append(ctx, ev, ExpectLast(c.Seq))
+	expect := c.Seq
+	if markerKind(s) == KindRun {
+		expect = runSeq
+	}
+	_, err := s.Append(ctx, ev, ExpectLast(expect))
 	if err != nil && !errors.Is(err, ErrConflict) {
 		return err
 	}

@@ -107,6 +107,14 @@ func (t Type) Kind() Kind {
 	return ""
 }
 
+// StoredOn reports whether an event of type t is well placed on a subject
+// of kind k: its own kind, or, for a claim marker or release, the run
+// subject too, where the RUNFENCE layout stores them ([Subjects.RunFence]).
+// Readers accept a marker on either, so one reader serves both layouts.
+func (t Type) StoredOn(k Kind) bool {
+	return t.Kind() == k || t.Kind() == KindClaim && k == KindRun
+}
+
 // Fenced reports whether the type consumes a message or ends another claim's
 // run, and so may only be appended with [Fenced] (DESIGN §3).
 func (t Type) Fenced() bool {
@@ -260,7 +268,7 @@ func Decode(subjects Subjects, subject string, seq uint64, stored time.Time, h H
 		env.Err = errors.Join(env.Err, fmt.Errorf("event has no known body (type header %q)", env.Type))
 	case ev.GetThread() != thread:
 		env.Err = errors.Join(env.Err, fmt.Errorf("event thread %q on subject of thread %q", ev.GetThread(), thread))
-	case t.Kind() != kind:
+	case !t.StoredOn(kind):
 		env.Err = errors.Join(env.Err, fmt.Errorf("%s event on the %s subject", t, kind))
 	case env.Type != t:
 		env.Err = errors.Join(env.Err, fmt.Errorf("%s header %q names another body than %s", HeaderType, env.Type, t))

@@ -307,7 +307,9 @@ type Claim struct {
 	Seq    uint64 // claim_seq: the stream sequence of the thread_claimed marker
 	Lease  Lease
 	// Prev is the claim subject's last sequence before the marker, as its
-	// compare-and-set expected it: 0 for the thread's first claim.
+	// compare-and-set expected it: 0 for the thread's first claim. Under
+	// the RUNFENCE layout ([Subjects.RunFence]) it is the run subject's
+	// last sequence before the marker.
 	Prev uint64
 }
 
@@ -370,6 +372,13 @@ func Fenced(c Claim) Check { return Check{Mode: CheckFence, Seq: c.Seq} }
 // memory stream and much on a single-replica file stream, where it is off
 // by default; memstore always guards. A store that does not guard treats
 // the append as [Fenced].
+//
+// Under the RUNFENCE layout ([Subjects.RunFence]), where markers are on the
+// run subject, it is one compare-and-set on the run subject expecting
+// runSeq (the holder's K), with no claim-subject header and no guard. A
+// refusal is [ErrThreadBusy] when a marker (thread_claimed or
+// thread_released) landed on the run subject after runSeq, and
+// [ErrRunMoved] wrapped with [ErrConflict] otherwise.
 func FencedGuarded(c Claim, runSeq uint64) Check {
 	return Check{Mode: CheckFence, Seq: c.Seq, Guarded: true, RunSeq: runSeq}
 }

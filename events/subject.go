@@ -6,6 +6,8 @@ import (
 	"strings"
 	"unicode"
 	"unicode/utf8"
+
+	"github.com/artifactr/artifactr/events/eventspb"
 )
 
 // MaxThreadIDLen is the longest thread id accepted.
@@ -122,6 +124,35 @@ type Subjects struct {
 	Prefix string
 	// Partitions is the partition count; 0 means 1.
 	Partitions int
+	// RunFence is the RUNFENCE layout (spec README, "Claims on the run
+	// subject"): claim markers and releases are stored on the thread's run
+	// subject, so every holder write is one compare-and-set on it. It is a
+	// property of the stream, chosen when the stream is made: old and new
+	// protocols must never share a stream.
+	RunFence bool
+}
+
+// KindOf returns the kind of subject a store writes an event of type t
+// to: t.Kind(), except that under RunFence the claim markers and releases
+// go to the run subject.
+func (s Subjects) KindOf(t Type) Kind {
+	k := t.Kind()
+	if s.RunFence && k == KindClaim {
+		return KindRun
+	}
+	return k
+}
+
+// CheckAppend is [CheckAppend] under this layout: under RunFence, an
+// unguarded [Fenced] is refused with [ErrInvalidEvent], because the
+// run-subject fence is a compare-and-set on the run subject and needs its
+// last sequence ([FencedGuarded]).
+func (s Subjects) CheckAppend(ev *eventspb.Event, chk Check, opts []AppendOption) (AppendOptions, error) {
+	o, err := CheckAppend(ev, chk, opts)
+	if err == nil && s.RunFence && chk.Mode == CheckFence && !chk.Guarded {
+		err = fmt.Errorf("%w: %s: the run-subject fence needs the run subject's last sequence: use FencedGuarded", ErrInvalidEvent, TypeOf(ev))
+	}
+	return o, err
 }
 
 // PartitionCount returns the number of partitions, at least 1.

@@ -30,6 +30,12 @@ func (s *Store) ThreadHead(ctx context.Context, thread, messageID string) (event
 		r := st.recs[seq-1]
 		run = &r
 	}
+	if run != nil && s.cfg.Subjects.RunFence {
+		// A marker ends no run: the run the last run event before it left
+		// active is still active (natsstore walks the markers' checks).
+		run = lastRunEvent(st.recs, runSubj)
+		h.LastRunSeq = st.last[runSubj]
+	}
 	for i := range st.recs {
 		r := &st.recs[i]
 		if r.subject != postSubj {
@@ -47,7 +53,7 @@ func (s *Store) ThreadHead(ctx context.Context, thread, messageID string) (event
 	}
 	l.mu.Unlock()
 	if run != nil {
-		h.LastRunSeq = run.seq
+		h.LastRunSeq = max(h.LastRunSeq, run.seq)
 		if env := s.decode(*run); env.Err == nil {
 			h.ActiveRun = events.RunActiveAfter(env.Event)
 		}
@@ -72,4 +78,17 @@ func (s *Store) ThreadHead(ctx context.Context, thread, messageID string) (event
 		h.Strategy, _ = events.ParseStrategy(p.GetStrategy())
 	}
 	return h, nil
+}
+
+// lastRunEvent returns the last record on runSubj that is no marker, nil
+// when there is none.
+func lastRunEvent(recs []record, runSubj string) *record {
+	for i := len(recs) - 1; i >= 0; i-- {
+		r := &recs[i]
+		if r.subject == runSubj && !isMarker(events.Type(r.hdr.Get(events.HeaderType))) {
+			c := *r
+			return &c
+		}
+	}
+	return nil
 }

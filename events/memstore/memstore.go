@@ -379,8 +379,15 @@ func (s *Store) Post(ctx context.Context, thread string, m *eventspb.MessagePost
 }
 
 // Append implements [events.Appender].
+//
+// Under the RUNFENCE layout (Config.Subjects.RunFence) it follows
+// natsstore: markers and releases go to the run subject, a guarded fence
+// is one compare-and-set on the run subject expecting RunSeq, refused with
+// [events.ErrThreadBusy] when a marker landed after RunSeq and with
+// [events.ErrRunMoved] and [events.ErrConflict] otherwise, and an
+// unguarded fence is refused with [events.ErrInvalidEvent].
 func (s *Store) Append(ctx context.Context, ev *eventspb.Event, chk events.Check, opts ...events.AppendOption) (events.Ack, error) {
-	o, err := events.CheckAppend(ev, chk, opts)
+	o, err := s.cfg.Subjects.CheckAppend(ev, chk, opts)
 	if err != nil {
 		return events.Ack{}, err
 	}
@@ -400,7 +407,10 @@ func (s *Store) Append(ctx context.Context, ev *eventspb.Event, chk events.Check
 		id = ev.GetThread() + ":" + newID()
 	}
 	h[events.HeaderMsgID] = []string{id}
-	subject := s.cfg.Subjects.Thread(ev.GetThread(), events.TypeOf(ev).Kind())
+	subject := s.cfg.Subjects.Thread(ev.GetThread(), s.cfg.Subjects.KindOf(events.TypeOf(ev)))
+	if chk.Mode == events.CheckFence && s.cfg.Subjects.RunFence {
+		return s.appendRunFenced(ev, subject, h, data, chk.RunSeq, id, o.MsgID != "")
+	}
 	var checkSubj string
 	switch chk.Mode {
 	case events.CheckSubject:
@@ -436,6 +446,45 @@ func (s *Store) Append(ctx context.Context, ev *eventspb.Event, chk events.Check
 		return ack, fmt.Errorf("%w: %w", err, events.ErrConflict)
 	}
 	return ack, err
+}
+
+// appendRunFenced writes a consuming event under RUNFENCE: one
+// compare-and-set on its run subject expecting k, the holder's K.
+func (s *Store) appendRunFenced(ev *eventspb.Event, subject string, h events.Header, data []byte, k uint64, id string, callersID bool) (events.Ack, error) {
+	h[events.HeaderExpectSeq] = []string{fmt.Sprint(k)}
+	ack, err := s.write("append", subject, h, data, check{subject: subject, want: k})
+	if err == nil || !isRefusal(err) {
+		return ack, err
+	}
+	if callersID {
+		// A retry after a lost ack: read the subject back, as natsstore.
+		if seq, ok := s.log.landed(subject, id, k); ok {
+			return events.Ack{Seq: seq, Duplicate: true}, nil
+		}
+	}
+	if seq, ok := s.log.markerAfter(subject, k); ok {
+		return events.Ack{}, fmt.Errorf("%w: a claim marker or release landed at %d: %w", err, seq, events.ErrThreadBusy)
+	}
+	return events.Ack{}, fmt.Errorf("%w: %w: %w", err, events.ErrConflict, events.ErrRunMoved)
+}
+
+// markerAfter returns the sequence of the first thread_claimed or
+// thread_released on subject after sequence after, if there is one.
+func (l *Log) markerAfter(subject string, after uint64) (uint64, bool) {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	recs := l.streamLocked(l.streamOfLocked(subject)).recs
+	for i := after; i < uint64(len(recs)); i++ {
+		if r := recs[i]; r.subject == subject && isMarker(events.Type(r.hdr.Get(events.HeaderType))) {
+			return r.seq, true
+		}
+	}
+	return 0, false
+}
+
+// isMarker reports whether t is a claim marker or a release.
+func isMarker(t events.Type) bool {
+	return t == events.TypeThreadClaimed || t == events.TypeThreadReleased
 }
 
 // landed returns the sequence of the write with message id id on subject

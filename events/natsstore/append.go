@@ -260,6 +260,13 @@ func (s *Store) checkRepost(ctx context.Context, stream, subject string, m *even
 // guard message and the event when the store guards (see [GuardMode]), and
 // as a plain fenced append when it does not.
 //
+// Under the RUNFENCE layout (Config.Fence run) claim markers and releases
+// go to the run subject, a guarded check is one message there expecting
+// its RunSeq (no -Subject header, no guard), refused with
+// [events.ErrThreadBusy] when a marker landed after RunSeq and with
+// [events.ErrRunMoved] and [events.ErrConflict] otherwise, and an
+// unguarded [events.Fenced] is refused with [events.ErrInvalidEvent].
+//
 // Every append carries a Nats-Msg-Id, the caller's (see [events.WithMsgID])
 // or <thread>:<nuid>; ids are keyed stream-wide, so a caller's id should
 // include the thread. A retry with the same id within the stream's
@@ -272,6 +279,9 @@ func (s *Store) Append(ctx context.Context, ev *eventspb.Event, chk events.Check
 	}
 	if err := s.checkOpen(); err != nil {
 		return events.Ack{}, err
+	}
+	if chk.Mode == events.CheckFence && s.subj.RunFence {
+		return s.appendRunFenced(ctx, w)
 	}
 	if chk.Guarded && s.guard {
 		return s.appendGuarded(ctx, ev.GetThread(), w, chk)
@@ -295,7 +305,7 @@ func (s *Store) Append(ctx context.Context, ev *eventspb.Event, chk events.Check
 
 // prepareAppend validates and encodes an append, before any I/O.
 func (s *Store) prepareAppend(ev *eventspb.Event, chk events.Check, opts []events.AppendOption) (write, error) {
-	o, err := events.CheckAppend(ev, chk, opts)
+	o, err := s.subj.CheckAppend(ev, chk, opts)
 	if err != nil {
 		return write{}, err
 	}
@@ -310,7 +320,7 @@ func (s *Store) prepareAppend(ev *eventspb.Event, chk events.Check, opts []event
 	thread, typ := ev.GetThread(), events.TypeOf(ev)
 	w := write{
 		stream:       s.threadStream(thread),
-		subject:      s.subj.Thread(thread, typ.Kind()),
+		subject:      s.subj.Thread(thread, s.subj.KindOf(typ)),
 		typ:          typ,
 		data:         data,
 		msgID:        o.MsgID,
@@ -322,18 +332,24 @@ func (s *Store) prepareAppend(ev *eventspb.Event, chk events.Check, opts []event
 	}
 	// Plain concatenation: this runs on every append.
 	w.what = "append " + string(typ) + " to " + w.subject
-	switch chk.Mode {
-	case events.CheckSubject:
+	switch {
+	case chk.Mode == events.CheckSubject:
 		w.jsHeader = expectLast(chk.Seq)
-	case events.CheckFence:
+	case chk.Mode == events.CheckFence && s.subj.RunFence:
+		// RUNFENCE: a compare-and-set on the event's own subject, the run
+		// subject, expecting the holder's K (Subjects.CheckAppend let only
+		// a guarded fence through); no -Subject header.
+		w.jsHeader = expectLast(chk.RunSeq)
+		w.after = chk.RunSeq
+	case chk.Mode == events.CheckFence:
 		// The literal claim subject, never a wildcard: replicated streams
 		// track in-flight checks by the literal string (NATS-NOTES).
 		claim := s.subj.Thread(thread, events.KindClaim)
 		w.jsHeader = expectLastFor(chk.Seq, claim)
-	case events.CheckNone:
+	case chk.Mode == events.CheckNone:
 		// A client-written event (events.Type.ClientWritten): deduplicated
 		// by its msg id only.
-	case events.CheckUnfencedForTest:
+	case chk.Mode == events.CheckUnfencedForTest:
 		// No check: events.CheckAppend allows this only once the test
 		// helpers (eventstest.Unfenced) switched it on.
 		// The write lands after the claim's marker if at all, so after
@@ -342,6 +358,18 @@ func (s *Store) prepareAppend(ev *eventspb.Event, chk events.Check, opts []event
 		panic(fmt.Sprintf("natsstore: check mode %d passed events.CheckAppend", chk.Mode))
 	}
 	return w, nil
+}
+
+// appendRunFenced sends w, a consuming append under RUNFENCE: one message
+// on the run subject expecting the holder's K (w.after), no guard, no
+// batch. publish settles a possibly landed earlier attempt by its msg id;
+// a refusal is classified by the markers after K (runFenceRefused).
+func (s *Store) appendRunFenced(ctx context.Context, w write) (events.Ack, error) {
+	out := s.publish(ctx, w)
+	if out.refused != nil {
+		return events.Ack{}, s.runFenceRefused(context.WithoutCancel(ctx), w, out.refused)
+	}
+	return out.ack, out.err
 }
 
 // encode marshals ev and checks its size before any I/O.

@@ -201,6 +201,11 @@ func (s *Store) prepareBatch(items []BatchItem) (msgs []*nats.Msg, fence *uint64
 		if it.MsgID != "" {
 			opts = []events.AppendOption{events.WithMsgID(it.MsgID)}
 		}
+		if it.Check.Mode == events.CheckFence && s.subj.RunFence {
+			// RUNFENCE has no claim-subject fence: a batch's check is a
+			// compare-and-set on the run subject, on its first item.
+			return nil, nil, false, fmt.Errorf("%w: batch item %d is fenced, which the run-subject fence layout does not take in a batch: check the run subject with ExpectLast on the first item", events.ErrInvalidEvent, i)
+		}
 		if it.Check.Guarded {
 			// The guard is a batch of its own (appendGuarded); inside
 			// another it would be dropped without a word.

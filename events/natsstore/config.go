@@ -108,6 +108,13 @@ type Config struct {
 	// a replicated or memory stream, off for a single-replica file stream,
 	// where nats-server syncs a temporary file per batch (see [GuardMode]).
 	Guard GuardMode
+	// Fence is the stream's fence layout (see [FenceLayout]): "" takes
+	// what the stream records and makes a new stream in the claim layout;
+	// FenceClaim or FenceRun ask for one, make a new stream in it, and
+	// refuse (an error wrapping [events.ErrLayout]) a stream that records
+	// the other. Under FenceRun a guarded consuming append is one
+	// compare-and-set on the run subject, whatever Guard says.
+	Fence FenceLayout
 }
 
 // DefaultUnexplainedLeaseTTL is the default of Config.UnexplainedLeaseTTL.
@@ -193,6 +200,8 @@ func (c *Config) validate() error {
 		return fmt.Errorf("natsstore: Config.UnexplainedLeaseTTL %s is negative", c.UnexplainedLeaseTTL)
 	case c.Guard != GuardAuto && c.Guard != GuardOn && c.Guard != GuardOff:
 		return fmt.Errorf("natsstore: Config.Guard %q: want auto, on or off", c.Guard)
+	case c.Fence != "" && c.Fence != FenceClaim && c.Fence != FenceRun:
+		return fmt.Errorf("natsstore: Config.Fence %q: want claim, run or empty", c.Fence)
 	case c.DuplicateWindow < 0:
 		return fmt.Errorf("natsstore: Config.DuplicateWindow %s is negative", c.DuplicateWindow)
 	}

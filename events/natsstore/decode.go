@@ -54,7 +54,7 @@ func (s *Store) decodeFast(subject string, seq uint64, stored time.Time, h event
 	thread := ev.GetThread()
 	kind, ok := s.kindOf(subject, thread)
 	t := events.TypeOf(ev)
-	if !ok || t.Kind() != kind || events.Type(h.Get(events.HeaderType)) != t {
+	if !ok || !t.StoredOn(kind) || events.Type(h.Get(events.HeaderType)) != t {
 		return events.Envelope{}, false
 	}
 	return events.Envelope{

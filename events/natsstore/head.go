@@ -55,7 +55,10 @@ func (s *Store) ThreadHead(ctx context.Context, thread, messageID string) (event
 		default:
 			env := s.decodeRaw(run)
 			h.LastRunSeq = env.Seq
-			if env.Err == nil {
+			if s.subj.RunFence {
+				env, runErr = s.lastRunEvent(ctx, thread, env)
+			}
+			if env.Err == nil && env.Event != nil {
 				h.ActiveRun = events.RunActiveAfter(env.Event)
 			}
 		}
@@ -94,6 +97,38 @@ func (s *Store) ThreadHead(ctx context.Context, thread, messageID string) (event
 	}
 	h.Strategy, h.StrategyKnown = first, firstKnown
 	return h, firstErr
+}
+
+// maxMarkerWalk bounds how many markers in a row lastRunEvent steps over.
+const maxMarkerWalk = 1000
+
+// lastRunEvent returns, under RUNFENCE, the last event of the run subject
+// that is not a marker, env or before it: a claim or release does not end
+// the run before it (its new holder abandons that run), so the head's
+// ActiveRun is what the last run event says. Each marker a store wrote
+// expects the run subject's sequence before it, so its stored check is the
+// step back. A marker with no such check (forged) ends the walk with a zero
+// envelope: no active run known.
+func (s *Store) lastRunEvent(ctx context.Context, thread string, env events.Envelope) (events.Envelope, error) {
+	subject := s.subj.Thread(thread, events.KindRun)
+	for range maxMarkerWalk {
+		if env.Err != nil || !isMarker(events.TypeOf(env.Event)) {
+			return env, nil
+		}
+		prev := env.ExpectSeq
+		if prev == 0 || prev >= env.Seq || (env.ExpectSubject != "" && env.ExpectSubject != subject) {
+			return events.Envelope{}, nil
+		}
+		m, err := s.getMsg(ctx, s.threadStream(thread), msgGetRequest{Seq: prev})
+		if err != nil {
+			return events.Envelope{}, unavailable(fmt.Sprintf("read run event %d of %s", prev, thread), err)
+		}
+		if m.Subject != subject {
+			return events.Envelope{}, nil
+		}
+		env = s.decodeRaw(m)
+	}
+	return events.Envelope{}, unavailable("read the last run event of "+thread, fmt.Errorf("more than %d markers in a row", maxMarkerWalk))
 }
 
 // firstPostStrategy returns the strategy the thread's first posted event

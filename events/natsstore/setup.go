@@ -23,14 +23,18 @@ const markerTTL = 15 * time.Minute
 // keeps everything (DESIGN §2), so deletes, purges, rollups, ages and
 // per-message TTLs are all off. Its metadata records the layout.
 func (s *Store) streamConfig(p int) jetstream.StreamConfig {
+	meta := map[string]string{
+		MetaPartitions: strconv.Itoa(s.cfg.Partitions),
+		MetaPartition:  strconv.Itoa(p),
+	}
+	if s.subj.RunFence {
+		meta[MetaFence] = string(FenceRun)
+	}
 	return jetstream.StreamConfig{
 		Name:        s.streamName(p),
 		Description: "artifactr thread events (audit log: never delete, purge, roll up or expire)",
 		Subjects:    []string{s.subj.PartitionAll(p)},
-		Metadata: map[string]string{
-			MetaPartitions: strconv.Itoa(s.cfg.Partitions),
-			MetaPartition:  strconv.Itoa(p),
-		},
+		Metadata:    meta,
 		Retention:         jetstream.LimitsPolicy,
 		Storage:           jetstream.FileStorage,
 		Replicas:          s.cfg.Replicas,
@@ -138,6 +142,9 @@ func (s *Store) ensureStream(ctx context.Context, p int, created *int) error {
 	}
 	c := st.CachedInfo().Config
 	if err := s.checkLayout(p, c); err != nil {
+		return err
+	}
+	if err := s.checkFence(p, c); err != nil {
 		return err
 	}
 	s.streams[p] = st

@@ -65,7 +65,7 @@ func New(ctx context.Context, cfg Config) (*Store, error) {
 	}
 	s := &Store{
 		cfg:      cfg,
-		subj:     events.Subjects{Prefix: cfg.Prefix, Partitions: cfg.Partitions},
+		subj:     events.Subjects{Prefix: cfg.Prefix, Partitions: cfg.Partitions, RunFence: cfg.Fence == FenceRun},
 		api:      newAPI(cfg.Domain),
 		kvStream: "KV_" + cfg.Bucket,
 		kvPrefix: kvStored(cfg.Bucket),
