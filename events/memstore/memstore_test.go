@@ -85,3 +85,22 @@ func TestStore_guarded(t *testing.T) {
 		}
 	}
 }
+
+// The RUNFENCE layout's contract (events.Subjects.RunFence), before and
+// after deduplication, on one partition and on four.
+func TestStore_contractRunFence(t *testing.T) {
+	for _, p := range []int{1, 4} {
+		for _, mode := range []memstore.Mode{memstore.Replicated, memstore.Single} {
+			t.Run(fmt.Sprintf("P%d/%s", p, strings.Fields(mode.String())[0]), func(t *testing.T) {
+				log := memstore.NewLogWith(memstore.LogConfig{Mode: mode})
+				subj := events.Subjects{Partitions: p, RunFence: true}
+				eventstest.RunRunFence(t, eventstest.Harness{
+					Subjects: subj,
+					Open: func(t *testing.T, now func() time.Time) events.Store {
+						return log.Open(memstore.Config{Now: now, Subjects: subj})
+					},
+				})
+			})
+		}
+	}
+}
