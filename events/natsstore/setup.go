@@ -31,10 +31,10 @@ func (s *Store) streamConfig(p int) jetstream.StreamConfig {
 		meta[MetaFence] = string(FenceRun)
 	}
 	return jetstream.StreamConfig{
-		Name:        s.streamName(p),
-		Description: "artifactr thread events (audit log: never delete, purge, roll up or expire)",
-		Subjects:    []string{s.subj.PartitionAll(p)},
-		Metadata:    meta,
+		Name:              s.streamName(p),
+		Description:       "artifactr thread events (audit log: never delete, purge, roll up or expire)",
+		Subjects:          []string{s.subj.PartitionAll(p)},
+		Metadata:          meta,
 		Retention:         jetstream.LimitsPolicy,
 		Storage:           jetstream.FileStorage,
 		Replicas:          s.cfg.Replicas,
