@@ -98,8 +98,13 @@ func TestAppendBatch_runFenceRefusesFence(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	_, err = s.AppendBatch(ctxT(t), []BatchItem{{Event: events.NewRunAbandoned(c, time.Now(), "r0", c.Seq, "x"), Check: events.Fenced(c)}})
-	if !errors.Is(err, events.ErrInvalidEvent) {
-		t.Fatalf("fenced batch item under RUNFENCE: %v, want ErrInvalidEvent", err)
+	for _, chk := range []events.Check{events.Fenced(c), events.FencedGuarded(c, c.Seq)} {
+		_, err = s.AppendBatch(ctxT(t), []BatchItem{{Event: events.NewRunAbandoned(c, time.Now(), "r0", c.Seq, "x"), Check: chk}})
+		if !errors.Is(err, events.ErrInvalidEvent) || !strings.Contains(err.Error(), "run-subject fence layout") {
+			t.Fatalf("fenced batch item %+v under RUNFENCE: %v, want ErrInvalidEvent naming the layout", chk, err)
+		}
+	}
+	if got, _ := s.LastSeq(ctxT(t), th, events.KindRun); got != c.Seq {
+		t.Fatalf("a refused batch wrote: run subject at %d, want %d", got, c.Seq)
 	}
 }
