@@ -325,7 +325,10 @@ const (
 	// subject (compare-and-set).
 	CheckSubject
 	// CheckFence expects Seq to be the last sequence on the thread's claim
-	// subject: the writer's claim is still the newest.
+	// subject: the writer's claim is still the newest. Under RUNFENCE
+	// ([Subjects.RunFence]) only a guarded one is valid, and it is a
+	// compare-and-set on the run subject expecting RunSeq (see
+	// [FencedGuarded]).
 	CheckFence
 	// CheckUnfencedForTest drops the fence from a consuming append. It
 	// exists to prove that the safety tests fail without the fence. Stores
@@ -352,7 +355,9 @@ type Check struct {
 func ExpectLast(seq uint64) Check { return Check{Mode: CheckSubject, Seq: seq} }
 
 // Fenced is the fence: the append lands only while c's marker is the newest
-// on the thread's claim subject.
+// on the thread's claim subject. Under RUNFENCE ([Subjects.RunFence]) it is
+// refused with [ErrInvalidEvent]: that fence needs the run subject's last
+// sequence, so use [FencedGuarded].
 func Fenced(c Claim) Check { return Check{Mode: CheckFence, Seq: c.Seq} }
 
 // FencedGuarded is the fence plus the guard: the append lands only while c's

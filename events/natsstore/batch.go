@@ -158,7 +158,9 @@ func (s *Store) AppendBatch(ctx context.Context, items []BatchItem) ([]events.Ac
 	return nil, fmt.Errorf("natsstore: %s: not written after %d attempts: %w: %w", what, maxPublishAttempts, events.ErrUnavailable, lastErr)
 }
 
-// batchRefused maps a failed check to ErrThreadBusy or ErrConflict. The
+// batchRefused maps a failed check to ErrThreadBusy or ErrConflict (under
+// RUNFENCE always ErrConflict: prepareBatch lets no fence through, so the
+// claim subject is never read). The
 // server does not say which item's check failed; when the batch mixes a
 // fence and compare-and-sets, the claim subject is read back: a fence that
 // is no longer the newest claim is the refusal that matters.

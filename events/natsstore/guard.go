@@ -159,7 +159,9 @@ func (s *Store) appendGuarded(ctx context.Context, thread string, w write, chk e
 }
 
 // guardRefused maps a failed check of a guarded append: the server does not
-// say which of the two failed, so the claim subject is read back. A newer
+// say which of the two failed, so the claim subject is read back. Never
+// under RUNFENCE, where markers are not on the claim subject: Append sends
+// a guarded append there with appendRunFenced, which reads the run subject. A newer
 // claim marker means the fence failed ([events.ErrThreadBusy]); else the
 // run subject moved ([events.ErrRunMoved]). Claim sequences only grow, so a
 // fence that failed still fails on the read-back. When an earlier attempt
