@@ -354,4 +354,20 @@ func testRunFenceHeadAfterMarker(t *testing.T, h Harness) {
 	if head.LastRunSeq != b.Seq || head.ActiveRun != "r1" {
 		t.Fatalf("head after a takeover marker: last run seq %d, active %q; want %d, r1", head.LastRunSeq, head.ActiveRun, b.Seq)
 	}
+	// Markers in a row: B releases, C claims; r1 is still the run active.
+	bs := h.Open(t, func() time.Time { return time.Now().Add(2 * TTL) })
+	if err := events.ReleaseClaimAt(ctxT(t), bs, b, b.Seq, "done", time.Now()); err != nil {
+		t.Fatal(err)
+	}
+	cs := h.Open(t, time.Now)
+	c2, _ := claim(t, cs, th, "C", time.Now())
+	if head, err = hr.ThreadHead(ctxT(t), th, ""); err != nil {
+		t.Fatal(err)
+	}
+	if head.LastRunSeq != c2.Seq || head.ActiveRun != "r1" {
+		t.Fatalf("head after release and claim: last run seq %d, active %q; want %d, r1", head.LastRunSeq, head.ActiveRun, c2.Seq)
+	}
+	if c2.Prev <= b.Seq {
+		t.Fatalf("claim after the release expects %d, want the release after %d", c2.Prev, b.Seq)
+	}
 }
