@@ -1,11 +1,15 @@
 package natsstore
 
 import (
+	"context"
 	"errors"
 	"fmt"
 	"strings"
 	"testing"
 	"time"
+
+	"github.com/nats-io/nats.go"
+	"github.com/nats-io/nats.go/jetstream"
 
 	"github.com/artifactr/artifactr/events"
 	"github.com/artifactr/artifactr/events/eventstest"
@@ -106,5 +110,44 @@ func TestAppendBatch_runFenceRefusesFence(t *testing.T) {
 	}
 	if got, _ := s.LastSeq(ctxT(t), th, events.KindRun); got != c.Seq {
 		t.Fatalf("a refused batch wrote: run subject at %d, want %d", got, c.Seq)
+	}
+}
+
+// Spec: RUNFENCE step 6, ambiguous outcome on R1. A run-fenced append
+// lands, its ack is lost, and a newer claim lands on the run subject before
+// the retry, which the server refuses (10071: it checks before it
+// deduplicates). The store finds its msg id on the run subject after K, on
+// a fresh context though the caller's has ended, and reports the landing.
+func TestStore_Append_runFenceLostAckThenTakeover(t *testing.T) {
+	srv := natsembedtest.RunForTest(t)
+	s := open(t, srv, func(c *Config) { c.Fence = FenceRun })
+	later := time.Now().Add(time.Minute)
+	other := open(t, srv, func(c *Config) { c.Fence, c.Now = FenceRun, func() time.Time { return later } })
+	m := post(t, s, "T", "m1")
+	c := claim(t, s, "T", "A")
+	ctx, cancel := context.WithCancel(ctxT(t))
+	var landed, taken uint64
+	loseAck(s, func(n int32, real func() (*jetstream.PubAck, error)) (*jetstream.PubAck, error) {
+		pa, err := real()
+		if n == 1 && err == nil {
+			landed = pa.Sequence
+			b, _, cerr := events.AcquireClaim(ctxT(t), other, "T", "B", 10*time.Second, later)
+			if cerr != nil {
+				t.Errorf("takeover: %v", cerr)
+			}
+			taken = b.Seq
+			return nil, nats.ErrTimeout
+		}
+		if n == 2 {
+			cancel() // the caller gives up; the settle must not
+		}
+		return pa, err
+	})
+	ack, err := s.Append(ctx, events.NewRunStarted(c, time.Now(), "r1", m, "echo"), events.FencedGuarded(c, c.Seq))
+	if err != nil || ack.Seq != landed || !ack.Duplicate {
+		t.Fatalf("append after a lost ack and a takeover (claim %d): %+v %v, want a duplicate of %d", taken, ack, err, landed)
+	}
+	if n := countType(load(t, s, "T"), events.TypeRunStarted); n != 1 {
+		t.Fatalf("%d run_started stored, want 1", n)
 	}
 }
