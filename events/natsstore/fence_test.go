@@ -151,3 +151,27 @@ func TestStore_Append_runFenceLostAckThenTakeover(t *testing.T) {
 		t.Fatalf("%d run_started stored, want 1", n)
 	}
 }
+
+// A stale holder's refusal is classified (busy: a newer marker) by a read
+// on a fresh context, though the caller's ended as the refusal came back.
+func TestStore_Append_runFenceRefusedAfterCancel(t *testing.T) {
+	srv := natsembedtest.RunForTest(t)
+	s := open(t, srv, func(c *Config) { c.Fence = FenceRun })
+	later := time.Now().Add(time.Minute)
+	other := open(t, srv, func(c *Config) { c.Fence, c.Now = FenceRun, func() time.Time { return later } })
+	m := post(t, s, "T", "m1")
+	c := claim(t, s, "T", "A")
+	if _, _, err := events.AcquireClaim(ctxT(t), other, "T", "B", 10*time.Second, later); err != nil {
+		t.Fatal(err)
+	}
+	ctx, cancel := context.WithCancel(ctxT(t))
+	loseAck(s, func(n int32, real func() (*jetstream.PubAck, error)) (*jetstream.PubAck, error) {
+		pa, err := real()
+		cancel()
+		return pa, err
+	})
+	_, err := s.Append(ctx, events.NewRunStarted(c, time.Now(), "r1", m, "echo"), events.FencedGuarded(c, c.Seq))
+	if !errors.Is(err, events.ErrThreadBusy) {
+		t.Fatalf("stale holder, caller gone: %v, want ErrThreadBusy", err)
+	}
+}
