@@ -33,6 +33,9 @@ const (
 // Config configures a [Store] handle.
 type Config struct {
 	// Subjects names the stream's subjects; the zero value is threads.*.
+	// Its RunFence chooses the RUNFENCE layout (markers on the run subject);
+	// like a stream's layout it is the log's, so every handle on a [Log]
+	// must say the same.
 	Subjects events.Subjects
 	// Now is this handle's clock, used for lease expiry and event times.
 	// Handles with different clocks model skewed processes. Default time.Now.
