@@ -381,8 +381,22 @@ func (a *Auditor) claimChain(th *thread, env *events.Envelope, prevClaim, prevRu
 // latter is no holder's write. A run event always follows its run_started
 // on the same subject, so the expected sequence is never 0 and a missing
 // header (read as 0) is told apart.
+//
+// Under RUNFENCE a marker moves the run subject too, so a holder's write
+// lands only while its marker is the newest and not released: a holder
+// that read a newer marker stops (I4), and one that did not is refused.
 func (a *Auditor) runChain(th *thread, env *events.Envelope, prev uint64) {
 	a.checked[checkRunChain]++
+	if cs := env.Event.GetClaimSeq(); th.runFence && (cs != th.claimSeq || th.releaseSeq != 0) {
+		why := fmt.Sprintf("the newest marker on the run subject is %d", th.claimSeq)
+		if cs == th.claimSeq {
+			why = fmt.Sprintf("it was released at %d", th.releaseSeq)
+		}
+		a.violation(checkRunChain, th, seqs(th.claimSeq, th.releaseSeq, env.Seq), fmt.Sprintf(
+			"%s at %d was written under claim %d, but %s: with markers on the run subject no write of an older or released claim lands",
+			env.Type, env.Seq, cs, why))
+		return
+	}
 	if prev != 0 && env.ExpectSeq == prev && (env.ExpectSubject == "" || env.ExpectSubject == a.runSubject(env.Thread)) {
 		return
 	}

@@ -282,3 +282,21 @@ func TestAuditor_runFencedRandomLogs(t *testing.T) {
 		checkAgreesWithFold(t, runFenced(l.Envs))
 	}
 }
+
+// Spec: RunChain under RUNFENCE. A stale holder's run_output after a newer
+// marker, with a compare-and-set that names the run subject's last
+// sequence, cannot be an honest write: the holder would have read the
+// marker and stopped (I4). The claim layout allows it (its run is active).
+func TestAuditor_Add_runFenceStaleRunWrite(t *testing.T) {
+	l := newRFLog()
+	m1 := l.post(poster.Post("a", "x")) // 1
+	a := l.claim("A")                   // 2
+	l.cas(a.Started("r1", m1))          // 3
+	l.claim("B")                        // 4
+	l.cas(a.Output("r1", "o"))          // 5
+	r := run(l.envs)
+	if len(r.Violations) != 1 || r.Violations[0].Check != CheckRunChain || !slices.Equal(r.Violations[0].Seqs, []uint64{4, 5}) {
+		t.Fatalf("violations = %+v, want RunChain at 4, 5", r.Violations)
+	}
+	checkAgreesWithFold(t, l.envs)
+}
