@@ -3,6 +3,7 @@ package spec
 import (
 	"math/rand/v2"
 	"slices"
+	"strings"
 	"testing"
 
 	"github.com/artifactr/artifactr/events"
@@ -199,5 +200,31 @@ func TestTrace_runFenceModelBehavioursAsLogs(t *testing.T) {
 	}
 	if outputs == 0 {
 		t.Fatal("no walk wrote a run_output")
+	}
+}
+
+// A RUNFENCE thread is measured against the RUNFENCE models CI checks
+// (runfence.cfg: 2 messages, 1 open request), not the claim layout's: three
+// messages pending, within the claim layout's checked models, are beyond.
+func TestTrace_runFenceBeyondChecked(t *testing.T) {
+	build := func(l *tlog) {
+		l.claim("A")
+		l.start("A", "r1", l.post())
+		l.post()
+		l.post()
+		l.post() // 6: three pending
+	}
+	claim, rf := newLog(), newRunFenceLog()
+	build(claim)
+	build(rf)
+	if r := validate(*claim.envs); !r.OK() || len(r.Beyond) != 0 {
+		t.Fatalf("claim layout: report = %+v, want OK and nothing beyond", r)
+	}
+	r := validate(*rf.envs)
+	if !r.OK() {
+		t.Fatalf("%s", r.Nonconforming[0])
+	}
+	if len(r.Beyond) != 1 || r.Beyond[0].Seq != 6 || !strings.Contains(r.Beyond[0].What, "messages pending") {
+		t.Errorf("beyond %+v, want pending messages at 6", r.Beyond)
 	}
 }
