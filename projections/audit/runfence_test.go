@@ -221,46 +221,9 @@ func TestAuditor_Add_claimLayoutKeepsClaimFence(t *testing.T) {
 	}
 }
 
-// runFenced rewrites a log of the claim layout into the RUNFENCE layout:
-// well-formed markers move to their thread's run subject, and each check
-// that held (a marker's on the claim subject, a fence, a run-subject
-// compare-and-set) becomes a compare-and-set on the run subject's last
-// sequence, markers included. Checks that did not hold stay as they were.
-// It lets the random and fuzzed logs of eventgen, which decode only the
-// claim layout, exercise the run-subject layout.
+// runFenced moves l's markers to the run subject (eventgen.RunFenced).
 func runFenced(envs []events.Envelope) []events.Envelope {
-	var subj events.Subjects
-	type last struct{ claim, oldRun, run uint64 }
-	lasts := map[string]*last{}
-	out := slices.Clone(envs)
-	for i := range out {
-		env := &out[i]
-		l := lasts[env.Thread]
-		if l == nil {
-			l = &last{}
-			lasts[env.Thread] = l
-		}
-		typ := events.TypeOf(env.Event)
-		switch {
-		case env.Err == nil && env.Kind == events.KindClaim && (typ == events.TypeThreadClaimed || typ == events.TypeThreadReleased):
-			if env.ExpectSeq == l.claim && (env.ExpectSubject == "" || env.ExpectSubject == env.Subject) {
-				env.ExpectSeq, env.ExpectSubject = l.run, ""
-			}
-			l.claim = env.Seq
-			env.Kind, env.Subject = events.KindRun, subj.Thread(env.Thread, events.KindRun)
-			l.run = env.Seq
-		case env.Kind == events.KindClaim:
-			l.claim = env.Seq
-		case env.Kind == events.KindRun:
-			fence := env.Event != nil && env.ExpectSeq != 0 && env.ExpectSeq == env.Event.GetClaimSeq() &&
-				env.ExpectSubject == subj.Thread(env.Thread, events.KindClaim)
-			if fence || env.ExpectSeq == l.oldRun && env.ExpectSeq != 0 && env.ExpectSubject == "" {
-				env.ExpectSeq, env.ExpectSubject = l.run, ""
-			}
-			l.oldRun, l.run = env.Seq, env.Seq
-		}
-	}
-	return out
+	return eventgen.RunFenced(events.Subjects{}, envs)
 }
 
 // Logs of well-behaved writers moved to the run-subject layout pass every
