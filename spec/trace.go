@@ -421,7 +421,6 @@ func (th *threadTrace) actionOf(ev *eventspb.Event) string {
 		return "RunEnd"
 	case *eventspb.Event_RunOutput:
 		return "Output" // RUNFENCE only: step maps it so
-
 	case *eventspb.Event_RunAbandoned:
 		// Abandon abandons the active run; with none, the run it planned to
 		// abandon ended first, and the write changes nothing. Which run it
