@@ -20,7 +20,8 @@ const DefaultMaxFindings = 10_000
 // Options configure an [Auditor].
 type Options struct {
 	// Subjects names the stream's subjects; the fence check compares a fenced
-	// event's expected-subject header with its thread's claim subject.
+	// event's expected-subject header with its thread's claim subject (its
+	// run subject when the thread's markers are there: RUNFENCE).
 	Subjects events.Subjects
 	// MaxFindings bounds how many violations, and separately how many
 	// anomalies, a report lists, so that auditing a badly broken log of
