@@ -165,6 +165,8 @@ func FuzzApply(f *testing.F) {
 		// A hand-made envelope with no decoded event, as a careless caller
 		// might pass.
 		envs = append(envs, events.Envelope{Seq: l.Seq() + 1, Thread: "t0", Stored: time.Time{}})
+		// The same log with its markers on the run subject (RUNFENCE).
+		checkPrefixClone(t, "t0", eventgen.RunFenced(l.Subjects, envs), len(envs)/2, Fold("t0", eventgen.RunFenced(l.Subjects, envs)))
 		all := Fold("t0", envs)
 		checkPrefixClone(t, "t0", envs, len(envs)/2, all)
 		before := all.Clone()

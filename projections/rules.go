@@ -219,10 +219,7 @@ func Admit(s State, env *events.Envelope) (events.Type, bool) {
 		s.Anomaly(env, Finding{Code: CodeOtherThread, Reason: fmt.Sprintf("event of thread %q, not %q", env.Thread, id)})
 		return typ, false
 	}
-	kind := env.Kind
-	if kind == "" {
-		kind = typ.Kind()
-	}
+	kind := SubjectKind(env, typ)
 	s.Seen(env, kind)
 	if reason := Malformed(env, typ, id); reason != "" {
 		s.Anomaly(env, Finding{Code: CodeMalformed, Reason: reason})
@@ -243,10 +240,33 @@ func Malformed(env *events.Envelope, typ events.Type, id string) string {
 		return fmt.Sprintf("event names thread %q on a subject of thread %q", env.Event.GetThread(), id)
 	case env.Type != "" && env.Type != typ:
 		return fmt.Sprintf("type header %q names another body than %s", env.Type, typ)
-	case env.Kind != "" && env.Kind != typ.Kind():
+	case env.Kind != "" && !OnSubject(typ, env.Kind):
 		return fmt.Sprintf("%s event on the %s subject", typ, env.Kind)
 	}
 	return ""
+}
+
+// SubjectKind returns the kind of subject env was stored on: its Kind, or
+// for a hand-made envelope without one, the kind typ is written to.
+func SubjectKind(env *events.Envelope, typ events.Type) events.Kind {
+	if env.Kind != "" {
+		return env.Kind
+	}
+	return typ.Kind()
+}
+
+// OnSubject reports whether an event of type typ may be stored on a subject
+// of kind k: its own kind, or, for a claim marker or a release, the run
+// subject, where the RUNFENCE layout stores them (spec/README.md, "Claims
+// on the run subject"). Readers take markers from either subject.
+func OnSubject(typ events.Type, k events.Kind) bool {
+	return k == typ.Kind() || k == events.KindRun && IsMarker(typ)
+}
+
+// IsMarker reports whether typ is a claim marker or a release: the events
+// that say who holds a thread.
+func IsMarker(typ events.Type) bool {
+	return typ == events.TypeThreadClaimed || typ == events.TypeThreadReleased
 }
 
 // Rules applies env, an admitted event of type typ, to s.

@@ -34,10 +34,13 @@ type Thread struct {
 	// Claim is the newest claim marker.
 	Claim Claim
 	// LastClaimSubjectSeq is the last sequence on threads.T.claim: the
-	// compare-and-set token of the next thread_claimed or thread_released.
+	// compare-and-set token of the next thread_claimed or thread_released
+	// in the claim layout.
 	LastClaimSubjectSeq uint64
 	// LastRunSubjectSeq is the last sequence on threads.T.run: the holder's
-	// compare-and-set token for its unfenced run-subject appends.
+	// compare-and-set token for its unfenced run-subject appends. In the
+	// RUNFENCE layout markers are stored there too, and it is the token of
+	// every holder write and claim (K in the spec README's protocol).
 	LastRunSubjectSeq uint64
 	// LastPostedSubjectSeq is the last sequence on threads.T.posted:
 	// messages, and what else is stored there (thread_configured,

@@ -56,6 +56,8 @@ func (w *modelLog) step(m tcl, a string, p int, from, to ThreadState) {
 		w.l.answer(w.holder[p], w.runID[r], q, w.msg(from, p))
 	case "Steer":
 		w.l.steer(w.holder[p], w.runID[to.myRun[p]], w.msg(from, p))
+	case "Output":
+		w.l.output(w.holder[p], w.runID[from.myRun[p]])
 	case "RunEnd":
 		r := from.myRun[p]
 		w.lastEnded = int(r)
@@ -85,6 +87,7 @@ func walk(t *testing.T, c Config, r *rand.Rand, steps int) ([]string, *tlog, boo
 	}
 	tm := tcl{c}
 	w := &modelLog{l: newLog()}
+	w.l.runFence = c.RunFence
 	s := m.Init[0]
 	var trail []string
 	broken := false

@@ -7,6 +7,7 @@ import (
 
 	"github.com/artifactr/artifactr/events"
 	"github.com/artifactr/artifactr/events/eventspb"
+	"github.com/artifactr/artifactr/projections"
 	"github.com/artifactr/artifactr/projections/audit"
 )
 
@@ -40,6 +41,13 @@ import (
 //
 // run_output, run_interrupted, thread_configured, cancel_requested,
 // thread_metadata and thread_deleted are stutters: the rules check them.
+//
+// A thread whose first marker is on its run subject is of the RUNFENCE
+// layout (spec README, "Claims on the run subject"), and is validated
+// against the RUNFENCE model (Config.RunFence) instead: there run_output is
+// Output, a compare-and-set on the run subject, and Reread is a hidden
+// step like Load. run_interrupted stays a stutter: the model has no action
+// for it, and the rules check its compare-and-set (RunChain).
 //
 // The model is finite and logs are not, so after each event the states are
 // renumbered without changing what can happen next: consumed messages are
@@ -107,8 +115,12 @@ func (r TraceReport) OK() bool { return len(r.Nonconforming) == 0 }
 // stream order with [TraceValidator.Add], any mix of threads, then call
 // [TraceValidator.Report]. It is not safe for concurrent use.
 type TraceValidator struct {
-	m       Model[ThreadState, ThreadState]
-	mt      tcl
+	m  Model[ThreadState, ThreadState]
+	mt tcl
+	// rf and rft are the RUNFENCE model, for threads whose markers are on
+	// the run subject.
+	rf      Model[ThreadState, ThreadState]
+	rft     tcl
 	rules   *audit.Auditor
 	found   []audit.Violation // the rules' violations on the event being added
 	ignored bool              // the fold applied nothing of that event
@@ -140,7 +152,13 @@ func newTraceValidator(c Config, o audit.Options) *TraceValidator {
 	if err != nil {
 		panic(fmt.Sprintf("spec: trace model: %v", err)) // a constant config
 	}
-	v := &TraceValidator{m: m, mt: tcl{c}, threads: make(map[string]*threadTrace)}
+	rc := c
+	rc.RunFence = true
+	rf, err := ThreadClaimLapse(rc)
+	if err != nil {
+		panic(fmt.Sprintf("spec: trace model: %v", err))
+	}
+	v := &TraceValidator{m: m, mt: tcl{c}, rf: rf, rft: tcl{rc}, threads: make(map[string]*threadTrace)}
 	o.MaxFindings = 1 // the hooks see every finding; the report is not read
 	o.StrandedAfter = 0
 	o.OnViolation = func(f audit.Violation) { v.found = append(v.found, f) }
@@ -173,6 +191,11 @@ type threadTrace struct {
 	lastEnded string
 	failed    bool
 	forked    bool // its thread_forked was validated (trace_fork.go)
+	// layoutSet and runFence: the thread's first marker was seen, and was
+	// on its run subject; the thread is then validated against the
+	// RUNFENCE model.
+	layoutSet bool
+	runFence  bool
 
 	strategy traceStrategy // trace_strategy.go
 	reach    uint8         // trace_reach.go
@@ -252,6 +275,17 @@ func (v *TraceValidator) Add(env events.Envelope) {
 	v.bad = append(v.bad, *n)
 }
 
+// model returns th's model: RUNFENCE's when its markers are on the run
+// subject. Before the first marker the two agree: only Post, PostIdle and
+// stutters can be stepped, and neither model's hidden steps move a state
+// with no claimant.
+func (v *TraceValidator) model(th *threadTrace) (Model[ThreadState, ThreadState], tcl) {
+	if th.runFence {
+		return v.rf, v.rft
+	}
+	return v.m, v.mt
+}
+
 // Report returns what the validation found so far.
 func (v *TraceValidator) Report() TraceReport {
 	return TraceReport{Events: v.events, Threads: len(v.threads), Nonconforming: slices.Clone(v.bad), Beyond: v.beyondReport()}
@@ -275,9 +309,10 @@ func (v *TraceValidator) step(th *threadTrace, env *events.Envelope) (string, *N
 	action := ""
 	switch b := ev.GetBody().(type) {
 	case *eventspb.Event_MessagePosted:
-		post, name := v.mt.Post, "Post"
+		_, mt := v.model(th)
+		post, name := mt.Post, "Post"
 		if th.postStrategy(b.MessagePosted) == events.StrategyReject { // trace_strategy.go
-			post, name = v.mt.PostIdle, "PostIdle"
+			post, name = mt.PostIdle, "PostIdle"
 		}
 		// Post is no process's step, and has no hidden step before it that
 		// could enable it: each state of the frontier must allow it.
@@ -297,9 +332,17 @@ func (v *TraceValidator) step(th *threadTrace, env *events.Envelope) (string, *N
 	case *eventspb.Event_ThreadForked:
 		return "", v.forked(th, env)
 	case *eventspb.Event_ThreadConfigured, *eventspb.Event_CancelRequested, *eventspb.Event_RunInterrupted,
-		*eventspb.Event_RunOutput, *eventspb.Event_ThreadMetadata, *eventspb.Event_ThreadDeleted:
+		*eventspb.Event_ThreadMetadata, *eventspb.Event_ThreadDeleted:
 		th.strategyEvent(env) // trace_strategy.go
 		return "", nil
+	case *eventspb.Event_RunOutput:
+		if !th.runFence {
+			return "", nil // a stutter: the claim layout's model has no Output
+		}
+		var n *Nonconformance
+		if h, action, n = v.writer(th, ev); n != nil {
+			return "", n
+		}
 	case *eventspb.Event_ThreadClaimed:
 		holder := b.ThreadClaimed.GetHolder()
 		if holder == "" {
@@ -309,19 +352,16 @@ func (v *TraceValidator) step(th *threadTrace, env *events.Envelope) (string, *N
 		if slot < 0 {
 			return "Claim", bad("by holder %q: more than %d claims that can still write, the validator's capacity", holder, maxProcs)
 		}
+		th.setLayout(env)
 		h = &holderInfo{name: holder, slot: slot}
 		action = "Claim"
 	default:
-		cs := ev.GetClaimSeq()
-		if r := th.retired[cs]; r != nil && !v.revive(th, r) {
-			return "", &Nonconformance{Holder: ev.GetHolder(), Reason: fmt.Sprintf("under claim %d: more than %d claims that can still write, the validator's capacity", cs, maxProcs)}
+		if ev.GetThreadReleased() != nil {
+			th.setLayout(env)
 		}
-		if h = th.holders[cs]; h == nil {
-			return "", &Nonconformance{Holder: ev.GetHolder(), Reason: fmt.Sprintf("carries claim_seq %d, which is no claim marker of this thread: no process of the model wrote it", cs)}
-		}
-		action = th.actionOf(ev)
-		if action == "" {
-			return "", &Nonconformance{Holder: h.name, Reason: "maps to no spec action"}
+		var n *Nonconformance
+		if h, action, n = v.writer(th, ev); n != nil {
+			return "", n
 		}
 	}
 	next := v.apply(th, action, h.slot)
@@ -334,6 +374,34 @@ func (v *TraceValidator) step(th *threadTrace, env *events.Envelope) (string, *N
 	v.retire(th)
 	v.normalize(th)
 	return action + "(" + h.name + ")", nil
+}
+
+// setLayout fixes th's layout by its first marker, env: RUNFENCE when it is
+// on the run subject. Writers of the two layouts never share a stream (the
+// rules flag a later marker on the other subject: ClaimChain).
+func (th *threadTrace) setLayout(env *events.Envelope) {
+	if !th.layoutSet {
+		th.layoutSet = true
+		th.runFence = projections.SubjectKind(env, events.TypeOf(env.Event)) == events.KindRun
+	}
+}
+
+// writer returns the claim, a process, that wrote ev (a holder's write
+// other than its marker) and ev's action, or why the model has none.
+func (v *TraceValidator) writer(th *threadTrace, ev *eventspb.Event) (*holderInfo, string, *Nonconformance) {
+	cs := ev.GetClaimSeq()
+	if r := th.retired[cs]; r != nil && !v.revive(th, r) {
+		return nil, "", &Nonconformance{Holder: ev.GetHolder(), Reason: fmt.Sprintf("under claim %d: more than %d claims that can still write, the validator's capacity", cs, maxProcs)}
+	}
+	h := th.holders[cs]
+	if h == nil {
+		return nil, "", &Nonconformance{Holder: ev.GetHolder(), Reason: fmt.Sprintf("carries claim_seq %d, which is no claim marker of this thread: no process of the model wrote it", cs)}
+	}
+	action := th.actionOf(ev)
+	if action == "" {
+		return nil, "", &Nonconformance{Holder: h.name, Reason: "maps to no spec action"}
+	}
+	return h, action, nil
 }
 
 // actionOf maps a run-subject or release event to its action.
@@ -351,6 +419,8 @@ func (th *threadTrace) actionOf(ev *eventspb.Event) string {
 		return "Steer"
 	case *eventspb.Event_RunCompleted, *eventspb.Event_RunFailed:
 		return "RunEnd"
+	case *eventspb.Event_RunOutput:
+		return "Output" // RUNFENCE only: step maps it so
 	case *eventspb.Event_RunAbandoned:
 		// Abandon abandons the active run; with none, the run it planned to
 		// abandon ended first, and the write changes nothing. Which run it
@@ -364,7 +434,7 @@ func (th *threadTrace) actionOf(ev *eventspb.Event) string {
 // branches that write nothing are hidden steps.
 func visible(action string, from, to ThreadState) bool {
 	switch action {
-	case "Post", "PostIdle", "Abandon", "RunStart", "Ask", "Reply", "Steer":
+	case "Post", "PostIdle", "Abandon", "RunStart", "Ask", "Reply", "Steer", "Output":
 		return true
 	case "Claim", "Release":
 		return to.claimSeq != from.claimSeq
@@ -390,6 +460,7 @@ func (th *threadTrace) live(extra int) [maxProcs]bool {
 // processes; newcomer, the process of a claim about to land, may also
 // start its claim (Acquire).
 func (v *TraceValidator) closure(th *threadTrace, newcomer int) []ThreadState {
+	m, _ := v.model(th)
 	on := th.live(newcomer)
 	seen := make(map[ThreadState]struct{}, len(th.frontier))
 	out := make([]ThreadState, 0, len(th.frontier))
@@ -401,7 +472,7 @@ func (v *TraceValidator) closure(th *threadTrace, newcomer int) []ThreadState {
 	}
 	for i := 0; i < len(out); i++ {
 		s := out[i]
-		for _, a := range v.m.Actions {
+		for _, a := range m.Actions {
 			for _, succ := range a.Next(s) {
 				p := procIndex(succ.Arg)
 				if succ.Arg != "" && (p < 0 || !on[p] || a.Name == "Acquire" && p != newcomer) {
@@ -426,10 +497,11 @@ func (v *TraceValidator) apply(th *threadTrace, action string, p int) []ThreadSt
 	if action == "Claim" {
 		newcomer = p
 	}
+	m, _ := v.model(th)
 	var next []ThreadState
 	seen := make(map[ThreadState]struct{})
 	for _, s := range v.closure(th, newcomer) {
-		for _, a := range v.m.Actions {
+		for _, a := range m.Actions {
 			if a.Name != action {
 				continue
 			}
@@ -455,9 +527,10 @@ func (v *TraceValidator) expected(th *threadTrace) []string {
 			names = append(names, n)
 		}
 	}
+	m, _ := v.model(th)
 	free := slices.Index(th.slots[:], nil)
 	for _, s := range v.closure(th, free) {
-		for _, a := range v.m.Actions {
+		for _, a := range m.Actions {
 			for _, succ := range a.Next(s) {
 				if !visible(a.Name, s, succ.State) {
 					continue

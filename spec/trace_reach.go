@@ -21,15 +21,16 @@ var otherCheckedConfigs = []Config{
 	{Procs: 2, NumMsgs: 2, MaxClaims: 3, MaxOpen: 2, Fence: true},
 }
 
-// checkedReach is, in each dimension alone, the most that a model checked
-// in CI has: DefaultConfig's and otherCheckedConfigs' constants.
-var checkedReach = func() Config {
-	r := DefaultConfig()
-	for _, c := range otherCheckedConfigs {
+// checkedReach is, in each dimension alone, the most that a model of cs
+// has: for checkedConfigs, DefaultConfig's and otherCheckedConfigs'
+// constants.
+func checkedReach(cs []Config) Config {
+	r := cs[0]
+	for _, c := range cs[1:] {
 		r.Procs, r.NumMsgs, r.MaxOpen = max(r.Procs, c.Procs), max(r.NumMsgs, c.NumMsgs), max(r.MaxOpen, c.MaxOpen)
 	}
 	return r
-}()
+}
 
 // Beyond is the first event of a thread at which its log went beyond the
 // models checked in CI in one dimension.
@@ -53,10 +54,15 @@ const (
 // checkedConfigs are every model CI checks every invariant and property on.
 var checkedConfigs = append([]Config{DefaultConfig()}, otherCheckedConfigs...)
 
-// coveredJointly reports whether one checked model has at least claims
+// runFenceCheckedConfigs are the RUNFENCE models CI checks
+// (TestRunFence_configsHold), against which a thread whose markers are on
+// its run subject is measured.
+var runFenceCheckedConfigs = []Config{RunFenceConfig(), RunFenceForgerConfig()}
+
+// coveredJointly reports whether one model of cs has at least claims
 // processes, pending messages and open requests at once.
-func coveredJointly(claims, pending, open int) bool {
-	for _, c := range checkedConfigs {
+func coveredJointly(cs []Config, claims, pending, open int) bool {
+	for _, c := range cs {
 		if claims <= c.Procs && pending <= c.NumMsgs && open <= c.MaxOpen {
 			return true
 		}
@@ -65,9 +71,14 @@ func coveredJointly(claims, pending, open int) bool {
 }
 
 // noteReach records the dimensions in which th, after the event at seq,
-// is beyond checkedReach for the first time.
+// is beyond the checked models' reach for the first time: the RUNFENCE
+// ones for a thread whose markers are on its run subject.
 func (v *TraceValidator) noteReach(th *threadTrace, seq uint64) {
-	c := checkedReach
+	cs := checkedConfigs
+	if th.runFence {
+		cs = runFenceCheckedConfigs
+	}
+	c := checkedReach(cs)
 	claims := len(th.slots) - countNil(th.slots[:])
 	open := 0
 	for _, s := range th.frontier {
@@ -91,7 +102,7 @@ func (v *TraceValidator) noteReach(th *threadTrace, seq uint64) {
 		}
 	}
 	alone := claims <= c.Procs && len(th.pending) <= c.NumMsgs && open <= c.MaxOpen
-	if alone && th.reach&reachJoint == 0 && !coveredJointly(claims, len(th.pending), open) {
+	if alone && th.reach&reachJoint == 0 && !coveredJointly(cs, claims, len(th.pending), open) {
 		th.reach |= reachJoint
 		v.beyond = append(v.beyond, Beyond{Thread: th.id, Seq: seq, What: fmt.Sprintf(
 			"%d claims that can still write, %d messages pending and %d open requests at once: each is within a checked model, but no one checked model has them all",

@@ -21,6 +21,9 @@ type tlog struct {
 	envs   *[]events.Envelope // shared by the threads of one stream
 	claims map[string]events.Claim
 	last   map[events.Kind]uint64 // the thread's last sequence per subject
+	// runFence writes the RUNFENCE layout: markers on the run subject, and
+	// every holder write a compare-and-set on it (runfence_trace_test.go).
+	runFence bool
 }
 
 func newLog() *tlog {
@@ -29,22 +32,28 @@ func newLog() *tlog {
 
 // on returns a builder for another thread of the same stream.
 func (l *tlog) on(thread string) *tlog {
-	return &tlog{thread: thread, envs: l.envs, claims: map[string]events.Claim{}, last: map[events.Kind]uint64{}}
+	return &tlog{thread: thread, envs: l.envs, claims: map[string]events.Claim{}, last: map[events.Kind]uint64{}, runFence: l.runFence}
 }
 
 func (l *tlog) add(ev *eventspb.Event) uint64 {
 	seq := uint64(len(*l.envs) + 1)
 	ev.Thread = l.thread
 	typ := events.TypeOf(ev)
-	env := events.Envelope{Seq: seq, Thread: l.thread, Kind: typ.Kind(), Type: typ, Event: ev,
-		Subject: events.Subjects{}.Thread(l.thread, typ.Kind())}
+	kind := typ.Kind()
+	if l.runFence && kind == events.KindClaim {
+		kind = events.KindRun
+	}
+	env := events.Envelope{Seq: seq, Thread: l.thread, Kind: kind, Type: typ, Event: ev,
+		Subject: events.Subjects{}.Thread(l.thread, kind)}
 	switch {
+	case l.runFence && kind == events.KindRun:
+		env.ExpectSeq = l.last[kind]
 	case typ.Fenced():
 		env.ExpectSeq, env.ExpectSubject = ev.GetClaimSeq(), events.Subjects{}.Thread(l.thread, events.KindClaim)
-	case typ.Kind() != events.KindPosted:
-		env.ExpectSeq = l.last[typ.Kind()]
+	case kind != events.KindPosted:
+		env.ExpectSeq = l.last[kind]
 	}
-	l.last[typ.Kind()] = seq
+	l.last[kind] = seq
 	*l.envs = append(*l.envs, env)
 	return seq
 }

@@ -20,7 +20,8 @@ const DefaultMaxFindings = 10_000
 // Options configure an [Auditor].
 type Options struct {
 	// Subjects names the stream's subjects; the fence check compares a fenced
-	// event's expected-subject header with its thread's claim subject.
+	// event's expected-subject header with its thread's claim subject (its
+	// run subject when the thread's markers are there: RUNFENCE).
 	Subjects events.Subjects
 	// MaxFindings bounds how many violations, and separately how many
 	// anomalies, a report lists, so that auditing a badly broken log of
@@ -120,7 +121,12 @@ type thread struct {
 	// 128-191: fenced events
 	holder    short // the newest claim's holder
 	hasActive bool
-	forked    bool             // its first event was a thread_forked
+	forked    bool // its first event was a thread_forked
+	// layout is set by the thread's first marker: its markers are on the
+	// claim subject, or on the run subject (RUNFENCE), where every holder
+	// write is a compare-and-set on the run subject.
+	layoutSet bool
+	runFence  bool
 	collide   *thread          // next thread whose id has the same hash
 	abandoned map[short]uint64 // run id -> its run_abandoned
 
@@ -232,30 +238,30 @@ func (a *Auditor) check(th *thread, env *events.Envelope, typ events.Type, prevC
 		a.rejectOnlyIdle(th, env)
 		return
 	case *eventspb.Event_ThreadClaimed:
-		a.claimChain(th, env, prevClaimSubj)
+		a.claimChain(th, env, prevClaimSubj, prevRunSubj)
 		return
 	case *eventspb.Event_ThreadReleased:
 		a.checked[checkReleaseByHolder]++
-		a.claimChain(th, env, prevClaimSubj)
+		a.claimChain(th, env, prevClaimSubj, prevRunSubj)
 		return
 	case *eventspb.Event_RunStarted:
 		a.checked[checkI3]++
 		a.checked[checkI1]++
-		a.fence(th, env)
+		a.fence(th, env, prevRunSubj)
 		return
 	case *eventspb.Event_AnswerGiven:
 		a.checked[checkAnswerOnce]++
 		a.checked[checkGivenToActive]++
 		a.checked[checkI1]++
-		a.fence(th, env)
+		a.fence(th, env, prevRunSubj)
 		return
 	case *eventspb.Event_SteeringGiven:
 		a.checked[checkGivenToActive]++
 		a.checked[checkI1]++
-		a.fence(th, env)
+		a.fence(th, env, prevRunSubj)
 		return
 	case *eventspb.Event_RunAbandoned:
-		a.fence(th, env)
+		a.fence(th, env, prevRunSubj)
 		a.abandonOlder(th, env)
 		return
 	case *eventspb.Event_ThreadForked:
@@ -270,9 +276,9 @@ func (a *Auditor) check(th *thread, env *events.Envelope, typ events.Type, prevC
 	}
 	switch {
 	case typ.Fenced():
-		a.fence(th, env)
+		a.fence(th, env, prevRunSubj)
 	case typ.Kind() == events.KindClaim:
-		a.claimChain(th, env, prevClaimSubj)
+		a.claimChain(th, env, prevClaimSubj, prevRunSubj)
 	case typ.Kind() == events.KindRun:
 		a.checked[checkNoEndAfterAbandon]++
 		a.runChain(th, env, prevRunSubj)
@@ -308,32 +314,65 @@ func (a *Auditor) thread(id string) *thread {
 // "<prefix>.<thread>.claim" ("<prefix>.<p>.<thread>.claim" with
 // partitions), without building that string.
 func (a *Auditor) isClaimSubject(subject, thread string) bool {
+	return a.isSubject(subject, thread, ".claim")
+}
+
+// isRunSubject is isClaimSubject for the run subject.
+func (a *Auditor) isRunSubject(subject, thread string) bool {
+	return a.isSubject(subject, thread, ".run")
+}
+
+func (a *Auditor) isSubject(subject, thread, kind string) bool {
 	p := a.prefix
 	if a.opts.Subjects.Partitioned() {
 		p += "." + strconv.Itoa(a.opts.Subjects.PartitionOf(thread))
 	}
 	rest, ok := strings.CutPrefix(subject, p)
-	if !ok || len(rest) != 1+len(thread)+len(".claim") || rest[0] != '.' {
+	if !ok || len(rest) != 1+len(thread)+len(kind) || rest[0] != '.' {
 		return false
 	}
-	return rest[1:1+len(thread)] == thread && rest[1+len(thread):] == ".claim"
+	return rest[1:1+len(thread)] == thread && rest[1+len(thread):] == kind
 }
 
 func (a *Auditor) claimSubject(thread string) string {
 	return a.opts.Subjects.Thread(thread, events.KindClaim)
 }
 
-// Spec: ClaimChain. prev is the claim subject's last sequence before env.
-func (a *Auditor) claimChain(th *thread, env *events.Envelope, prev uint64) {
+// Spec: ClaimChain. prevClaim and prevRun are the claim and run subjects'
+// last sequences before env. A marker on the claim subject expects the
+// claim subject's last sequence; one on the run subject (RUNFENCE) the run
+// subject's, which holder writes move too. The thread's first marker fixes
+// its layout: a marker on the other subject is a writer of the other
+// protocol, and the two layouts together break I1 (spec README, "The
+// migration").
+func (a *Auditor) claimChain(th *thread, env *events.Envelope, prevClaim, prevRun uint64) {
 	a.checked[checkClaimChain]++
 	a.chainBroken = false
-	if env.ExpectSeq == prev && (env.ExpectSubject == "" || a.isClaimSubject(env.ExpectSubject, env.Thread)) {
+	onRun := projections.SubjectKind(env, env.Type) == events.KindRun
+	if !th.layoutSet {
+		th.layoutSet, th.runFence = true, onRun
+	}
+	prev, subj, isSubj := prevClaim, "claim", a.isClaimSubject
+	if onRun {
+		prev, subj, isSubj = prevRun, "run", a.isRunSubject
+	}
+	var msg string
+	switch {
+	case onRun != th.runFence:
+		layout := "claim"
+		if th.runFence {
+			layout = "run"
+		}
+		msg = fmt.Sprintf("%s at %d is on the %s subject, but this thread's markers are on the %s subject: writers of both protocols share the stream",
+			env.Type, env.Seq, subj, layout)
+	case env.ExpectSeq == prev && (env.ExpectSubject == "" || isSubj(env.ExpectSubject, env.Thread)):
 		return
+	default:
+		msg = fmt.Sprintf("%s at %d expected sequence %d on %s, but the %s subject's last sequence was %d",
+			env.Type, env.Seq, env.ExpectSeq, orOwn(env.ExpectSubject), subj, prev)
 	}
 	a.chainBroken = true
-	a.violation(checkClaimChain, th, seqs(prev, env.Seq), fmt.Sprintf(
-		"%s at %d expected sequence %d on %s, but the claim subject's last sequence was %d",
-		env.Type, env.Seq, env.ExpectSeq, orOwn(env.ExpectSubject), prev))
+	a.violation(checkClaimChain, th, seqs(prev, env.Seq), msg)
 }
 
 // Spec: RunChain (DESIGN §3: run_output, request_opened, run_completed and
@@ -343,8 +382,22 @@ func (a *Auditor) claimChain(th *thread, env *events.Envelope, prev uint64) {
 // latter is no holder's write. A run event always follows its run_started
 // on the same subject, so the expected sequence is never 0 and a missing
 // header (read as 0) is told apart.
+//
+// Under RUNFENCE a marker moves the run subject too, so a holder's write
+// lands only while its marker is the newest and not released: a holder
+// that read a newer marker stops (I4), and one that did not is refused.
 func (a *Auditor) runChain(th *thread, env *events.Envelope, prev uint64) {
 	a.checked[checkRunChain]++
+	if cs := env.Event.GetClaimSeq(); th.runFence && (cs != th.claimSeq || th.releaseSeq != 0) {
+		why := fmt.Sprintf("the newest marker on the run subject is %d", th.claimSeq)
+		if cs == th.claimSeq {
+			why = fmt.Sprintf("it was released at %d", th.releaseSeq)
+		}
+		a.violation(checkRunChain, th, seqs(th.claimSeq, th.releaseSeq, env.Seq), fmt.Sprintf(
+			"%s at %d was written under claim %d, but %s: with markers on the run subject no write of an older or released claim lands",
+			env.Type, env.Seq, cs, why))
+		return
+	}
 	if prev != 0 && env.ExpectSeq == prev && (env.ExpectSubject == "" || env.ExpectSubject == a.runSubject(env.Thread)) {
 		return
 	}
@@ -361,8 +414,11 @@ func (a *Auditor) runSubject(thread string) string {
 	return a.opts.Subjects.Thread(thread, events.KindRun)
 }
 
-// Spec: FenceNewestClaim (DESIGN §3: RunStart and Reply are fenced).
-func (a *Auditor) fence(th *thread, env *events.Envelope) {
+// Spec: FenceNewestClaim (DESIGN §3: RunStart and Reply are fenced). prevRun
+// is the run subject's last sequence before env: under RUNFENCE the fence
+// is a compare-and-set on it (the RunChain shape), and the claim-subject
+// fence is an old-protocol writer's.
+func (a *Auditor) fence(th *thread, env *events.Envelope, prevRun uint64) {
 	a.checked[checkFence]++
 	ev := env.Event
 	cs := ev.GetClaimSeq()
@@ -379,6 +435,15 @@ func (a *Auditor) fence(th *thread, env *events.Envelope) {
 		return
 	case !th.holder.eq(ev.GetHolder()):
 		msg = fmt.Sprintf("%s at %d names holder %q, but claim %d is held by %q", env.Type, env.Seq, ev.GetHolder(), cs, th.holder.String())
+	case th.runFence:
+		if prevRun != 0 && env.ExpectSeq == prevRun && (env.ExpectSubject == "" || a.isRunSubject(env.ExpectSubject, env.Thread)) {
+			return
+		}
+		msg = fmt.Sprintf("%s at %d was appended expecting sequence %d on %s, but this thread's claims are on the run subject, whose last sequence was %d",
+			env.Type, env.Seq, env.ExpectSeq, orOwn(env.ExpectSubject), prevRun)
+		if a.isClaimSubject(env.ExpectSubject, env.Thread) {
+			msg += ": the claim-subject fence of an old-protocol writer"
+		}
 	case env.ExpectSeq != cs || !a.isClaimSubject(env.ExpectSubject, env.Thread):
 		msg = fmt.Sprintf("%s at %d was appended expecting sequence %d on %s, not the fence %d on %s",
 			env.Type, env.Seq, env.ExpectSeq, orOwn(env.ExpectSubject), cs, a.claimSubject(env.Thread))

@@ -14,12 +14,20 @@
 //     thread_claimed of its thread before it, names that claim's holder, was
 //     appended with the fence headers (Nats-Expected-Last-Subject-Sequence =
 //     claim_seq, Nats-Expected-Last-Subject-Sequence-Subject =
-//     <prefix>.T.claim), and comes before any release of that claim.
+//     <prefix>.T.claim), and comes before any release of that claim. In a
+//     RUNFENCE thread (its first marker on its run subject, spec README
+//     "Claims on the run subject") the fence is instead a compare-and-set
+//     on the run subject (Nats-Expected-Last-Subject-Sequence = the run
+//     subject's previous sequence, no -Subject header or the run subject),
+//     and the claim-subject fence is an old-protocol writer's: a violation.
 //   - ClaimChain: each thread_claimed and thread_released expects the
 //     previous sequence on its thread's claim subject (0 for the first): an
 //     unbroken compare-and-set chain. Every message on the claim subject
 //     counts, garbage too, as it does for JetStream. A missing header reads
-//     as 0, so for the first claim it cannot be told from "0".
+//     as 0, so for the first claim it cannot be told from "0". A marker on
+//     the run subject (RUNFENCE) expects the run subject's previous
+//     sequence instead; a marker on the other subject than the thread's
+//     first marker is a violation (the two protocols share no stream).
 //   - NoEndAfterAbandon: no run_output, request_opened, run_completed or
 //     run_failed of a run after it was abandoned.
 //   - AnswerOnce: no request is answered twice, and no run opens one
@@ -34,7 +42,9 @@
 //     subject (Nats-Expected-Last-Subject-Sequence = the run subject's
 //     previous sequence). A run event with no check, such as a
 //     run_completed forged by a client that can publish to the run
-//     subject, is a violation.
+//     subject, is a violation. In a RUNFENCE thread such an event of a
+//     claim that is not the newest marker, or is released, is one too: its
+//     writer would have read the newer marker and stopped (I4).
 //   - RunByHolder: each run_output, request_opened, run_interrupted,
 //     run_completed and run_failed is of the active run, with the claim_seq
 //     and holder of its run_started. A run that ends twice, an end or

@@ -242,6 +242,7 @@ func FuzzAuditor_Add(f *testing.F) {
 		l := eventgen.FromBytes(data)
 		l.Raw("threads.t0.run", eventgen.Header(events.TypeAnswerGiven), data)
 		checkAgreesWithFold(t, l.Envs)
+		checkAgreesWithFold(t, runFenced(l.Envs)) // markers on the run subject
 		r := run(l.Envs)
 		if err := r.WriteText(new(bytes.Buffer)); err != nil {
 			t.Fatal(err)

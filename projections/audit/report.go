@@ -22,11 +22,13 @@ const (
 	CheckI3 = "I3_OneActiveRun"
 	// CheckFence (FenceNewestClaim): every fenced event carries the newest
 	// claim marker before it as claim_seq, with that claim's holder, appended
-	// with the fence headers, and its claim not released.
+	// with the fence headers (with markers on the run subject: a
+	// compare-and-set on the run subject), and its claim not released.
 	CheckFence = "FenceNewestClaim"
 	// CheckClaimChain (ClaimChain): each thread_claimed and thread_released
-	// expects the previous sequence on its thread's claim subject: an
-	// unbroken compare-and-set chain.
+	// expects the previous sequence on its thread's claim subject (on its
+	// run subject when the markers are there): an unbroken compare-and-set
+	// chain.
 	CheckClaimChain = "ClaimChain"
 	// CheckNoEndAfterAbandon (NoEndAfterAbandon): no run_output,
 	// request_opened, run_completed or run_failed of a run after it was
@@ -38,7 +40,9 @@ const (
 	// run_completed and run_failed was appended with a compare-and-set on
 	// its thread's run subject: it expects the previous sequence there. A
 	// write with no check is one no honest holder makes, such as a forged
-	// run_completed published without headers.
+	// run_completed published without headers. With markers on the run
+	// subject, one of a claim older than the newest marker, or released,
+	// is one too.
 	CheckRunChain = "RunChain"
 	// CheckRejectOnlyIdle (RejectOnlyIdle, the guard of the spec's PostIdle):
 	// a post whose strategy is reject lands only while no run is active in

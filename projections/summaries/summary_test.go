@@ -61,6 +61,30 @@ func TestApply_matchesThread_chaos(t *testing.T) {
 	}
 }
 
+// The same with the markers on the run subject (the RUNFENCE layout): the
+// summary and the reference fold take them from there alike.
+func TestApply_matchesThread_runFenced(t *testing.T) {
+	for seed := range uint64(10) {
+		for _, cfg := range []eventgen.Config{{Threads: 4, Events: 2000}, {Threads: 3, Events: 2000, Faults: 0.2, Chaos: true}} {
+			l := randomLog(seed, cfg)
+			l.Envs = eventgen.RunFenced(l.Subjects, l.Envs)
+			checkAgainstThread(t, "runFenced", l)
+			if cfg.Chaos {
+				continue
+			}
+			byThread := map[string][]events.Envelope{} // a clean log stays clean
+			for _, env := range l.Envs {
+				byThread[env.Thread] = append(byThread[env.Thread], env)
+			}
+			for id, envs := range byThread {
+				if th := projections.Fold(id, envs); len(th.Anomalies) != 0 {
+					t.Fatalf("seed %d: clean log, thread %s: %+v", seed, id, th.Anomalies[0])
+				}
+			}
+		}
+	}
+}
+
 func FuzzApply(f *testing.F) {
 	f.Add([]byte("seed"))
 	f.Add([]byte{0xff, 0x00, 0x13, 0x37, 0x42})
