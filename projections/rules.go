@@ -240,7 +240,7 @@ func Malformed(env *events.Envelope, typ events.Type, id string) string {
 		return fmt.Sprintf("event names thread %q on a subject of thread %q", env.Event.GetThread(), id)
 	case env.Type != "" && env.Type != typ:
 		return fmt.Sprintf("type header %q names another body than %s", env.Type, typ)
-	case env.Kind != "" && !OnSubject(typ, env.Kind):
+	case env.Kind != "" && !typ.StoredOn(env.Kind):
 		return fmt.Sprintf("%s event on the %s subject", typ, env.Kind)
 	}
 	return ""
@@ -253,14 +253,6 @@ func SubjectKind(env *events.Envelope, typ events.Type) events.Kind {
 		return env.Kind
 	}
 	return typ.Kind()
-}
-
-// OnSubject reports whether an event of type typ may be stored on a subject
-// of kind k: its own kind, or, for a claim marker or a release, the run
-// subject, where the RUNFENCE layout stores them (spec/README.md, "Claims
-// on the run subject"). Readers take markers from either subject.
-func OnSubject(typ events.Type, k events.Kind) bool {
-	return k == typ.Kind() || k == events.KindRun && IsMarker(typ)
 }
 
 // IsMarker reports whether typ is a claim marker or a release: the events

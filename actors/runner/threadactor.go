@@ -145,10 +145,13 @@ func (g *endGate) maybeEnd() bool {
 func (a *threadActor) takeover() bool {
 	for i := len(a.history) - 1; i >= 0; i-- {
 		env := &a.history[i]
-		if env.Seq >= a.claim.Seq || env.Kind != events.KindClaim {
+		// A marker is on the claim or, with events.Subjects.RunFence, the
+		// run subject: its type tells.
+		typ := events.TypeOf(env.Event)
+		if env.Seq >= a.claim.Seq || typ != events.TypeThreadClaimed && typ != events.TypeThreadReleased {
 			continue
 		}
-		return env.Type == events.TypeThreadClaimed
+		return typ == events.TypeThreadClaimed
 	}
 	if a.view != nil {
 		return a.view.Claim.Seq != 0 && !a.view.Claim.Released
@@ -340,9 +343,9 @@ func (a *threadActor) release(rel thread.Release) {
 		defer cancel()
 		var err error
 		if rel.KeepLease {
-			err = events.ReleaseMarker(rctx, store, c, why, a.env.now())
+			err = events.ReleaseMarkerAt(rctx, store, c, rel.RunSeq, why, a.env.now())
 		} else {
-			err = events.ReleaseClaim(rctx, store, c, why, a.env.now())
+			err = events.ReleaseClaimAt(rctx, store, c, rel.RunSeq, why, a.env.now())
 		}
 		if snap != nil {
 			serr := snap.save(rctx)

@@ -46,12 +46,12 @@ type windowStores struct {
 }
 
 func windowCases() []windowStores {
-	nats := func(g natsstore.GuardMode) func(t *testing.T) (events.Store, events.Store) {
+	nats := func(g natsstore.GuardMode, fence natsstore.FenceLayout) func(t *testing.T) (events.Store, events.Store) {
 		return func(t *testing.T) (events.Store, events.Store) {
 			srv := natsembedtest.RunForTest(t)
 			var ss [2]events.Store
 			for i := range ss {
-				s, err := natsstore.New(t.Context(), natsstore.Config{URL: srv.ClientURL(), Guard: g})
+				s, err := natsstore.New(t.Context(), natsstore.Config{URL: srv.ClientURL(), Guard: g, Fence: fence})
 				if err != nil {
 					t.Fatal(err)
 				}
@@ -66,11 +66,33 @@ func windowCases() []windowStores {
 			log := memstore.NewLog()
 			return log.Open(memstore.Config{}), log.Open(memstore.Config{})
 		}, true},
-		{"natsstore_guard_on", nats(natsstore.GuardOn), true},
+		{"memstore_runfence", func(t *testing.T) (events.Store, events.Store) {
+			log := memstore.NewLog()
+			cfg := memstore.Config{Subjects: events.Subjects{RunFence: true}}
+			return log.Open(cfg), log.Open(cfg)
+		}, true},
+		{"natsstore_guard_on", nats(natsstore.GuardOn, ""), true},
+		// RUNFENCE closes the window with no guard: every holder write is a
+		// compare-and-set on the run subject.
+		{"natsstore_runfence", nats(natsstore.GuardOff, natsstore.FenceRun), true},
 		// The control: without the guard the window is open, and the honest
 		// runner writes the violation (issue 23).
-		{"natsstore_guard_off", nats(natsstore.GuardOff), false},
+		{"natsstore_guard_off", nats(natsstore.GuardOff, ""), false},
 	}
+}
+
+// forgerCheck is the check of a forged consuming write under c: the
+// fence, or under RUNFENCE a compare-and-set on the run subject's last
+// sequence, which a forger with runner credentials can read.
+func forgerCheck(t *testing.T, s events.Store, c events.Claim) events.Check {
+	if !s.Subjects().RunFence {
+		return events.Fenced(c)
+	}
+	last, err := s.LastSeq(t.Context(), c.Thread, events.KindRun)
+	if err != nil {
+		t.Errorf("forger: read the run subject: %v", err)
+	}
+	return events.FencedGuarded(c, last)
 }
 
 // Issue 23, item 2, deterministically: a writer with runner credentials
@@ -115,7 +137,7 @@ func TestRunner_forgedConsumptionInWindow(t *testing.T) {
 					}
 					once.Do(func() {
 						c := events.Claim{Thread: th, Seq: ev.GetClaimSeq(), Holder: ev.GetHolder()}
-						ack, err := fs.Append(ctx, fg.forge(ev, c), events.Fenced(c), events.WithMsgID("forger:"+th+":1"))
+						ack, err := fs.Append(ctx, fg.forge(ev, c), forgerCheck(t, fs, c), events.WithMsgID("forger:"+th+":1"))
 						if err != nil {
 							t.Errorf("forge %s: %v", fg.before, err)
 						}

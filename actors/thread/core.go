@@ -120,6 +120,10 @@ type Release struct {
 	// saw. A post after it came in while the core let go: the shell reads
 	// the subject back after the release and looks at the thread again.
 	LastPosted uint64
+	// RunSeq is the run subject's last sequence as the core knows it: the
+	// release's compare-and-set where markers are on the run subject
+	// (events.Subjects.RunFence; events.ReleaseMarkerAt).
+	RunSeq uint64
 }
 
 // Empty reports whether r asks for nothing.
@@ -1049,7 +1053,8 @@ func (c *Core) release() *Release {
 		// request, thread_configured) are no work: a later post is.
 		last = max(last, v.Messages[n-1].Seq)
 	}
-	return &Release{Reason: c.drainWhy, KeepLease: c.drainWhy == "shutdown" && pending && !c.handover, Pending: pending, LastPosted: last}
+	return &Release{Reason: c.drainWhy, KeepLease: c.drainWhy == "shutdown" && pending && !c.handover, Pending: pending, LastPosted: last,
+		RunSeq: v.LastRunSubjectSeq}
 }
 
 func (c *Core) issue(rd Ready, ev *eventspb.Event, chk events.Check) Ready {

@@ -615,9 +615,20 @@ func TestCore_Decide_idleRelease(t *testing.T) {
 	if !d.stopped || !d.release || d.why != "idle" {
 		t.Fatalf("idle: stopped=%v release=%v why=%q, want both, idle", d.stopped, d.release, d.why)
 	}
-	if want := (thread.Release{Reason: "idle", LastPosted: 1}); d.rel != want {
+	if want := (thread.Release{Reason: "idle", LastPosted: 1, RunSeq: runLast(t, s, th)}); d.rel != want {
 		t.Fatalf("idle release %+v, want %+v: the lease goes, nothing pending", d.rel, want)
 	}
+}
+
+// runLast is th's run subject's last sequence: a release's RunSeq, the
+// compare-and-set of a release under RUNFENCE.
+func runLast(t *testing.T, s events.LastSeqReader, th string) uint64 {
+	t.Helper()
+	n, err := s.LastSeq(t.Context(), th, events.KindRun)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return n
 }
 
 // The release decision is the core's: a shutdown that leaves messages
@@ -635,7 +646,7 @@ func TestCore_Decide_shutdownKeepsLeaseWhenPending(t *testing.T) {
 		d := newDriver(t, s, th, thread.Config{Agent: "echo"})
 		d.input(thread.Shutdown{})
 		d.input(thread.RunFinished{RunID: d.starts[0].RunID, Err: context.Canceled})
-		want := thread.Release{Reason: "shutdown", KeepLease: more, Pending: more, LastPosted: last}
+		want := thread.Release{Reason: "shutdown", KeepLease: more, Pending: more, LastPosted: last, RunSeq: runLast(t, s, th)}
 		if !d.stopped || d.rel != want {
 			t.Fatalf("pending=%v: stopped=%v release %+v, want %+v", more, d.stopped, d.rel, want)
 		}
@@ -654,7 +665,7 @@ func TestCore_Decide_handoverReleasesLease(t *testing.T) {
 	d.input(thread.Drain{Handover: true})
 	d.input(thread.Shutdown{}) // the grace ran out: handover still
 	d.input(thread.RunFinished{RunID: d.starts[0].RunID, Err: context.Canceled})
-	want := thread.Release{Reason: "shutdown", Pending: true, LastPosted: last}
+	want := thread.Release{Reason: "shutdown", Pending: true, LastPosted: last, RunSeq: runLast(t, s, th)}
 	if !d.stopped || d.rel != want {
 		t.Fatalf("stopped=%v release %+v, want %+v", d.stopped, d.rel, want)
 	}

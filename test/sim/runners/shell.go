@@ -207,9 +207,9 @@ func (w *world) release(r *runner, st events.Store, o *op) {
 			defer func() { r.faults = faults{} }()
 		}
 		if o.rel.KeepLease {
-			err = events.ReleaseMarker(w.ctx, st, c, o.rel.Reason, w.now())
+			err = events.ReleaseMarkerAt(w.ctx, st, c, o.rel.RunSeq, o.rel.Reason, w.now())
 		} else {
-			err = events.ReleaseClaim(w.ctx, st, c, o.rel.Reason, w.now())
+			err = events.ReleaseClaimAt(w.ctx, st, c, o.rel.RunSeq, o.rel.Reason, w.now())
 		}
 	}()
 	w.res.Stats.Releases++
