@@ -40,6 +40,7 @@ type benchFlags struct {
 	partitions        int
 	runners           int
 	guard             string
+	fence             string
 }
 
 // errorLogger logs errors only, to stderr: the embedded servers, stores
@@ -74,8 +75,12 @@ times. Then it measures plain JetStream publishes of the same number and size
 of events, with as many concurrent publishers as threads, each waiting for
 its ack, and prints the ratio. Figures only: nothing is asserted.
 
+--fence and --guard choose how the store fences consuming writes (serve's
+--fence for a new stream, and its --guard), so their costs can be compared
+in one run.
+
 --json prints the figures as one object at the end (the text lines go to
-stderr): {"mode","fsync","phases":[{"name","threads","turns",
+stderr): {"mode","fsync","fence","phases":[{"name","threads","turns",
 "turns_per_second","events","events_per_second","cpu_ms_per_turn",
 "start_p50_ms","start_p99_ms","end_p50_ms","end_p99_ms"}],
 "raw_appends_per_second","events_per_raw_ratio","delivery":{"events",
@@ -112,8 +117,11 @@ publish acks, API replies, the lease watch and the bench's own follow).`,
 			if err != nil {
 				return usagef("--guard: %v", err)
 			}
+			if l := natsstore.FenceLayout(f.fence); l != natsstore.FenceRun && l != natsstore.FenceClaim {
+				return usagef("--fence %q: want run or claim", f.fence)
+			}
 			cfg := bench.TurnsConfig{Threads: f.threads, Messages: f.messages, Sync: f.sync, ClaimTTL: f.claimTTL,
-				Partitions: f.partitions, Runners: f.runners, Guard: guard,
+				Partitions: f.partitions, Runners: f.runners, Guard: guard, Fence: natsstore.FenceLayout(f.fence),
 				Out: a.stdout, Logger: a.errorLogger(), TraceConsole: a.stderr}
 			run := bench.Turns
 			if f.closedLoop {
@@ -139,7 +147,8 @@ publish acks, API replies, the lease watch and the bench's own follow).`,
 	fl.DurationVar(&f.claimTTL, "claim-ttl", 10*time.Second, "the runner's lease TTL")
 	fl.IntVar(&f.partitions, "partitions", 1, "partition streams of the store; with more than one the runners divide them")
 	fl.IntVar(&f.runners, "runners", 1, "runners sharing the work")
-	fl.StringVar(&f.guard, "guard", string(natsstore.GuardAuto), "the store's guard of consuming writes, as serve's --guard: auto, on or off")
+	fl.StringVar(&f.guard, "guard", string(natsstore.GuardAuto), "the store's guard of consuming writes in the claim fence layout, as serve's --guard: auto, on or off")
+	fl.StringVar(&f.fence, "fence", string(natsstore.FenceRun), "the store's fence layout, as serve's for a new stream: run or claim")
 	fl.BoolVar(&f.json, "json", false, "print the figures as one JSON object")
 	return cmd
 }

@@ -221,6 +221,7 @@ type connFlags struct {
 	url        string
 	stream     string
 	partitions int
+	fence      string
 	timeout    time.Duration
 	secFlags
 }
@@ -233,6 +234,7 @@ func addConnFlags(cmd *cobra.Command, c *connFlags) {
 	cmd.Flags().StringVar(&c.url, "nats", def, "NATS server URL(s), comma-separated (env "+envNATS+", then "+envNATSURL+")")
 	cmd.Flags().StringVar(&c.stream, "stream", natsstore.DefaultStream, "JetStream stream holding the threads")
 	cmd.Flags().IntVar(&c.partitions, "partitions", 1, "partitions of the thread log, each a stream <stream>-p<N> with its own leader (1: the one stream --stream); fixed when init or serve creates the streams, and every command must pass the same")
+	cmd.Flags().StringVar(&c.fence, "fence", string(natsstore.FenceRun), "where a stream this command creates keeps its claim markers: run (on each thread's run subject, so every runner write is one compare-and-set there) or claim (on threads.T.claim, the older layout); an existing stream keeps the layout it records")
 	cmd.Flags().DurationVar(&c.timeout, "timeout", natsstore.DefaultTimeout, "bound on connecting and on each NATS call")
 	addSecFlags(cmd, &c.secFlags)
 }
@@ -249,6 +251,9 @@ func (c *connFlags) validate() error {
 	}
 	if c.partitions < 1 || c.partitions > events.MaxPartitions {
 		return usagef("--partitions %d: want 1 to %d", c.partitions, events.MaxPartitions)
+	}
+	if f := natsstore.FenceLayout(c.fence); f != natsstore.FenceRun && f != natsstore.FenceClaim {
+		return usagef("--fence %q: want run or claim", c.fence)
 	}
 	return c.secFlags.validate()
 }
@@ -283,6 +288,7 @@ func (a *app) openStore(ctx context.Context, c *connFlags, replicas int, readOnl
 		NoCreate:       readOnly,
 		ConnectOptions: opts,
 		Guard:          guard,
+		NewFence:       natsstore.FenceLayout(c.fence),
 	})
 	if err != nil {
 		return nil, openError(c.url, c.stream, err)

@@ -151,7 +151,8 @@ next runner abandons the unfinished runs (run_abandoned).`,
 		"The guard writes each as an atomic batch with a check that the run subject has not moved since the runner read it, so a writer with runner credentials "+
 		"cannot slip a consuming event under this runner's claim between its read and its write and make it write an I1/I3 violation. "+
 		"It stores one more message per consuming write, and nats-server syncs a temporary file per batch on a single-replica file stream (about 6 ms a write, against 0.15 ms); "+
-		"auto guards on a replicated (--replicas 3) or memory stream only")
+		"auto guards on a replicated (--replicas 3) or memory stream only. "+
+		"A stream in the run fence layout (--fence run, the default for new streams) needs no guard: each runner write is one compare-and-set on the thread's run subject")
 	fl.StringVar(&f.agentName, "agent", "echo", `agent running the turns: "echo", "exec" (program after --) or "openai"`)
 	fl.BoolVar(&f.steer, "steer", false, "give messages posted during a run to the run as steering")
 	fl.DurationVar(&f.execTimeout, "exec-timeout", agentexec.DefaultTimeout, "bound on one turn of the exec agent (time waiting for answers not counted)")
@@ -363,7 +364,13 @@ func (a *app) serve(ctx context.Context, f *serveFlags, ag agent.Agent, external
 		return err
 	}
 	defer store.Close()
-	a.log.Info("consuming writes", "guard", f.guard, "guarded", store.Guarded())
+	fence := "claim"
+	if store.Subjects().RunFence {
+		fence = "run"
+	}
+	// Under the run layout the guard is moot: every runner write is one
+	// compare-and-set on the run subject.
+	a.log.Info("consuming writes", "fence", fence, "guard", f.guard, "guarded", store.Guarded() && !store.Subjects().RunFence)
 	tp, stopTracing, err := obs.TracerProviderFromEnv(ctx, "artifactr", a.stderr)
 	if err != nil {
 		return fail(err)

@@ -115,6 +115,11 @@ type Config struct {
 	// the other. Under FenceRun a guarded consuming append is one
 	// compare-and-set on the run subject, whatever Guard says.
 	Fence FenceLayout
+	// NewFence is the layout of a stream this store makes when Fence is
+	// "": an existing stream keeps what it records. The CLI makes new
+	// streams in FenceRun this way, while it goes on serving the streams
+	// older versions made. Default FenceClaim.
+	NewFence FenceLayout
 }
 
 // DefaultUnexplainedLeaseTTL is the default of Config.UnexplainedLeaseTTL.
@@ -202,6 +207,8 @@ func (c *Config) validate() error {
 		return fmt.Errorf("natsstore: Config.Guard %q: want auto, on or off", c.Guard)
 	case c.Fence != "" && c.Fence != FenceClaim && c.Fence != FenceRun:
 		return fmt.Errorf("natsstore: Config.Fence %q: want claim, run or empty", c.Fence)
+	case c.NewFence != "" && c.NewFence != FenceClaim && c.NewFence != FenceRun:
+		return fmt.Errorf("natsstore: Config.NewFence %q: want claim, run or empty", c.NewFence)
 	case c.DuplicateWindow < 0:
 		return fmt.Errorf("natsstore: Config.DuplicateWindow %s is negative", c.DuplicateWindow)
 	}

@@ -94,6 +94,27 @@ func TestStore_fenceLayoutDefault(t *testing.T) {
 }
 
 // Under RUNFENCE a batch takes no claim-subject fence.
+// NewFence makes a new stream in its layout and leaves an existing one in
+// its own: the CLI makes run-layout streams and keeps serving claim-layout
+// ones that older versions made.
+func TestStore_newFence(t *testing.T) {
+	srv := natsembedtest.RunForTest(t)
+	s := open(t, srv, func(c *Config) { c.NewFence = FenceRun })
+	if !s.Subjects().RunFence || s.streams[0].CachedInfo().Config.Metadata[MetaFence] != "run" {
+		t.Fatal("NewFence run did not make a run-layout stream")
+	}
+	old := natsembedtest.RunForTest(t)
+	open(t, old) // an older version's stream: the claim layout
+	if s := open(t, old, func(c *Config) { c.NewFence = FenceRun }); s.Subjects().RunFence {
+		t.Fatal("NewFence run moved an existing claim-layout stream to the run layout")
+	}
+	// An explicit Fence wins over NewFence.
+	_, err := New(ctxT(t), Config{URL: srv.ClientURL(), Fence: FenceClaim, NewFence: FenceRun})
+	if !errors.Is(err, events.ErrLayout) {
+		t.Fatalf("Fence claim, NewFence run on a run-layout stream: %v, want ErrLayout", err)
+	}
+}
+
 func TestAppendBatch_runFenceRefusesFence(t *testing.T) {
 	srv := natsembedtest.RunForTest(t)
 	s := open(t, srv, func(c *Config) { c.Fence = FenceRun })

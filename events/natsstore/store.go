@@ -1,6 +1,7 @@
 package natsstore
 
 import (
+	"cmp"
 	"context"
 	"errors"
 	"fmt"
@@ -65,7 +66,7 @@ func New(ctx context.Context, cfg Config) (*Store, error) {
 	}
 	s := &Store{
 		cfg:      cfg,
-		subj:     events.Subjects{Prefix: cfg.Prefix, Partitions: cfg.Partitions, RunFence: cfg.Fence == FenceRun},
+		subj:     events.Subjects{Prefix: cfg.Prefix, Partitions: cfg.Partitions, RunFence: cmp.Or(cfg.Fence, cfg.NewFence) == FenceRun},
 		api:      newAPI(cfg.Domain),
 		kvStream: "KV_" + cfg.Bucket,
 		kvPrefix: kvStored(cfg.Bucket),

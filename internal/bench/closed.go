@@ -95,7 +95,7 @@ func ClosedLoop(ctx context.Context, cfg TurnsConfig) (*TurnsResult, error) {
 	if err := cfg.validate(); err != nil {
 		return nil, err
 	}
-	ts, err := startTemp(ctx, "artifactr-bench-", !cfg.Sync, 1, cfg.Guard, cfg.Logger, nil)
+	ts, err := startTemp(ctx, "artifactr-bench-", !cfg.Sync, 1, cfg.Guard, cfg.Fence, cfg.Logger, nil)
 	if err != nil {
 		return nil, err
 	}
@@ -112,7 +112,7 @@ func ClosedLoop(ctx context.Context, cfg TurnsConfig) (*TurnsResult, error) {
 	if cfg.Sync {
 		syncNote = "fsync on every write"
 	}
-	fmt.Fprintf(cfg.Out, "bench turns --closed-loop: embedded server (%s), one runner, echo agent, guard %v; each thread posts its next message when its last run ended\n", syncNote, ts.Store.Guarded())
+	fmt.Fprintf(cfg.Out, "bench turns --closed-loop: embedded server (%s), one runner, echo agent, %s; each thread posts its next message when its last run ended\n", syncNote, fenceNote(ts.Store))
 	phases := []struct {
 		name              string
 		threads, messages int
@@ -125,7 +125,7 @@ func ClosedLoop(ctx context.Context, cfg TurnsConfig) (*TurnsResult, error) {
 		return nil, err
 	}
 	defer clients.Close()
-	res := &TurnsResult{Mode: "closed-loop", Fsync: cfg.Sync, Phases: []Phase{}}
+	res := &TurnsResult{Mode: "closed-loop", Fsync: cfg.Sync, Fence: fenceNote(ts.Store), Phases: []Phase{}}
 	for i, p := range phases {
 		ph, err := closedPhase(ctx, cfg.Out, clients, p.name, fmt.Sprintf("cl%d", i), p.threads, p.messages)
 		if err != nil {

@@ -28,11 +28,12 @@ func StartTemp(ctx context.Context, prefix string, noSync bool, natsLog, storeLo
 
 // StartTempPartitions is [StartTemp] with a store of partitions streams.
 func StartTempPartitions(ctx context.Context, prefix string, noSync bool, partitions int, natsLog, storeLog *slog.Logger) (*Temp, error) {
-	return startTemp(ctx, prefix, noSync, partitions, natsstore.GuardAuto, natsLog, storeLog)
+	return startTemp(ctx, prefix, noSync, partitions, natsstore.GuardAuto, "", natsLog, storeLog)
 }
 
-// startTemp is [StartTempPartitions] with the store's guard mode.
-func startTemp(ctx context.Context, prefix string, noSync bool, partitions int, guard natsstore.GuardMode, natsLog, storeLog *slog.Logger) (*Temp, error) {
+// startTemp is [StartTempPartitions] with the store's guard mode and fence
+// layout.
+func startTemp(ctx context.Context, prefix string, noSync bool, partitions int, guard natsstore.GuardMode, fence natsstore.FenceLayout, natsLog, storeLog *slog.Logger) (*Temp, error) {
 	if natsLog == nil {
 		natsLog = slog.New(slog.DiscardHandler)
 	}
@@ -48,7 +49,7 @@ func startTemp(ctx context.Context, prefix string, noSync bool, partitions int, 
 		os.RemoveAll(dir)
 		return nil, err
 	}
-	store, err := natsstore.New(ctx, natsstore.Config{URL: srv.ClientURL(), Logger: storeLog, Partitions: partitions, Guard: guard})
+	store, err := natsstore.New(ctx, natsstore.Config{URL: srv.ClientURL(), Logger: storeLog, Partitions: partitions, Guard: guard, Fence: fence})
 	if err != nil {
 		srv.Shutdown()
 		os.RemoveAll(dir)

@@ -35,6 +35,9 @@ type TurnsConfig struct {
 	// Guard is the store's guard mode ([Turns] and [ClosedLoop]), so the
 	// guard's cost per turn can be measured. Default natsstore.GuardAuto.
 	Guard natsstore.GuardMode
+	// Fence is the store's fence layout ([Turns] and [ClosedLoop]).
+	// Default natsstore.FenceClaim.
+	Fence natsstore.FenceLayout
 	// Out gets the text lines. Required.
 	Out io.Writer
 	// Logger logs the errors of the server, the stores and the runner.
@@ -43,6 +46,17 @@ type TurnsConfig struct {
 	// TraceConsole gets the spans when the OTEL_* variables ask for the
 	// console exporter ([Turns] only). Default discards.
 	TraceConsole io.Writer
+}
+
+// fenceNote says how a store fences consuming writes.
+func fenceNote(s *natsstore.Store) string {
+	switch {
+	case s.Subjects().RunFence:
+		return "run fence layout"
+	case s.Guarded():
+		return "claim fence layout, guarded"
+	}
+	return "claim fence layout, not guarded"
 }
 
 func (c *TurnsConfig) validate() error {
@@ -70,6 +84,7 @@ func (c *TurnsConfig) validate() error {
 type TurnsResult struct {
 	Mode              string  `json:"mode"` // "open" or "closed-loop"
 	Fsync             bool    `json:"fsync"`
+	Fence             string  `json:"fence"` // the store's fencing: fenceNote's words
 	Phases            []Phase `json:"phases"`
 	RawAppendsPerSec  float64 `json:"raw_appends_per_second,omitempty"`
 	EventsPerRawRatio float64 `json:"events_per_raw_ratio,omitempty"`
@@ -178,7 +193,7 @@ func Turns(ctx context.Context, cfg TurnsConfig) (*TurnsResult, error) {
 	if err := cfg.validate(); err != nil {
 		return nil, err
 	}
-	ts, err := startTemp(ctx, "artifactr-bench-", !cfg.Sync, cfg.Partitions, cfg.Guard, cfg.Logger, nil)
+	ts, err := startTemp(ctx, "artifactr-bench-", !cfg.Sync, cfg.Partitions, cfg.Guard, cfg.Fence, cfg.Logger, nil)
 	if err != nil {
 		return nil, err
 	}
@@ -188,8 +203,8 @@ func Turns(ctx context.Context, cfg TurnsConfig) (*TurnsResult, error) {
 	if cfg.Sync {
 		syncNote = "fsync on every write"
 	}
-	fmt.Fprintf(cfg.Out, "bench turns: %d threads x %d messages, embedded server (%s), echo agent, %d partitions, %d runners, guard %v\n",
-		cfg.Threads, cfg.Messages, syncNote, cfg.Partitions, cfg.Runners, store.Guarded())
+	fmt.Fprintf(cfg.Out, "bench turns: %d threads x %d messages, embedded server (%s), echo agent, %d partitions, %d runners, %s\n",
+		cfg.Threads, cfg.Messages, syncNote, cfg.Partitions, cfg.Runners, fenceNote(store))
 
 	col, elapsed, dl, err := runTurns(ctx, ts, &cfg)
 	if err != nil {
@@ -223,7 +238,7 @@ func Turns(ctx context.Context, cfg TurnsConfig) (*TurnsResult, error) {
 		dl.PerEvent, dl.FollowPerEvent, dl.WorkPerEvent, dl.ObserverPerEvent, dl.OutMsgsPerEvent)
 	return &TurnsResult{
 		Delivery: dl,
-		Mode:     "open", Fsync: cfg.Sync,
+		Mode:     "open", Fsync: cfg.Sync, Fence: fenceNote(store),
 		Phases: []Phase{{Name: "concurrent", Threads: cfg.Threads, Turns: turns,
 			TurnsPerSecond: float64(turns) / span.Seconds(), Events: col.events, EventsPerSecond: evRate,
 			StartP50Ms: ms(pct(toStart, 0.50)), StartP99Ms: ms(pct(toStart, 0.99)), EndP50Ms: ms(pct(toEnd, 0.50)), EndP99Ms: ms(pct(toEnd, 0.99))}},
