@@ -81,7 +81,8 @@ func Long(ctx context.Context, cfg LongConfig) (*LongReport, error) {
 		cfg.Logger = slog.New(slog.DiscardHandler)
 	}
 	quiet := cfg.Logger
-	ts, err := StartTemp(ctx, "artifactr-bench-long-", true, quiet, nil)
+	// The run fence layout, as serve makes a new stream.
+	ts, err := startTemp(ctx, "artifactr-bench-long-", true, 1, natsstore.GuardAuto, natsstore.FenceRun, quiet, nil)
 	if err != nil {
 		return nil, err
 	}
@@ -268,6 +269,12 @@ func buildLong(ctx context.Context, s *natsstore.Store, n int) (int, error) {
 	if err != nil {
 		return 0, err
 	}
+	// k is the run subject's last sequence, which a consuming write and
+	// the release expect in the run fence layout.
+	k, err := s.LastSeq(ctx, longThread, events.KindRun)
+	if err != nil {
+		return 0, err
+	}
 	written := 1
 	for i := 0; written+5 <= n; i++ {
 		text := fmt.Sprintf("message %d of the long thread", i)
@@ -276,7 +283,7 @@ func buildLong(ctx context.Context, s *natsstore.Store, n int) (int, error) {
 			return 0, err
 		}
 		run := fmt.Sprintf("b-run-%d", i)
-		st, err := s.Append(ctx, events.NewRunStarted(c, now, run, ack.Seq, "echo"), events.Fenced(c))
+		st, err := s.Append(ctx, events.NewRunStarted(c, now, run, ack.Seq, "echo"), events.FencedGuarded(c, k))
 		if err != nil {
 			return 0, err
 		}
@@ -284,12 +291,14 @@ func buildLong(ctx context.Context, s *natsstore.Store, n int) (int, error) {
 		if err != nil {
 			return 0, err
 		}
-		if _, err := s.Append(ctx, events.NewRunCompleted(c, now, run, "echo: "+text), events.ExpectLast(out.Seq)); err != nil {
+		end, err := s.Append(ctx, events.NewRunCompleted(c, now, run, "echo: "+text), events.ExpectLast(out.Seq))
+		if err != nil {
 			return 0, err
 		}
+		k = end.Seq
 		written += 4
 	}
-	if err := events.ReleaseClaim(ctx, s, c, "built", now); err != nil {
+	if err := events.ReleaseClaimAt(ctx, s, c, k, "built", now); err != nil {
 		return 0, err
 	}
 	return written + 1, nil
