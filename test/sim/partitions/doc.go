@@ -58,7 +58,7 @@
 // (events.FencedGuarded for run_abandoned and run_started, ExpectLast for
 // run_completed, ReleaseClaimAt). The split draws nothing from the PRNG;
 // -partitions.fence=claim|run|seed (PARTITIONS_FENCE) puts every seed on
-// one. The large run's layout is Config.Layout's (the claim layout).
+// one, the large run's too.
 //
 // # The control
 //

@@ -125,6 +125,7 @@ func TestPartitions_large(t *testing.T) {
 		t.Skip("issue 29's scale: -partitions.large (or PARTITIONS_LARGE=1)")
 	}
 	cfg := partitions.Large()
+	cfg.Layout = layout(t)
 	if *flagPosts > 0 {
 		cfg.Posts = *flagPosts
 	}
@@ -162,7 +163,7 @@ func TestPartitions_large(t *testing.T) {
 			t.Logf("%d %s moved %.1f partitions each, %.2f times the least", b.n, what, float64(b.moved)/float64(b.n), float64(b.moved)/b.least)
 		}
 	}
-	t.Logf("seed %d, %+v", seed, cfg)
+	t.Logf("seed %d, fence on the run subject %v, %+v", seed, r.RunFence, cfg)
 	t.Logf("%s wall, %.0f MiB allocated in all, heap %.0f MiB at the end; %d steps, %d events; %d posts to %d threads, all consumed once; %d fenced out; %d runs started while two runners believed they owned the partition, %d of them refused by the fence; simulated %s",
 		d.Round(time.Millisecond), float64(after.TotalAlloc-before.TotalAlloc)/(1<<20), float64(after.HeapAlloc)/(1<<20), r.Steps, r.Events, fg.Posts, fg.Threads, fg.Fenced, fg.Shared, fg.SharedRefused, fg.SimTime.Round(time.Second))
 	t.Logf("%d membership changes moved %v partitions (%.1f a change, %.2f times the least, P/R); %d partition acquisitions in all; the cores' counters %+v",
