@@ -597,6 +597,14 @@ func (c *Core) foreign(env *events.Envelope) string {
 		return ""
 	}
 	ev := env.Event
+	if t := events.TypeOf(ev); t == events.TypeThreadClaimed || t == events.TypeThreadReleased {
+		// A marker: on the run subject under RUNFENCE
+		// (events.Subjects.RunFence). It is the claim protocol's, no
+		// holder's write, and observe stops on it as on the claim
+		// subject; ignored as foreign, the view would count its
+		// sequence (K) and not the newer claim.
+		return ""
+	}
 	if sent, ok := c.mine[env.MsgID]; ok && env.Err == nil && ev != nil {
 		if (env.Seq == c.stored.seq && env.MsgID == c.stored.msgID) || sameEvent(ev, sent) {
 			return ""

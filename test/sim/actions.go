@@ -230,10 +230,13 @@ func (w *world) exec(e effect) thread.Input {
 	default:
 		f := w.writeFault()
 		p.faults = faults{op: "append", f: f}
-		err := events.ReleaseClaim(w.ctx, p.store, e.claim, "idle", p.clock.Now())
+		// Under RUNFENCE the release expects the run subject's last
+		// sequence as the core knew it (its K); on the claim layout
+		// ReleaseClaimAt expects the claim's own marker, as ReleaseClaim.
+		err := events.ReleaseClaimAt(w.ctx, p.store, e.claim, e.rel.RunSeq, "idle", p.clock.Now())
 		p.faults = faults{}
 		w.countFault(f)
-		w.tracef("%s release claim %d -> %s", e.by, e.claim.Seq, errOK(err))
+		w.tracef("%s release claim %d at run seq %d -> %s", e.by, e.claim.Seq, e.rel.RunSeq, errOK(err))
 		return nil
 	}
 }

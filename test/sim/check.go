@@ -30,6 +30,9 @@ func (w *world) check() bool {
 		}
 		w.envs = append(w.envs, e)
 		w.last = e.Seq
+		if typ := events.TypeOf(e.Event); (typ == events.TypeThreadClaimed || typ == events.TypeThreadReleased) && e.Kind != w.subj.KindOf(typ) {
+			w.fail(CheckLayout, fmt.Sprintf("%s at seq %d on the %s subject, the layout's is %s", typ, e.Seq, e.Kind, w.subj.KindOf(typ)))
+		}
 		w.auditor.Add(e)
 		w.fold.Apply(e)
 	}

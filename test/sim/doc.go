@@ -63,6 +63,19 @@
 // the whole log is audited again from scratch and must agree
 // ([CheckReplay]).
 //
+// # The fence layouts
+//
+// Every other pair of seeds (2, 3, 6, 7, ...: [RunFenced]; Config.Layout
+// [LayoutBySeed], which TestSim uses) runs on the RUNFENCE layout (issue
+// 23, events.Subjects.RunFence; natsstore.FenceRun on natsstore): claim
+// markers and releases on the run subject, every holder write a
+// compare-and-set on it (the core's FencedGuarded with its K), a release
+// ReleaseClaimAt the core's K. The split draws nothing from the PRNG, so a
+// seed on the claim layout does what it did before the split; each seed's
+// first trace line names its layout, and -sim.fence=claim|run|seed
+// (SIM_FENCE) puts every seed on one. The checker also requires every
+// marker to be on the layout's subject (CheckLayout).
+//
 // # The control
 //
 // A safety check that cannot fail proves nothing. TestSim_unfencedControl
@@ -71,7 +84,9 @@
 // some seed of a fixed range breaks I1_ConsumedAtMostOnce or
 // I3_OneActiveRun (FenceNewestClaim alone does not count: it fails at the
 // first unfenced write whatever happens next). It prints the first such
-// seed with its trace.
+// seed with its trace. TestSim_runFenceUnfencedControl does the same on
+// the run subject's layout, where dropping the consuming writes' check
+// (the other writes keep their compare-and-set) must break them too.
 //
 // # On natsstore
 //

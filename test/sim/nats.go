@@ -140,7 +140,8 @@ type natsWorld struct {
 	stream string
 	bucket string
 	snaps  string
-	ids    string // the message-id bucket
+	ids    string                // the message-id bucket
+	fence  natsstore.FenceLayout // every handle's, explicit
 	stores []*natsstore.Store
 	wrote  bool // a write was tried since the checker last loaded
 	racing bool // a write is interleaved into another's retry
@@ -172,9 +173,9 @@ func (w *world) logName() string {
 // newAuditor returns an auditor for the seed's subjects.
 func (w *world) newAuditor() *audit.Auditor {
 	if w.nats == nil {
-		return audit.New()
+		return audit.NewWithOptions(audit.Options{Subjects: w.subj})
 	}
-	return audit.NewWithOptions(audit.Options{Subjects: events.Subjects{Prefix: w.nats.prefix()}})
+	return audit.NewWithOptions(audit.Options{Subjects: events.Subjects{Prefix: w.nats.prefix(), RunFence: w.subj.RunFence}})
 }
 
 // prefix is the seed's subject prefix: one stream per seed, on one server,
@@ -203,6 +204,10 @@ func (w *world) openNATS() {
 		bucket: fmt.Sprintf("simclaims%d", n),
 		snaps:  fmt.Sprintf("simsnaps%d", n),
 		ids:    fmt.Sprintf("simids%d", n),
+		fence:  natsstore.FenceClaim,
+	}
+	if w.subj.RunFence {
+		nw.fence = natsstore.FenceRun
 	}
 	w.nats = nw
 	nc, err := nats.Connect(env.URL, nats.Name(fmt.Sprintf("sim seed %d", w.seed)))
@@ -232,6 +237,7 @@ func (nw *natsWorld) open(ctx context.Context, now func() time.Time) (*natsstore
 		MessageIDBucket: nw.ids,
 		Timeout:         nw.env.Timeout,
 		Now:             now,
+		Fence:           nw.fence,
 	})
 	if err != nil {
 		return nil, err
@@ -409,20 +415,21 @@ func (h *natsHandle) race(subject string) {
 		switch {
 		case q == h.owner:
 		case q.core == nil:
-			// A takeover writes the lease, the claim subject and, when it
-			// abandons a run, the run subject.
+			// A takeover writes the lease, the marker's subject (the
+			// claim subject, or the run subject under RUNFENCE) and,
+			// when it abandons a run, the run subject.
 			kind := want
 			if kind == string(events.KindPosted) {
-				kind = string(events.KindClaim)
+				kind = string(w.subj.KindOf(events.TypeThreadClaimed))
 			}
 			add(kind, func() { w.takeover(q) })
 		case len(q.out) > 0:
-			add(writesTo(q.out[0]), func() { w.doEffect(q) })
+			add(writesTo(w.subj, q.out[0]), func() { w.doEffect(q) })
 		}
 	}
 	for i, e := range w.zombies {
 		if e.owner != h.owner {
-			add(writesTo(e), func() {
+			add(writesTo(w.subj, e), func() {
 				w.zombies = append(w.zombies[:i], w.zombies[i+1:]...)
 				w.exec(e)
 			})
@@ -464,13 +471,13 @@ func raceKind(subject string) string {
 	return subject[strings.LastIndexByte(subject, '.')+1:]
 }
 
-// writesTo names the subject an effect writes to, "" for none.
-func writesTo(e effect) string {
+// writesTo names the subject an effect writes to in layout s, "" for none.
+func writesTo(s events.Subjects, e effect) string {
 	switch e.kind {
 	case doAppend:
-		return string(events.TypeOf(e.app.Event).Kind())
+		return string(s.KindOf(events.TypeOf(e.app.Event)))
 	case doRelease:
-		return string(events.KindClaim)
+		return string(s.KindOf(events.TypeThreadReleased))
 	}
 	return ""
 }

@@ -111,7 +111,7 @@ func natsEnv(t *testing.T) *sim.NATS {
 // read-back path went untested.
 func TestSim_nats(t *testing.T) {
 	env := natsEnv(t)
-	cfg := sim.Config{Steps: *flagSteps, NATS: env}
+	cfg := sim.Config{Steps: *flagSteps, NATS: env, Layout: layout(t)}
 	if *flagSeed != "" {
 		seed, err := strconv.ParseUint(*flagSeed, 10, 64)
 		if err != nil {
@@ -119,7 +119,7 @@ func TestSim_nats(t *testing.T) {
 		}
 		cfg.Trace = true
 		r := sim.Run(seed, cfg)
-		t.Logf("seed %d on natsstore: %d steps, %d events, stats %+v, natsstore %+v\n%s", seed, r.Steps, r.Events, r.Stats, r.NATS, r.FormatTrace())
+		t.Logf("seed %d on natsstore, fence on the run subject %v: %d steps, %d events, stats %+v, natsstore %+v\n%s", seed, r.RunFence, r.Steps, r.Events, r.Stats, r.NATS, r.FormatTrace())
 		if r.Failed() {
 			t.Fatalf("seed %d on natsstore: %s: %s", seed, r.Check, r.Failure)
 		}
@@ -128,16 +128,20 @@ func TestSim_nats(t *testing.T) {
 	base, n := baseSeed(t), natsSeeds()
 	t.Logf("natsstore: base seed %d: seeds %d..%d, %d steps each (set -sim.base=%d to rerun these seeds)", base, base, base+uint64(n)-1, cfg.Steps, base)
 	var (
-		total sim.Stats
-		nats  sim.NATSStats
-		evs   int
+		total     sim.Stats
+		nats      sim.NATSStats
+		evs       int
+		runFenced int
 	)
 	ran, d, shards := runSeeds(t, base, n, cfg, func(_ uint64, r sim.Result) {
 		evs += r.Events
+		if r.RunFence {
+			runFenced++
+		}
 		add(&total, r.Stats)
 		nats.Add(r.NATS)
 	}, func(t *testing.T, seed uint64, r sim.Result) { reportNATS(t, seed, cfg, r) })
-	t.Logf("natsstore: %d seeds in %s (%.1f seeds/s on %d shards): %d events", ran, d.Round(time.Millisecond), float64(ran)/d.Seconds(), shards, evs)
+	t.Logf("natsstore: %d seeds in %s (%.1f seeds/s on %d shards), %d on the run subject's layout: %d events", ran, d.Round(time.Millisecond), float64(ran)/d.Seconds(), shards, runFenced, evs)
 	t.Logf("exercised: %+v", total)
 	t.Logf("natsstore settled: %+v", nats)
 	if t.Failed() || ran < n {
@@ -168,7 +172,7 @@ func reportNATS(t *testing.T, seed uint64, cfg sim.Config, r sim.Result) {
 		note = fmt.Sprintf("\n(the replay below ran otherwise: %s: %s; natsstore runs replay exactly only when the server answers alike)", again.Check, again.Failure)
 	}
 	t.Fatalf("seed %d on natsstore failed at step %d: %s: %s%s\ntrace:\n%s\nreplay: %s",
-		seed, r.Steps, r.Check, r.Failure, note, again.FormatTrace(), replayCmd("TestSim_nats", seed, cfg.Steps, ""))
+		seed, r.Steps, r.Check, r.Failure, note, again.FormatTrace(), replayCmd("TestSim_nats", seed, cfg.Steps, fenceArg(r)))
 }
 
 // TestSim_natsReplays runs one seed twice on natsstore: the traces must
@@ -247,19 +251,23 @@ func natsReadBackSeeds() uint64 {
 // I1_ConsumedAtMostOnce or I3_OneActiveRun, or the natsstore share could
 // not fail.
 func TestSim_natsUnfencedControl(t *testing.T) {
-	cfg := sim.Config{Steps: *flagSteps, Unfenced: true, NATS: natsEnv(t), Fatal: func(c string) bool {
-		return c == audit.CheckI1 || c == audit.CheckI3
-	}}
-	const n = 20
-	for seed := uint64(1); seed <= n; seed++ {
-		r := sim.Run(seed, cfg)
-		if r.Check == sim.CheckStore {
-			t.Fatalf("seed %d unfenced on natsstore: %s", seed, r.Failure)
-		}
-		if r.Failed() {
-			t.Logf("without the fence on natsstore, seed %d breaks %s at step %d: %s", seed, r.Check, r.Steps, r.Failure)
-			return
-		}
+	for _, l := range []sim.Layout{sim.LayoutClaim, sim.LayoutRun} {
+		t.Run(l.String(), func(t *testing.T) {
+			cfg := sim.Config{Steps: *flagSteps, Unfenced: true, NATS: natsEnv(t), Layout: l, Fatal: func(c string) bool {
+				return c == audit.CheckI1 || c == audit.CheckI3
+			}}
+			const n = 20
+			for seed := uint64(1); seed <= n; seed++ {
+				r := sim.Run(seed, cfg)
+				if r.Check == sim.CheckStore {
+					t.Fatalf("seed %d unfenced on natsstore: %s", seed, r.Failure)
+				}
+				if r.Failed() {
+					t.Logf("without the fence on natsstore, on the %s layout, seed %d breaks %s at step %d: %s", l, seed, r.Check, r.Steps, r.Failure)
+					return
+				}
+			}
+			t.Fatalf("without the fence on natsstore, on the %s layout, no seed in 1..%d broke I1 or I3: the natsstore share cannot fail", l, n)
+		})
 	}
-	t.Fatalf("without the fence on natsstore, no seed in 1..%d broke I1 or I3: the natsstore share cannot fail", n)
 }

@@ -71,7 +71,7 @@ func (w *world) carry(p *proc, rd thread.Ready) {
 		if rd.Release != nil {
 			c := p.core.Claim()
 			c.Lease = p.lease
-			p.out = append(p.out, effect{kind: doRelease, owner: p, by: p.holder, claim: c})
+			p.out = append(p.out, effect{kind: doRelease, owner: p, by: p.holder, claim: c, rel: *rd.Release})
 		}
 		w.tracef("%s stops: %v", p.holder, rd.StopErr)
 		w.stopCore(p)

@@ -23,7 +23,31 @@ var (
 	flagBase  = flag.String("sim.base", os.Getenv("SIM_BASE"), "sim: first seed (default: random, printed)")
 	flagSeed  = flag.String("sim.seed", os.Getenv("SIM_SEED"), "sim: replay this one seed and print its trace")
 	flagCtl   = flag.Int("sim.control", envInt("SIM_CONTROL", 0), "sim: seeds 1..N the unfenced control runs (default 200; 50 with -race or -short)")
+	flagFence = flag.String("sim.fence", os.Getenv("SIM_FENCE"), "sim: the seeds' fence layout: claim, run, or seed (default: the seed's, sim.RunFenced)")
 )
+
+// layout is -sim.fence's layout.
+func layout(t *testing.T) sim.Layout {
+	t.Helper()
+	switch *flagFence {
+	case "", "seed":
+		return sim.LayoutBySeed
+	case "claim":
+		return sim.LayoutClaim
+	case "run":
+		return sim.LayoutRun
+	}
+	t.Fatalf("-sim.fence %q: want claim, run or seed", *flagFence)
+	return 0
+}
+
+// fenceArg is the -sim.fence that replays r's layout.
+func fenceArg(r sim.Result) string {
+	if r.RunFence {
+		return " -sim.fence=run"
+	}
+	return " -sim.fence=claim"
+}
 
 func envInt(key string, def int) int {
 	if v, err := strconv.Atoi(os.Getenv(key)); err == nil {
@@ -69,7 +93,7 @@ func replayCmd(test string, seed uint64, steps int, extra string) string {
 
 // TestSim runs the simulation over many seeds, each with every check fatal.
 func TestSim(t *testing.T) {
-	cfg := sim.Config{Steps: *flagSteps}
+	cfg := sim.Config{Steps: *flagSteps, Layout: layout(t)}
 	if *flagSeed != "" {
 		seed, err := strconv.ParseUint(*flagSeed, 10, 64)
 		if err != nil {
@@ -79,21 +103,35 @@ func TestSim(t *testing.T) {
 		return
 	}
 	base, n := baseSeed(t), seeds()
-	t.Logf("base seed %d: seeds %d..%d, %d steps each (set -sim.base=%d to rerun these seeds)", base, base, base+uint64(n)-1, cfg.Steps, base)
+	t.Logf("base seed %d: seeds %d..%d, %d steps each, fence layout %s (set -sim.base=%d to rerun these seeds)", base, base, base+uint64(n)-1, cfg.Steps, cfg.Layout, base)
 	var (
-		total sim.Stats
-		steps int
-		evs   int
-		modes = map[memstore.Mode]int{}
+		total  sim.Stats
+		steps  int
+		evs    int
+		modes  = map[memstore.Mode]int{}
+		layout [2]sim.Stats // claim, run
+		count  [2]int
 	)
 	ran, d, shards := runSeeds(t, base, n, cfg, func(_ uint64, r sim.Result) {
 		steps += r.Steps + r.Stats.Drained
 		evs += r.Events
 		modes[r.Mode]++
 		add(&total, r.Stats)
+		l := 0
+		if r.RunFence {
+			l = 1
+		}
+		count[l]++
+		add(&layout[l], r.Stats)
 	}, func(t *testing.T, seed uint64, r sim.Result) { report(t, "TestSim", seed, cfg, r) })
 	t.Logf("%d seeds in %s (%.0f seeds/s on %d shards): %d steps, %d events", ran, d.Round(time.Millisecond), float64(ran)/d.Seconds(), shards, steps, evs)
 	t.Logf("exercised: %+v", total)
+	for l, name := range []string{"claim", "run"} {
+		t.Logf("fence on the %s subject: %d seeds, exercised %+v", name, count[l], layout[l])
+	}
+	if cfg.Layout == sim.LayoutBySeed && ran >= 4 && (count[0] == 0 || count[1] == 0) {
+		t.Errorf("the seeds ran on one layout only: %v", count)
+	}
 	if ran >= 100 && total.Steered == 0 {
 		t.Errorf("%d seeds gave no steering: the runs never asked for it", ran)
 	}
@@ -161,7 +199,7 @@ func add(t *sim.Stats, s sim.Stats) {
 func replay(t *testing.T, seed uint64, cfg sim.Config) {
 	cfg.Trace = true
 	r := sim.Run(seed, cfg)
-	t.Logf("seed %d: %d steps, %d events, stats %+v\n%s", seed, r.Steps, r.Events, r.Stats, r.FormatTrace())
+	t.Logf("seed %d, fence on the run subject %v: %d steps, %d events, stats %+v\n%s", seed, r.RunFence, r.Steps, r.Events, r.Stats, r.FormatTrace())
 	if r.Failed() {
 		t.Fatalf("seed %d: %s: %s", seed, r.Check, r.Failure)
 	}
@@ -177,7 +215,7 @@ func report(t *testing.T, test string, seed uint64, cfg sim.Config, r sim.Result
 		t.Errorf("seed %d is not deterministic: first %s: %s; replay %s: %s", seed, r.Check, r.Failure, again.Check, again.Failure)
 	}
 	t.Fatalf("seed %d failed at step %d: %s: %s\ntrace:\n%s\nreplay: %s",
-		seed, again.Steps, again.Check, again.Failure, again.FormatTrace(), replayCmd(test, seed, cfg.Steps, ""))
+		seed, again.Steps, again.Check, again.Failure, again.FormatTrace(), replayCmd(test, seed, cfg.Steps, fenceArg(r)))
 }
 
 // TestSim_unfencedControl is the mutation run: with the fence switched off
@@ -186,7 +224,19 @@ func report(t *testing.T, test string, seed uint64, cfg sim.Config, r sim.Result
 // Only those two count: without the fence headers FenceNewestClaim fails at
 // the first consuming write, which would prove nothing about the invariants.
 func TestSim_unfencedControl(t *testing.T) {
-	cfg := sim.Config{Steps: *flagSteps, Unfenced: true, Fatal: func(c string) bool {
+	unfencedControl(t, sim.LayoutClaim)
+}
+
+// TestSim_runFenceUnfencedControl is the control on the run subject's
+// layout (RUNFENCE): the consuming writes' compare-and-set on the run
+// subject dropped (eventstest.Unfenced), the other writes' kept. With
+// -sim.seed it replays that seed on this layout.
+func TestSim_runFenceUnfencedControl(t *testing.T) {
+	unfencedControl(t, sim.LayoutRun)
+}
+
+func unfencedControl(t *testing.T, l sim.Layout) {
+	cfg := sim.Config{Steps: *flagSteps, Unfenced: true, Layout: l, Fatal: func(c string) bool {
 		return c == audit.CheckI1 || c == audit.CheckI3
 	}}
 	if *flagSeed != "" {
@@ -217,20 +267,47 @@ func TestSim_unfencedControl(t *testing.T) {
 	}
 	cfg.Trace = true
 	r := sim.Run(first, cfg)
-	t.Logf("without the fence, %d of seeds 1..%d break an invariant (by check: %v); the first, seed %d, breaks %s at step %d: %s\ntrace:\n%s\nreplay: %s",
-		broke[audit.CheckI1]+broke[audit.CheckI3], n, broke, first, r.Check, r.Steps, r.Failure, r.FormatTrace(),
-		replayCmd("TestSim_unfencedControl", first, cfg.Steps, ""))
+	t.Logf("without the fence, on the %s layout, %d of seeds 1..%d break an invariant (by check: %v); the first, seed %d, breaks %s at step %d: %s\ntrace:\n%s\nreplay: %s",
+		l, broke[audit.CheckI1]+broke[audit.CheckI3], n, broke, first, r.Check, r.Steps, r.Failure, r.FormatTrace(),
+		replayCmd(t.Name(), first, cfg.Steps, ""))
 }
 
 // TestSim_deterministic runs one seed twice: the traces must match, or a
 // printed seed would not replay.
+// On each layout.
 func TestSim_deterministic(t *testing.T) {
-	cfg := sim.Config{Steps: *flagSteps, Trace: true}
-	a, b := sim.Run(42, cfg), sim.Run(42, cfg)
-	if a.FormatTrace() != b.FormatTrace() {
-		t.Fatalf("seed 42 ran two ways:\n%s\n---\n%s", a.FormatTrace(), b.FormatTrace())
+	for _, l := range []sim.Layout{sim.LayoutClaim, sim.LayoutRun} {
+		cfg := sim.Config{Steps: *flagSteps, Trace: true, Layout: l}
+		a, b := sim.Run(42, cfg), sim.Run(42, cfg)
+		if a.FormatTrace() != b.FormatTrace() {
+			t.Fatalf("seed 42 ran two ways on the %s layout:\n%s\n---\n%s", l, a.FormatTrace(), b.FormatTrace())
+		}
+		if len(a.Trace) < cfg.Steps {
+			t.Fatalf("trace of %d lines for %d steps", len(a.Trace), cfg.Steps)
+		}
 	}
-	if len(a.Trace) < cfg.Steps {
-		t.Fatalf("trace of %d lines for %d steps", len(a.Trace), cfg.Steps)
+}
+
+// TestSim_layoutBySeed: LayoutBySeed runs half the seeds on each layout,
+// and a seed on the claim layout does what it does with LayoutClaim (the
+// split draws nothing from the seed's PRNG).
+func TestSim_layoutBySeed(t *testing.T) {
+	run := 0
+	for seed := uint64(0); seed < 8; seed++ {
+		by := sim.Run(seed, sim.Config{Steps: 100, Trace: true, Layout: sim.LayoutBySeed})
+		if by.RunFence != sim.RunFenced(seed) {
+			t.Fatalf("seed %d: ran on the run subject %v, RunFenced says %v", seed, by.RunFence, sim.RunFenced(seed))
+		}
+		want := sim.LayoutClaim
+		if by.RunFence {
+			run++
+			want = sim.LayoutRun
+		}
+		if one := sim.Run(seed, sim.Config{Steps: 100, Trace: true, Layout: want}); one.FormatTrace() != by.FormatTrace() {
+			t.Fatalf("seed %d on the %s layout ran otherwise by seed", seed, want)
+		}
+	}
+	if run != 4 {
+		t.Fatalf("%d of 8 seeds on the run subject, want 4", run)
 	}
 }

@@ -37,7 +37,7 @@ func TestSim_specTrace_fencedLogsConform(t *testing.T) {
 	}
 	events := 0
 	for seed := uint64(1); seed <= n; seed++ {
-		log, rep, res := specLog(seed, Config{Steps: 300})
+		log, rep, res := specLog(seed, Config{Steps: 300, Layout: LayoutBySeed})
 		if res.Failed() {
 			t.Fatalf("seed %d: the simulation failed: %s: %s", seed, res.Check, res.Failure)
 		}
@@ -50,15 +50,20 @@ func TestSim_specTrace_fencedLogsConform(t *testing.T) {
 }
 
 func TestSim_specTrace_unfencedLogFlagged(t *testing.T) {
-	cfg := Config{Steps: 300, Unfenced: true, Fatal: func(string) bool { return false }}
-	for seed := uint64(1); seed <= 50; seed++ {
-		_, rep, _ := specLog(seed, cfg)
-		if !rep.OK() {
-			t.Logf("seed %d without the fence: %s", seed, rep.Nonconforming[0])
-			return
+	for _, l := range []Layout{LayoutClaim, LayoutRun} {
+		cfg := Config{Steps: 300, Unfenced: true, Layout: l, Fatal: func(string) bool { return false }}
+		flagged := false
+		for seed := uint64(1); seed <= 50 && !flagged; seed++ {
+			_, rep, _ := specLog(seed, cfg)
+			if !rep.OK() {
+				t.Logf("seed %d without the fence, on the %s layout: %s", seed, l, rep.Nonconforming[0])
+				flagged = true
+			}
+		}
+		if !flagged {
+			t.Fatalf("without the fence, on the %s layout, no log of seeds 1..50 was flagged: the trace validation cannot fail", l)
 		}
 	}
-	t.Fatal("without the fence, no log of seeds 1..50 was flagged: the trace validation cannot fail")
 }
 
 func joinLines(lines []string) string {
@@ -84,7 +89,7 @@ func TestSim_oneVerdict_auditAndSpec(t *testing.T) {
 		return w.envs
 	}
 	for seed := uint64(1); seed <= n; seed++ {
-		v := spectest.OneVerdict(logOf(seed, Config{Steps: 300}))
+		v := spectest.OneVerdict(logOf(seed, Config{Steps: 300, Layout: LayoutBySeed}))
 		for _, d := range v.Disagree {
 			t.Errorf("seed %d: %s", seed, d)
 		}
@@ -94,7 +99,7 @@ func TestSim_oneVerdict_auditAndSpec(t *testing.T) {
 	}
 	flagged := 0
 	for seed := uint64(1); seed <= 50; seed++ {
-		v := spectest.OneVerdict(logOf(seed, Config{Steps: 300, Unfenced: true, Fatal: func(string) bool { return false }}))
+		v := spectest.OneVerdict(logOf(seed, Config{Steps: 300, Unfenced: true, Layout: LayoutBySeed, Fatal: func(string) bool { return false }}))
 		for _, d := range v.Disagree {
 			t.Errorf("seed %d without the fence: %s", seed, d)
 		}

@@ -48,6 +48,10 @@ const (
 	// CheckReplay: auditing the whole log from scratch at the end gives the
 	// same verdict as the audit kept up after every step.
 	CheckReplay = "AuditReplay"
+	// CheckLayout: every claim marker and release is on the subject the
+	// seed's layout says (Config.Layout): the run subject under RUNFENCE,
+	// the claim subject otherwise.
+	CheckLayout = "MarkersOnLayout"
 )
 
 // Config configures one run of the simulation.
@@ -66,7 +70,43 @@ type Config struct {
 	// fresh stream and buckets per seed) instead of on memstore: see
 	// nats.go.
 	NATS *NATS
+	// Layout is the stream's fence layout: the claim subject's (the zero
+	// value), the run subject's (RUNFENCE, issue 23), or the seed's
+	// ([LayoutBySeed]).
+	Layout Layout
 }
+
+// Layout chooses where a seed's claim markers are.
+type Layout uint8
+
+const (
+	// LayoutClaim: markers on the claim subject, the fence on it.
+	LayoutClaim Layout = iota
+	// LayoutRun: events.Subjects.RunFence, markers and releases on the
+	// run subject, every holder write a compare-and-set on it
+	// (natsstore.FenceRun).
+	LayoutRun
+	// LayoutBySeed: [RunFenced] of the seed says.
+	LayoutBySeed
+)
+
+// RunFenced says which seeds LayoutBySeed runs on the run subject's
+// layout: every other pair (2, 3, 6, 7, ...), so that both log modes
+// ([ModeOf], the seed's parity) get both layouts. It draws nothing from the
+// seed's PRNG: a seed on the claim layout does what it did before.
+func RunFenced(seed uint64) bool { return seed>>1&1 == 1 }
+
+func (l Layout) runFence(seed uint64) bool {
+	switch l {
+	case LayoutRun:
+		return true
+	case LayoutBySeed:
+		return RunFenced(seed)
+	}
+	return false
+}
+
+func (l Layout) String() string { return [...]string{"claim", "run", "by seed"}[l] }
 
 // ModeOf is the log mode seed runs in: odd seeds check before they
 // deduplicate, as a single-server (R1) stream does, even seeds the other
@@ -90,7 +130,9 @@ type Result struct {
 	Trace   []string // the actions, one per line, when Config.Trace
 	Stats   Stats
 	Mode    memstore.Mode // the log's mode (ModeOf the seed; Single on NATS)
-	NATS    NATSStats     // what the faults exercised inside natsstore
+	// RunFence: the seed ran on the run subject's layout (Config.Layout).
+	RunFence bool
+	NATS     NATSStats // what the faults exercised inside natsstore
 }
 
 // Failed reports whether a fatal check broke.
@@ -163,8 +205,9 @@ type effect struct {
 	owner *proc
 	by    string // the holder that asked
 	app   thread.Append
-	claim events.Claim // for doRelease
-	late  bool         // an append that stayed in flight (landsLate)
+	claim events.Claim   // for doRelease
+	rel   thread.Release // for doRelease: the core's, its RunSeq the release's K
+	late  bool           // an append that stayed in flight (landsLate)
 }
 
 // faults is a process's fault hook: it injects one fault into the next
@@ -198,6 +241,7 @@ type world struct {
 	rng    *rand.Rand
 	ctx    context.Context
 	coreCf thread.Config
+	subj   events.Subjects // every handle's: the layout
 
 	log      *memstore.Log // nil on NATS
 	reader   events.Store  // fault-free handle for the checker
@@ -237,6 +281,7 @@ func Run(seed uint64, cfg Config) Result {
 		w.run()
 	}
 	w.res.Seed, w.res.Events, w.res.Trace, w.res.Mode = seed, len(w.envs), w.trace, ModeOf(seed)
+	w.res.RunFence = w.subj.RunFence
 	if w.nats != nil {
 		w.res.Mode = memstore.Single // one server checks before it deduplicates
 	}
@@ -253,12 +298,13 @@ func newWorld(seed uint64, cfg Config) *world {
 		handed: make(map[uint64]string),
 		posts:  postBook{acked: make(map[string]uint64)},
 	}
+	w.subj.RunFence = cfg.Layout.runFence(seed)
 	if cfg.NATS != nil {
 		w.openNATS()
 	} else {
 		w.log = memstore.NewLogWith(memstore.LogConfig{Mode: ModeOf(seed)})
-		w.reader = w.log.Open(memstore.Config{})
-		w.poster = w.log.Open(memstore.Config{Fault: w.postFlt.hook})
+		w.reader = w.log.Open(memstore.Config{Subjects: w.subj})
+		w.poster = w.log.Open(memstore.Config{Subjects: w.subj, Fault: w.postFlt.hook})
 	}
 	w.auditor = w.newAuditor()
 	w.coreCf = thread.Config{
@@ -274,7 +320,7 @@ func newWorld(seed uint64, cfg Config) *world {
 		if w.nats != nil {
 			s = w.openNATSProc(p)
 		} else {
-			s = w.log.Open(memstore.Config{Now: p.clock.Now, Fault: p.faults.hook})
+			s = w.log.Open(memstore.Config{Now: p.clock.Now, Subjects: w.subj, Fault: p.faults.hook})
 		}
 		if cfg.Unfenced {
 			s = eventstest.Unfenced(s)
@@ -282,8 +328,8 @@ func newWorld(seed uint64, cfg Config) *world {
 		p.store = s
 		w.procs = append(w.procs, p)
 	}
-	w.tracef("seed %d: %d processes, steerable=%v, idle ticks %d, unfenced=%v, log %s",
-		seed, n, w.coreCf.Steerable, w.coreCf.IdleTicks, cfg.Unfenced, w.logName())
+	w.tracef("seed %d: %d processes, steerable=%v, idle ticks %d, unfenced=%v, log %s, fence on the %s subject",
+		seed, n, w.coreCf.Steerable, w.coreCf.IdleTicks, cfg.Unfenced, w.logName(), layoutName(w.subj))
 	return w
 }
 
@@ -378,6 +424,14 @@ func (w *world) tracef(format string, args ...any) {
 		prefix = "drain"
 	}
 	w.trace = append(w.trace, prefix+"  "+fmt.Sprintf(format, args...))
+}
+
+// layoutName names the subject the layout puts markers on.
+func layoutName(s events.Subjects) string {
+	if s.RunFence {
+		return "run"
+	}
+	return "claim"
 }
 
 // FormatTrace renders a result's trace and failure for a test log.

@@ -19,6 +19,9 @@ func (w *world) catchUp() {
 			return // nothing more for now
 		}
 		w.events++
+		if typ := events.TypeOf(env.Event); (typ == events.TypeThreadClaimed || typ == events.TypeThreadReleased) && env.Kind != w.subj.KindOf(typ) {
+			w.fail(CheckLayout, fmt.Sprintf("%s at seq %d on the %s subject, the layout's is %s", typ, env.Seq, env.Kind, w.subj.KindOf(typ)))
+		}
 		w.auditor.Add(env)
 		th := env.Thread
 		f := w.folds[th]

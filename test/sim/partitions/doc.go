@@ -48,12 +48,26 @@
 // posts exist (about 50,000 for the large run's 100,000 posts), and each
 // costs its events in memstore and a fold in the checker.
 //
+// # The fence layouts
+//
+// Every other pair of seeds (2, 3, 6, 7, ...: [RunFenced]; TestPartitions
+// uses [LayoutBySeed]) runs on the RUNFENCE layout (issue 23,
+// events.Subjects.RunFence on every handle): markers and releases on the
+// run subject; a holder keeps K, the run subject's last sequence it knows
+// (claim_seq at its claim, each ack after), and every write expects it
+// (events.FencedGuarded for run_abandoned and run_started, ExpectLast for
+// run_completed, ReleaseClaimAt). The split draws nothing from the PRNG;
+// -partitions.fence=claim|run|seed (PARTITIONS_FENCE) puts every seed on
+// one, the large run's too.
+//
 // # The control
 //
 // TestPartitions_unfencedControl runs seeds with the fence switched off
 // (eventstest.Unfenced on every runner's handle): within 200 seeds one
 // must break I1 or I3 (seed 10 today: a thawed runner starts a run for a
-// message the partition's new owner consumed).
+// message the partition's new owner consumed);
+// TestPartitions_runFenceUnfencedControl on the run subject's layout
+// (seed 10 too, I1).
 // TestPartitions_twoBelievedOwners is its fenced twin: with the fence on,
 // the same seed's write, made while two live runners both believed they
 // owned the partition, is refused, and every check holds.
@@ -67,5 +81,6 @@
 //	go test ./test/sim/partitions/ -run _large -partitions.large -partitions.posts=300000 -partitions.base=N -v
 //
 // The flags have environment variables for CI: PARTITIONS_SEEDS,
-// PARTITIONS_BASE, PARTITIONS_SEED, PARTITIONS_LARGE, PARTITIONS_POSTS.
+// PARTITIONS_BASE, PARTITIONS_SEED, PARTITIONS_LARGE, PARTITIONS_POSTS,
+// PARTITIONS_FENCE.
 package partitions

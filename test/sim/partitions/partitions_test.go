@@ -17,7 +17,23 @@ var (
 	flagSeed  = flag.String("partitions.seed", os.Getenv("PARTITIONS_SEED"), "replay this one seed with its trace")
 	flagLarge = flag.Bool("partitions.large", os.Getenv("PARTITIONS_LARGE") != "", "run issue 29's scale: 10 runners, P = 64, posts over 1,000,000 thread ids")
 	flagPosts = flag.Int("partitions.posts", envInt("PARTITIONS_POSTS", 0), "posts of the large run (default partitions.Large's)")
+	flagFence = flag.String("partitions.fence", os.Getenv("PARTITIONS_FENCE"), "the seeds' fence layout: claim, run, or seed (default: the seed's, partitions.RunFenced)")
 )
+
+// layout is -partitions.fence's layout.
+func layout(t *testing.T) partitions.Layout {
+	t.Helper()
+	switch *flagFence {
+	case "", "seed":
+		return partitions.LayoutBySeed
+	case "claim":
+		return partitions.LayoutClaim
+	case "run":
+		return partitions.LayoutRun
+	}
+	t.Fatalf("-partitions.fence %q: want claim, run or seed", *flagFence)
+	return 0
+}
 
 func envInt(key string, def int) int {
 	if v, err := strconv.Atoi(os.Getenv(key)); err == nil {
@@ -42,6 +58,7 @@ func baseSeed(t *testing.T) uint64 {
 // is replayed with its trace.
 func TestPartitions(t *testing.T) {
 	cfg := partitions.Small()
+	cfg.Layout = layout(t)
 	if *flagSeed != "" {
 		seed, err := strconv.ParseUint(*flagSeed, 10, 64)
 		if err != nil {
@@ -49,7 +66,7 @@ func TestPartitions(t *testing.T) {
 		}
 		cfg.Trace = true
 		r := partitions.Run(seed, cfg)
-		t.Logf("seed %d: %d steps, %d events, figures %+v\n%s", seed, r.Steps, r.Events, r.Figures, r.FormatTrace())
+		t.Logf("seed %d, fence on the run subject %v: %d steps, %d events, figures %+v\n%s", seed, r.RunFence, r.Steps, r.Events, r.Figures, r.FormatTrace())
 		if r.Failed() {
 			t.Fatalf("seed %d: %s: %s", seed, r.Check, r.Failure)
 		}
@@ -64,8 +81,8 @@ func TestPartitions(t *testing.T) {
 		if r.Failed() {
 			report(t, seed, cfg, r)
 		}
-		t.Logf("seed %d in %s: %d steps, %d events, %d posts to %d threads, %d fenced out, %d runs started by one of two believed owners (%d refused), %d membership changes moving %v partitions, %d acquisitions, owned %v (max/mean %.2f, bound %.2f), settled %s after the faults, max lag %s",
-			seed, time.Since(start).Round(time.Millisecond), r.Steps, r.Events, r.Figures.Posts, r.Figures.Threads, r.Figures.Fenced, r.Figures.Shared, r.Figures.SharedRefused,
+		t.Logf("seed %d (fence on the run subject %v) in %s: %d steps, %d events, %d posts to %d threads, %d fenced out, %d runs started by one of two believed owners (%d refused), %d membership changes moving %v partitions, %d acquisitions, owned %v (max/mean %.2f, bound %.2f), settled %s after the faults, max lag %s",
+			seed, r.RunFence, time.Since(start).Round(time.Millisecond), r.Steps, r.Events, r.Figures.Posts, r.Figures.Threads, r.Figures.Fenced, r.Figures.Shared, r.Figures.SharedRefused,
 			r.Figures.Changes, r.Figures.Moved, r.Figures.Acquired, r.Figures.Owned, r.Figures.Balance, r.Figures.BalanceBound, r.Figures.Settle, r.Figures.MaxLag)
 	}
 }
@@ -81,17 +98,24 @@ func report(t *testing.T, seed uint64, cfg partitions.Config, r partitions.Resul
 	if len(tr) > 400 {
 		tr = tr[len(tr)-400:]
 	}
-	t.Fatalf("seed %d failed at step %d: %s: %s\ntrace (last %d lines):\n%s\nreplay: go test ./test/sim/partitions/ -run '^TestPartitions$' -partitions.seed=%d -v",
-		seed, again.Steps, again.Check, again.Failure, len(tr), partitions.Result{Trace: tr}.FormatTrace(), seed)
+	fence := "claim"
+	if r.RunFence {
+		fence = "run"
+	}
+	t.Fatalf("seed %d failed at step %d: %s: %s\ntrace (last %d lines):\n%s\nreplay: go test ./test/sim/partitions/ -run '^TestPartitions$' -partitions.seed=%d -partitions.fence=%s -v",
+		seed, again.Steps, again.Check, again.Failure, len(tr), partitions.Result{Trace: tr}.FormatTrace(), seed, fence)
 }
 
 // TestPartitions_deterministic runs one seed twice: the traces must match.
+// On each layout.
 func TestPartitions_deterministic(t *testing.T) {
-	cfg := partitions.Small()
-	cfg.Trace = true
-	a, b := partitions.Run(42, cfg), partitions.Run(42, cfg)
-	if a.FormatTrace() != b.FormatTrace() || a.Events != b.Events {
-		t.Fatal("seed 42 ran two ways")
+	for _, l := range []partitions.Layout{partitions.LayoutClaim, partitions.LayoutRun} {
+		cfg := partitions.Small()
+		cfg.Trace, cfg.Layout = true, l
+		a, b := partitions.Run(42, cfg), partitions.Run(42, cfg)
+		if a.FormatTrace() != b.FormatTrace() || a.Events != b.Events {
+			t.Fatalf("seed 42 ran two ways on the %s layout", l)
+		}
 	}
 }
 
@@ -101,6 +125,7 @@ func TestPartitions_large(t *testing.T) {
 		t.Skip("issue 29's scale: -partitions.large (or PARTITIONS_LARGE=1)")
 	}
 	cfg := partitions.Large()
+	cfg.Layout = layout(t)
 	if *flagPosts > 0 {
 		cfg.Posts = *flagPosts
 	}
@@ -138,7 +163,7 @@ func TestPartitions_large(t *testing.T) {
 			t.Logf("%d %s moved %.1f partitions each, %.2f times the least", b.n, what, float64(b.moved)/float64(b.n), float64(b.moved)/b.least)
 		}
 	}
-	t.Logf("seed %d, %+v", seed, cfg)
+	t.Logf("seed %d, fence on the run subject %v, %+v", seed, r.RunFence, cfg)
 	t.Logf("%s wall, %.0f MiB allocated in all, heap %.0f MiB at the end; %d steps, %d events; %d posts to %d threads, all consumed once; %d fenced out; %d runs started while two runners believed they owned the partition, %d of them refused by the fence; simulated %s",
 		d.Round(time.Millisecond), float64(after.TotalAlloc-before.TotalAlloc)/(1<<20), float64(after.HeapAlloc)/(1<<20), r.Steps, r.Events, fg.Posts, fg.Threads, fg.Fenced, fg.Shared, fg.SharedRefused, fg.SimTime.Round(time.Second))
 	t.Logf("%d membership changes moved %v partitions (%.1f a change, %.2f times the least, P/R); %d partition acquisitions in all; the cores' counters %+v",

@@ -69,7 +69,7 @@ type work struct {
 func (w *world) join() {
 	w.nextID++
 	name := fmt.Sprintf("r%d", w.nextID)
-	h := w.log.Open(memstore.Config{Now: w.clock.Now, Fault: w.leaseFault})
+	h := w.log.Open(memstore.Config{Now: w.clock.Now, Subjects: w.subj, Fault: w.leaseFault})
 	r := &runner{name: name, leases: h, store: h, core: owner.New(owner.Config{Partitions: w.cfg.Partitions, TTL: TTL}),
 		threads: map[string]*work{}, perPart: map[int]int{}, queued: map[string]bool{}, draining: map[int]bool{}}
 	if w.cfg.Unfenced {
@@ -278,6 +278,11 @@ func (w *world) claimNext(r *runner) {
 	// log up to this step, which holds every write before the marker.
 	f := w.folds[th]
 	wk := &work{thread: th, p: p, claim: c, lastRun: f.LastRunSubjectSeq}
+	if w.subj.RunFence {
+		// The marker is on the run subject, its last when it lands
+		// (the fold has everything before it): K starts at claim_seq.
+		wk.lastRun = c.Seq
+	}
 	for _, m := range f.Pending() {
 		wk.pending = append(wk.pending, m.Seq)
 	}
@@ -313,7 +318,7 @@ func (w *world) work(r *runner, wk *work) {
 	switch {
 	case wk.abandon != "":
 		var ack events.Ack
-		ack, err = r.store.Append(w.ctx, events.NewRunAbandoned(wk.claim, now, wk.abandon, wk.abandonClaimSeq, "taken over"), events.Fenced(wk.claim))
+		ack, err = r.store.Append(w.ctx, events.NewRunAbandoned(wk.claim, now, wk.abandon, wk.abandonClaimSeq, "taken over"), w.fence(wk))
 		if err == nil {
 			wk.abandon, wk.lastRun = "", ack.Seq
 		}
@@ -336,14 +341,14 @@ func (w *world) work(r *runner, wk *work) {
 		r.holders++
 		run := fmt.Sprintf("%s-run%d", r.name, r.holders)
 		var ack events.Ack
-		ack, err = r.store.Append(w.ctx, events.NewRunStarted(wk.claim, now, run, wk.pending[0], "sim"), events.Fenced(wk.claim))
+		ack, err = r.store.Append(w.ctx, events.NewRunStarted(wk.claim, now, run, wk.pending[0], "sim"), w.fence(wk))
 		if err == nil {
 			wk.pending, wk.run, wk.lastRun = wk.pending[1:], run, ack.Seq
 		}
 	default:
 		// Idle, or handing the partition over: give the claim up. Its
 		// pending messages, if any, are the next owner's.
-		if err := events.ReleaseClaim(w.ctx, r.store, wk.claim, "idle", now); err != nil {
+		if err := events.ReleaseClaimAt(w.ctx, r.store, wk.claim, wk.lastRun, "idle", now); err != nil {
 			w.fail(CheckStore, fmt.Sprintf("%s: release %s: %v", r.name, wk.thread, err))
 		}
 		w.drop(r, wk.thread)
@@ -358,6 +363,16 @@ func (w *world) work(r *runner, wk *work) {
 	case err != nil:
 		w.fail(CheckStore, fmt.Sprintf("%s: append to %s: %v", r.name, wk.thread, err))
 	}
+}
+
+// fence is a consuming write's check: the claim subject's fence, or under
+// RUNFENCE a compare-and-set on the run subject's last sequence as wk
+// knows it (an unguarded events.Fenced is refused there).
+func (w *world) fence(wk *work) events.Check {
+	if w.subj.RunFence {
+		return events.FencedGuarded(wk.claim, wk.lastRun)
+	}
+	return events.Fenced(wk.claim)
 }
 
 // sharedWith reports whether another live runner believes it owns p too.

@@ -37,6 +37,9 @@ const (
 	CheckOwnership = "OneOwnerBalanced"
 	// CheckStore: a store call that must answer failed.
 	CheckStore = "StoreAnswers"
+	// CheckLayout: every claim marker and release is on the subject the
+	// seed's layout says (Config.Layout).
+	CheckLayout = "MarkersOnLayout"
 )
 
 // Config configures one run.
@@ -57,7 +60,41 @@ type Config struct {
 	// counted in Result.Ignored. CheckStore always ends it.
 	Fatal func(check string) bool
 	Trace bool
+	// Layout is the stream's fence layout: the claim subject's (the zero
+	// value), the run subject's (RUNFENCE, issue 23), or the seed's
+	// ([LayoutBySeed]).
+	Layout Layout
 }
+
+// Layout chooses where a seed's claim markers are.
+type Layout uint8
+
+const (
+	// LayoutClaim: markers on the claim subject, the fence on it.
+	LayoutClaim Layout = iota
+	// LayoutRun: events.Subjects.RunFence, markers and releases on the
+	// run subject, every holder write a compare-and-set on it.
+	LayoutRun
+	// LayoutBySeed: [RunFenced] of the seed says.
+	LayoutBySeed
+)
+
+// RunFenced says which seeds LayoutBySeed runs on the run subject's
+// layout: every other pair (2, 3, 6, 7, ...), so that both log modes (the
+// seed's parity) get both layouts. It draws nothing from the seed's PRNG.
+func RunFenced(seed uint64) bool { return seed>>1&1 == 1 }
+
+func (l Layout) runFence(seed uint64) bool {
+	switch l {
+	case LayoutRun:
+		return true
+	case LayoutBySeed:
+		return RunFenced(seed)
+	}
+	return false
+}
+
+func (l Layout) String() string { return [...]string{"claim", "run", "by seed"}[l] }
 
 // Small is the default run's scale: a few runs a second.
 func Small() Config {
@@ -80,6 +117,8 @@ type Result struct {
 	Trace   []string
 	Figures Figures
 	Ignored map[string]int
+	// RunFence: the seed ran on the run subject's layout (Config.Layout).
+	RunFence bool
 }
 
 // Failed reports whether a check broke.
@@ -136,6 +175,7 @@ type world struct {
 	clock *eventstest.Clock
 
 	log     *memstore.Log
+	subj    events.Subjects // every handle's: the layout
 	reader  events.Store
 	poster  events.Store
 	srv     eventstest.Timers
@@ -174,6 +214,7 @@ func Run(seed uint64, cfg Config) Result {
 	defer w.watch.Stop()
 	w.run()
 	w.res.Seed, w.res.Events, w.res.Trace = seed, w.events, w.trace
+	w.res.RunFence = w.subj.RunFence
 	w.res.Figures.SimTime = w.now().Sub(eventstest.Epoch)
 	w.res.Figures.Threads = len(w.folds)
 	for _, r := range w.runners {
@@ -197,7 +238,6 @@ func newWorld(seed uint64, cfg Config) *world {
 		ctx:       context.Background(),
 		done:      done,
 		clock:     eventstest.NewClock(0),
-		auditor:   audit.New(),
 		folds:     map[string]*projections.Thread{},
 		byPart:    make([][]string, cfg.Partitions),
 		unsettled: map[string]struct{}{},
@@ -205,10 +245,12 @@ func newWorld(seed uint64, cfg Config) *world {
 		live:      map[string]bool{},
 	}
 	w.srv.Clock = w.clock
+	w.subj.RunFence = cfg.Layout.runFence(seed)
+	w.auditor = audit.NewWithOptions(audit.Options{Subjects: w.subj})
 	w.log = memstore.NewLogWith(memstore.LogConfig{Mode: memstore.Mode(seed % 2), Now: w.clock.Now, AfterFunc: w.afterFunc,
 		SessionID: func() string { return fmt.Sprintf("%016x", w.rng.Uint64()) }})
-	w.reader = w.log.Open(memstore.Config{Now: w.clock.Now})
-	w.poster = w.log.Open(memstore.Config{Now: w.clock.Now})
+	w.reader = w.log.Open(memstore.Config{Now: w.clock.Now, Subjects: w.subj})
+	w.poster = w.log.Open(memstore.Config{Now: w.clock.Now, Subjects: w.subj})
 	var err error
 	if w.tail, err = w.reader.Tail(w.ctx, w.reader.Subjects().All(), 1); err != nil {
 		panic(err) // memstore's Tail fails only on a done context
@@ -216,7 +258,7 @@ func newWorld(seed uint64, cfg Config) *world {
 	if w.watch, err = w.reader.WatchLeases(w.ctx); err != nil {
 		panic(err)
 	}
-	w.tracef("seed %d: %+v, log %s", seed, cfg, w.log.Mode())
+	w.tracef("seed %d: %+v, log %s, fence on the run subject %v", seed, cfg, w.log.Mode(), w.subj.RunFence)
 	for range cfg.Runners {
 		w.join()
 	}

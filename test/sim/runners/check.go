@@ -19,6 +19,9 @@ func (w *world) catchUp() {
 			panic(fmt.Sprintf("runners: sequence %d after %d", env.Seq, len(w.envs)))
 		}
 		w.envs = append(w.envs, env)
+		if typ := events.TypeOf(env.Event); (typ == events.TypeThreadClaimed || typ == events.TypeThreadReleased) && env.Kind != w.subj.KindOf(typ) {
+			w.fail(CheckLayout, fmt.Sprintf("%s at seq %d on the %s subject, the layout's is %s", typ, env.Seq, env.Kind, w.subj.KindOf(typ)))
+		}
 		w.auditor.Add(env)
 		w.folds[env.Thread].Apply(env)
 		if env.Type == events.TypeMessagePosted && w.work {

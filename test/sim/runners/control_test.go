@@ -45,9 +45,18 @@ func unfencedControl(t *testing.T, cfg runners.Config, from uint64) uint64 {
 	return 0
 }
 
-// TestRunners_unfencedControl is the control on memstore.
+// TestRunners_unfencedControl is the control on memstore, on the claim
+// subject's layout.
 func TestRunners_unfencedControl(t *testing.T) {
 	unfencedControl(t, runners.Config{Steps: *flagSteps}, 1)
+}
+
+// TestRunners_runFenceUnfencedControl is the control on memstore with the
+// markers on the run subject (RUNFENCE): the consuming writes' check on the
+// run subject dropped (eventstest.Unfenced), the non-consuming ones'
+// compare-and-set kept.
+func TestRunners_runFenceUnfencedControl(t *testing.T) {
+	unfencedControl(t, runners.Config{Steps: *flagSteps, Layout: runners.LayoutRun}, 1)
 }
 
 // TestRunners_natsUnfencedControl is the control on natsstore. It starts

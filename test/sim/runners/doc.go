@@ -63,6 +63,20 @@
 // its outcome exactly. A post's time for the bound is its event's (the
 // simulated clock), not the fold's Posted (the server's, real, clock).
 //
+// # The fence layouts
+//
+// Every other pair of seeds (2, 3, 6, 7, ...: [RunFenced]; Config.Layout
+// [LayoutBySeed], which TestRunners and the random seeds of
+// TestRunners_nats use) runs on the RUNFENCE layout (issue 23,
+// events.Subjects.RunFence on every handle of the memstore Log,
+// natsstore.FenceRun on natsstore): claim markers and releases on the run
+// subject, every holder write a compare-and-set on it. The split draws
+// nothing from the PRNG, so a seed on the claim layout does what it did
+// before; each seed's first trace line names its layout, and
+// -runners.fence=claim|run|seed (RUNNERS_FENCE) puts every seed on one.
+// The soak seeds and the controls name their layout. The checker also
+// requires every marker to be on the layout's subject (CheckLayout).
+//
 // # The control
 //
 // TestRunners_unfencedControl runs seeds with the fence switched off
@@ -71,6 +85,8 @@
 // one must break I1, I3 or [CheckHandedOutOnce], or a green run proves
 // nothing. TestRunners_natsUnfencedControl does the same on natsstore,
 // from the first seed that breaks on memstore (seed 163 today, I3).
+// TestRunners_runFenceUnfencedControl is the memstore control on the run
+// subject's layout (seed 163 too, I3).
 //
 // # Usage
 //

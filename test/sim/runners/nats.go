@@ -84,6 +84,7 @@ type natsWorld struct {
 	bucket string
 	snaps  string
 	ids    string
+	fence  natsstore.FenceLayout // every handle's, explicit
 	stores []*natsstore.Store
 
 	wrote   bool              // a stream write was tried since the checker read
@@ -107,6 +108,10 @@ func (w *world) openNATS() {
 		ids:     fmt.Sprintf("simrids%d", n),
 		read:    map[string]uint64{},
 		sessRev: map[string]uint64{},
+		fence:   natsstore.FenceClaim,
+	}
+	if w.subj.RunFence {
+		nw.fence = natsstore.FenceRun
 	}
 	w.nats = nw
 	nc, err := nats.Connect(env.URL, nats.Name(fmt.Sprintf("runners seed %d", w.seed)))
@@ -135,6 +140,7 @@ func (nw *natsWorld) open(ctx context.Context, now func() time.Time) (*natsstore
 		MessageIDBucket: nw.ids,
 		Timeout:         nw.env.Timeout,
 		Now:             now,
+		Fence:           nw.fence,
 	})
 	if err != nil {
 		return nil, err

@@ -66,10 +66,14 @@ func keepStreamsDir(url string) error {
 // embedded server, with every check: the fixed seeds, then random ones
 // from a printed base.
 func TestRunners_nats(t *testing.T) {
-	cfg := runners.Config{Steps: *flagSteps, NATS: natsEnv(t)}
+	cfg := runners.Config{Steps: *flagSteps, NATS: natsEnv(t), Layout: layout(t)}
 	if replayed(t, cfg, " on natsstore") {
 		return
 	}
+	// The fixed seeds keep the claim layout their worlds were found on
+	// (soak_test.go); the random ones take the seed's (-runners.fence).
+	fixed := cfg
+	fixed.Layout = runners.LayoutClaim
 	base := baseSeed(t)
 	n := natsSeeds()
 	seeds := append([]uint64(nil), natsFixed...)
@@ -79,14 +83,22 @@ func TestRunners_nats(t *testing.T) {
 	t.Logf("natsstore: fixed seeds %v, random seeds %d..%d, %d steps each (-runners.base=%d reruns them)", natsFixed, base, base+uint64(n)-1, cfg.Steps, base)
 	start := time.Now()
 	var total runners.Stats
-	for _, seed := range seeds {
-		r := runners.Run(seed, cfg)
+	runFenced := 0
+	for i, seed := range seeds {
+		c := cfg
+		if i < len(natsFixed) {
+			c = fixed
+		}
+		r := runners.Run(seed, c)
 		add(&total, r.Stats)
+		if r.RunFence {
+			runFenced++
+		}
 		if r.Failed() {
-			reportNATS(t, seed, cfg, r)
+			reportNATS(t, seed, c, r)
 		}
 	}
-	t.Logf("natsstore: %d seeds in %s; exercised %+v", len(seeds), time.Since(start).Round(time.Millisecond), total)
+	t.Logf("natsstore: %d seeds in %s, %d on the run subject's layout; exercised %+v", len(seeds), time.Since(start).Round(time.Millisecond), runFenced, total)
 	if total.SimExpiries == 0 || total.Consumed == 0 {
 		t.Fatalf("natsstore: %d sessions expired, %d messages consumed after the faults: the share exercised nothing", total.SimExpiries, total.Consumed)
 	}
@@ -99,6 +111,6 @@ func reportNATS(t *testing.T, seed uint64, cfg runners.Config, r runners.Result)
 	t.Helper()
 	cfg.Trace = true
 	again := runners.Run(seed, cfg)
-	t.Fatalf("seed %d on natsstore failed at step %d: %s: %s\nreplay (%s: %s) trace:\n%s\nreplay: go test ./test/sim/runners/ -run '^TestRunners_nats$' -runners.seed=%d -runners.steps=%d -v",
-		seed, r.Steps, r.Check, r.Failure, again.Check, again.Failure, again.FormatTrace(), seed, cfg.Steps)
+	t.Fatalf("seed %d on natsstore failed at step %d: %s: %s\nreplay (%s: %s) trace:\n%s\nreplay: go test ./test/sim/runners/ -run '^TestRunners_nats$' -runners.seed=%d -runners.steps=%d -runners.fence=%s -v",
+		seed, r.Steps, r.Check, r.Failure, again.Check, again.Failure, again.FormatTrace(), seed, cfg.Steps, fenceFlag(r))
 }

@@ -17,7 +17,23 @@ var (
 	flagSteps = flag.Int("runners.steps", envInt("RUNNERS_STEPS", 600), "random steps per seed before the faults stop")
 	flagBase  = flag.String("runners.base", os.Getenv("RUNNERS_BASE"), "first seed (default: random, printed)")
 	flagSeed  = flag.String("runners.seed", os.Getenv("RUNNERS_SEED"), "replay this one seed and print its trace")
+	flagFence = flag.String("runners.fence", os.Getenv("RUNNERS_FENCE"), "the seeds' fence layout: claim, run, or seed (default: the seed's, runners.RunFenced)")
 )
+
+// layout is -runners.fence's layout.
+func layout(t *testing.T) runners.Layout {
+	t.Helper()
+	switch *flagFence {
+	case "", "seed":
+		return runners.LayoutBySeed
+	case "claim":
+		return runners.LayoutClaim
+	case "run":
+		return runners.LayoutRun
+	}
+	t.Fatalf("-runners.fence %q: want claim, run or seed", *flagFence)
+	return 0
+}
 
 func envInt(key string, def int) int {
 	if v, err := strconv.Atoi(os.Getenv(key)); err == nil {
@@ -39,29 +55,43 @@ func seeds() int {
 // TestRunners runs the simulation over many seeds; the first that fails is
 // replayed with its trace.
 func TestRunners(t *testing.T) {
-	cfg := runners.Config{Steps: *flagSteps}
+	cfg := runners.Config{Steps: *flagSteps, Layout: layout(t)}
 	if replayed(t, cfg, "") {
 		return
 	}
 	base := baseSeed(t)
 	n := seeds()
-	t.Logf("base seed %d: seeds %d..%d, %d steps each (-runners.base=%d reruns them)", base, base, base+uint64(n)-1, cfg.Steps, base)
+	t.Logf("base seed %d: seeds %d..%d, %d steps each, fence layout %s (-runners.base=%d reruns them)", base, base, base+uint64(n)-1, cfg.Steps, cfg.Layout, base)
 	start := time.Now()
-	var total runners.Stats
-	work := 0
+	var total [2]runners.Stats // per layout: claim, run
+	var work, count [2]int
+	var took [2]time.Duration
 	for i := range n {
 		seed := base + uint64(i)
+		t0 := time.Now()
 		r := runners.Run(seed, cfg)
-		add(&total, r.Stats)
+		l := 0
+		if r.RunFence {
+			l = 1
+		}
+		took[l] += time.Since(t0)
+		count[l]++
+		add(&total[l], r.Stats)
 		if r.Work {
-			work++
+			work[l]++
 		}
 		if r.Failed() {
 			report(t, seed, cfg, r)
 		}
 	}
 	d := time.Since(start)
-	t.Logf("%d seeds in %s (%.0f/s), %d with a work queue; exercised %+v", n, d.Round(time.Millisecond), float64(n)/d.Seconds(), work, total)
+	t.Logf("%d seeds in %s (%.0f/s)", n, d.Round(time.Millisecond), float64(n)/d.Seconds())
+	for l, name := range []string{"claim", "run"} {
+		t.Logf("fence on the %s subject: %d seeds in %s, %d with a work queue; exercised %+v", name, count[l], took[l].Round(time.Millisecond), work[l], total[l])
+	}
+	if cfg.Layout == runners.LayoutBySeed && n >= 4 && (count[0] == 0 || count[1] == 0) {
+		t.Fatalf("the seeds ran on one layout only: %v", count)
+	}
 }
 
 func add(t *runners.Stats, s runners.Stats) {
@@ -101,15 +131,50 @@ func report(t *testing.T, seed uint64, cfg runners.Config, r runners.Result) {
 		t.Errorf("seed %d is not deterministic: first %s: %s; replay %s: %s", seed, r.Check, r.Failure, again.Check, again.Failure)
 	}
 	t.Fatalf("seed %d failed at step %d: %s: %s\ntrace:\n%s\nreplay: %s", seed, again.Steps, again.Check, again.Failure,
-		again.FormatTrace(), fmt.Sprintf("go test ./test/sim/runners/ -run '^TestRunners$' -runners.seed=%d -runners.steps=%d -v", seed, cfg.Steps))
+		again.FormatTrace(), fmt.Sprintf("go test ./test/sim/runners/ -run '^TestRunners$' -runners.seed=%d -runners.steps=%d -runners.fence=%s -v", seed, cfg.Steps, fenceFlag(r)))
+}
+
+// fenceFlag is the -runners.fence that replays r's layout.
+func fenceFlag(r runners.Result) string {
+	if r.RunFence {
+		return "run"
+	}
+	return "claim"
 }
 
 // TestRunners_deterministic runs one seed twice: the traces must match.
+// On each layout.
 func TestRunners_deterministic(t *testing.T) {
-	cfg := runners.Config{Steps: *flagSteps, Trace: true}
-	a, b := runners.Run(42, cfg), runners.Run(42, cfg)
-	if a.FormatTrace() != b.FormatTrace() {
-		t.Fatalf("seed 42 ran two ways")
+	for _, l := range []runners.Layout{runners.LayoutClaim, runners.LayoutRun} {
+		cfg := runners.Config{Steps: *flagSteps, Trace: true, Layout: l}
+		a, b := runners.Run(42, cfg), runners.Run(42, cfg)
+		if a.FormatTrace() != b.FormatTrace() {
+			t.Fatalf("seed 42 ran two ways on the %s layout", l)
+		}
+	}
+}
+
+// TestRunners_layoutBySeed: LayoutBySeed runs half the seeds on each
+// layout, and a seed on the claim layout does what it does with
+// LayoutClaim (the split draws nothing from the seed's PRNG).
+func TestRunners_layoutBySeed(t *testing.T) {
+	run := 0
+	for seed := uint64(0); seed < 8; seed++ {
+		by := runners.Run(seed, runners.Config{Steps: 100, Trace: true, Layout: runners.LayoutBySeed})
+		if by.RunFence != runners.RunFenced(seed) {
+			t.Fatalf("seed %d: ran on the run subject %v, RunFenced says %v", seed, by.RunFence, runners.RunFenced(seed))
+		}
+		want := runners.LayoutClaim
+		if by.RunFence {
+			run++
+			want = runners.LayoutRun
+		}
+		if one := runners.Run(seed, runners.Config{Steps: 100, Trace: true, Layout: want}); one.FormatTrace() != by.FormatTrace() {
+			t.Fatalf("seed %d on the %s layout ran otherwise by seed", seed, want)
+		}
+	}
+	if run != 4 {
+		t.Fatalf("%d of 8 seeds on the run subject, want 4", run)
 	}
 }
 
@@ -126,7 +191,7 @@ func replayed(t *testing.T, cfg runners.Config, where string) bool {
 	}
 	cfg.Trace = true
 	r := runners.Run(seed, cfg)
-	t.Logf("seed %d%s: %d steps, %d events, stats %+v\n%s", seed, where, r.Steps, r.Events, r.Stats, r.FormatTrace())
+	t.Logf("seed %d%s, fence on the run subject %v: %d steps, %d events, stats %+v\n%s", seed, where, r.RunFence, r.Steps, r.Events, r.Stats, r.FormatTrace())
 	if r.Failed() {
 		t.Fatalf("seed %d%s: %s: %s", seed, where, r.Check, r.Failure)
 	}

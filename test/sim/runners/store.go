@@ -17,7 +17,7 @@ func (w *world) openStore(fs *faults) events.Store {
 			return nil
 		}
 	} else {
-		s = w.log.Open(memstore.Config{Now: w.clock.Now, Fault: fs.hook})
+		s = w.log.Open(memstore.Config{Now: w.clock.Now, Subjects: w.subj, Fault: fs.hook})
 	}
 	if w.cfg.Unfenced {
 		s = eventstest.Unfenced(s)
@@ -40,6 +40,14 @@ func (w *world) logName() string {
 		return "natsstore"
 	}
 	return w.log.Mode().String()
+}
+
+// layoutName names the seed's fence layout in its first trace line.
+func (w *world) layoutName() string {
+	if w.subj.RunFence {
+		return "run"
+	}
+	return "claim"
 }
 
 // readNew returns the log's events the checker has not read, in order.

@@ -39,6 +39,10 @@ const (
 	CheckBound = "ConsumedInBound"
 	// CheckStore: a store call the shell needs an answer from failed.
 	CheckStore = "StoreAnswers"
+	// CheckLayout: every claim marker and release is on the subject the
+	// seed's layout says (Config.Layout): the run subject under RUNFENCE,
+	// the claim subject otherwise.
+	CheckLayout = "MarkersOnLayout"
 )
 
 // Config configures one run.
@@ -56,6 +60,44 @@ type Config struct {
 	// Fatal says which checks end the run; nil means every check.
 	// CheckStore always does. The others are counted in Result.Ignored.
 	Fatal func(check string) bool
+	// Layout is the stream's fence layout: the claim subject's (the zero
+	// value), the run subject's (RUNFENCE, issue 23), or the seed's
+	// ([LayoutBySeed]).
+	Layout Layout
+}
+
+// Layout chooses where a seed's claim markers are.
+type Layout uint8
+
+const (
+	// LayoutClaim: markers on the claim subject, the fence on it.
+	LayoutClaim Layout = iota
+	// LayoutRun: events.Subjects.RunFence, markers on the run subject and
+	// every holder write a compare-and-set on it (natsstore.FenceRun).
+	LayoutRun
+	// LayoutBySeed: [RunFenced] of the seed says.
+	LayoutBySeed
+)
+
+// RunFenced says which seeds LayoutBySeed runs on the run subject's
+// layout: every other pair of seeds (2, 3, 6, 7, ...), so that memstore's
+// modes (the seed's parity) each get both layouts. It draws nothing from
+// the seed's PRNG: a seed on the claim layout does what it did before.
+func RunFenced(seed uint64) bool { return seed>>1&1 == 1 }
+
+// runFence resolves the layout for seed.
+func (l Layout) runFence(seed uint64) bool {
+	switch l {
+	case LayoutRun:
+		return true
+	case LayoutBySeed:
+		return RunFenced(seed)
+	}
+	return false
+}
+
+func (l Layout) String() string {
+	return [...]string{"claim", "run", "by seed"}[l]
 }
 
 // Result is what one seed did.
@@ -69,6 +111,8 @@ type Result struct {
 	Stats   Stats
 	Work    bool // the runners shared a work queue
 	NATS    bool // the seed ran on natsstore
+	// RunFence: the seed ran on the run subject's layout (Config.Layout).
+	RunFence bool
 	// Ignored counts the breaks of checks Config.Fatal let pass.
 	Ignored map[string]int
 }
@@ -117,6 +161,7 @@ type world struct {
 	work    bool
 	threads []string
 
+	subj     events.Subjects   // every handle's: the layout
 	log      *memstore.Log     // nil on natsstore
 	nats     *natsWorld        // nil on memstore
 	names    map[string]string // session id -> its name in traces
@@ -158,6 +203,7 @@ func Run(seed uint64, cfg Config) Result {
 		w.run()
 	}
 	w.res.Seed, w.res.Events, w.res.Trace, w.res.Work, w.res.NATS = seed, len(w.envs), w.trace, w.work, cfg.NATS != nil
+	w.res.RunFence = w.subj.RunFence
 	return w.res
 }
 
@@ -176,6 +222,7 @@ func newWorld(seed uint64, cfg Config) *world {
 	}
 	w.srv.Clock = w.clock
 	w.names = map[string]string{}
+	w.subj.RunFence = cfg.Layout.runFence(seed)
 	if cfg.NATS != nil {
 		w.auditor = audit.New()
 		if w.openNATS(); w.reader != nil {
@@ -185,9 +232,9 @@ func newWorld(seed uint64, cfg Config) *world {
 		w.log = memstore.NewLogWith(memstore.LogConfig{
 			Mode: memstore.Mode(seed % 2), Now: w.clock.Now, AfterFunc: w.afterFunc,
 		})
-		w.reader = w.log.Open(memstore.Config{Now: w.clock.Now})
-		w.poster = w.log.Open(memstore.Config{Now: w.clock.Now, Fault: w.postFlt.hook})
-		w.auditor = audit.New()
+		w.reader = w.log.Open(memstore.Config{Now: w.clock.Now, Subjects: w.subj})
+		w.poster = w.log.Open(memstore.Config{Now: w.clock.Now, Subjects: w.subj, Fault: w.postFlt.hook})
+		w.auditor = audit.NewWithOptions(audit.Options{Subjects: w.subj})
 		tail, err := w.reader.Tail(w.ctx, w.reader.Subjects().All(), 1)
 		if err != nil {
 			panic(err) // memstore's Tail fails only on a done context
@@ -203,8 +250,8 @@ func newWorld(seed uint64, cfg Config) *world {
 		w.folds[w.threads[i]] = projections.New(w.threads[i])
 	}
 	n := 2 + w.rng.IntN(3)
-	w.tracef("seed %d: %d runners, %d threads, work queue %v, steerable %v, idle %s, log %s, unfenced %v",
-		seed, n, nth, w.work, w.coreCf.Steerable, w.idle, w.logName(), cfg.Unfenced)
+	w.tracef("seed %d: %d runners, %d threads, work queue %v, steerable %v, idle %s, log %s, fence on the %s subject, unfenced %v",
+		seed, n, nth, w.work, w.coreCf.Steerable, w.idle, w.logName(), w.layoutName(), cfg.Unfenced)
 	for range n {
 		if w.res.Failed() {
 			break
