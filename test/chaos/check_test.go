@@ -606,3 +606,61 @@ func dumpStacks(t *testing.T) {
 	}
 	t.Logf("goroutine stacks written to %s", path)
 }
+
+// checkLayout checks that the log is in the layout the run asked for
+// (config.fence): each partition stream's metadata records it
+// (natsstore.MetaFence "run" for RUNFENCE, absent for the claim layout),
+// and every claim marker and release is on the subject the layout keeps
+// them on (the run subject under RUNFENCE, else the claim subject).
+func (h *harness) checkLayout(envs []events.Envelope) {
+	h.t.Helper()
+	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
+	defer cancel()
+	for _, stream := range h.streams() {
+		var meta map[string]string
+		err := h.retry(ctx, func(ctx context.Context) error {
+			js, err := jetstream.New(h.adminNC)
+			if err != nil {
+				return err
+			}
+			st, err := js.Stream(ctx, stream)
+			if err != nil {
+				return err
+			}
+			info, err := st.Info(ctx)
+			if err != nil {
+				return err
+			}
+			meta = info.Config.Metadata
+			return nil
+		})
+		if err != nil {
+			h.t.Fatalf("read stream %s's config: %v", stream, err)
+		}
+		want, has := "", false
+		if h.cfg.runFenced() {
+			want, has = string(natsstore.FenceRun), true
+		}
+		if got, ok := meta[natsstore.MetaFence]; ok != has || got != want {
+			h.t.Errorf("stream %s: metadata %s=%q (set %v), want %q (set %v)", stream, natsstore.MetaFence, got, ok, want, has)
+		}
+	}
+	subj := h.subjects()
+	var markers, wrong int
+	for _, e := range envs {
+		if e.Type != events.TypeThreadClaimed && e.Type != events.TypeThreadReleased {
+			continue
+		}
+		markers++
+		if want := subj.KindOf(e.Type); e.Kind != want {
+			wrong++
+			if wrong <= 3 {
+				h.t.Errorf("seed %d: %s on %s at %d is on its %s subject, want %s (fence %q)", h.cfg.seed, e.Type, e.Thread, e.Seq, e.Kind, want, h.cfg.fence)
+			}
+		}
+	}
+	h.t.Logf("%s: fence layout %q: %d claim markers and releases, %d on the wrong subject", h.cfg.name, h.cfg.fence, markers, wrong)
+	if markers == 0 {
+		h.t.Errorf("seed %d: no claim marker in the log", h.cfg.seed)
+	}
+}
