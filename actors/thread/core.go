@@ -597,6 +597,17 @@ func (c *Core) foreign(env *events.Envelope) string {
 		return ""
 	}
 	ev := env.Event
+	if env.Err == nil && ev != nil {
+		switch ev.GetBody().(type) {
+		case *eventspb.Event_ThreadClaimed, *eventspb.Event_ThreadReleased:
+			// A marker or release on the run subject (RUNFENCE): a newer
+			// claim, or a release, whoever wrote it. observe acts on it
+			// (a newer claim stops this holder); counted as a foreign
+			// event and ignored, it would move the holder's K past a
+			// newer claim, and the next consuming write would land.
+			return ""
+		}
+	}
 	if sent, ok := c.mine[env.MsgID]; ok && env.Err == nil && ev != nil {
 		if (env.Seq == c.stored.seq && env.MsgID == c.stored.msgID) || sameEvent(ev, sent) {
 			return ""
