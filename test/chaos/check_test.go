@@ -534,6 +534,7 @@ func (h *harness) summary(envs []events.Envelope, rep audit.Report, drained time
 			f.events, f.posts, h.posts.count(), f.claims, f.takeovers, f.released, f.started, f.completed, f.failed, f.abandoned, f.answers, f.steering),
 		fmt.Sprintf("  fenced writes refused=%d (%s)", h.stats.sum("refused_fenced:"), h.stats.list("refused_fenced:")),
 		fmt.Sprintf("  stale run-subject writes refused=%d (%s)", h.stats.sum("refused_cas:"), h.stats.list("refused_cas:")),
+		fmt.Sprintf("  guarded writes refused, the run subject moved=%d (%s)", h.stats.sum("refused_run_moved:"), h.stats.list("refused_run_moved:")),
 		fmt.Sprintf("  appends with unknown outcome after retries=%d (%s); duplicate acks on append=%d", h.stats.sum("unknown_outcome:"), h.stats.list("unknown_outcome:"), h.stats.sum("duplicate_ack:")),
 		fmt.Sprintf("  runners (sum over all lives): claims=%d abandoned=%d fenced=%d completed=%d failed=%d wake-ups kept parked past a claim=%d", rs.Claims, rs.Abandoned, rs.Fenced, rs.Completed, rs.Failed, rs.KeptParked),
 		fmt.Sprintf("  faults injected=%d: %s", h.faults.sum(""), h.faults.list("")),

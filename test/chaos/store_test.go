@@ -93,8 +93,10 @@ func newChaosStore(s events.Store, stats *counters) *chaosStore {
 
 // Append makes the append, ends the thread's pause if this append was the
 // stalled one, and counts the outcome: refusals of fenced writes (the fence
-// at work), refusals of compare-and-set writes (a stale run end after an
-// abandon), and outcomes left unknown after natsstore's retries.
+// at work), refusals of guarded writes whose run subject moved (the guard,
+// or RUNFENCE's compare-and-set, at work), refusals of compare-and-set
+// writes (a stale run end after an abandon), and outcomes left unknown
+// after natsstore's retries.
 func (s *chaosStore) Append(ctx context.Context, ev *eventspb.Event, chk events.Check, opts ...events.AppendOption) (events.Ack, error) {
 	ack, err := s.Store.Append(ctx, ev, chk, opts...)
 	s.mu.Lock()
@@ -111,6 +113,10 @@ func (s *chaosStore) Append(ctx context.Context, ev *eventspb.Event, chk events.
 	case err == nil:
 	case errors.Is(err, events.ErrThreadBusy):
 		s.stats.add("refused_fenced:"+string(typ), 1)
+	case errors.Is(err, events.ErrRunMoved):
+		// The guard, or under RUNFENCE the run subject's compare-and-set:
+		// a write the holder had not read landed first (issue 23's window).
+		s.stats.add("refused_run_moved:"+string(typ), 1)
 	case errors.Is(err, events.ErrConflict):
 		s.stats.add("refused_cas:"+string(typ), 1)
 	case ctx.Err() != nil:
