@@ -165,6 +165,7 @@ func runSoak(t *testing.T, cfg config) {
 	}
 	envs := h.readLog()
 	h.checkLayout(envs)
+	h.checkReleases(envs)
 	rep := h.audit(envs)
 	h.summary(envs, rep, drained)
 	for i, v := range rep.Violations {

@@ -665,3 +665,43 @@ func (h *harness) checkLayout(envs []events.Envelope) {
 		h.t.Errorf("seed %d: no claim marker in the log", h.cfg.seed)
 	}
 }
+
+// checkReleases holds each release the store refused to its reason. A
+// release is a compare-and-set on the subject the layout keeps releases
+// on (the claim subject, or the run subject under RUNFENCE), expecting
+// the last sequence there that the holder knows (its claim's marker, or
+// under RUNFENCE the run subject's last it read, events.ReleaseClaimAt).
+// Its refusal must be explained by an event on that subject after what it
+// expected that its holder did not write under that claim: a newer claim,
+// or another writer's event. A release refused over the holder's own
+// writes only expected a sequence older than what it knew, and leaves its
+// marker unreleased for no reason (liveness: the next claimant takes the
+// thread over instead of finding it released).
+func (h *harness) checkReleases(envs []events.Envelope) {
+	h.t.Helper()
+	refs := h.releases.list()
+	kind := h.subjects().KindOf(events.TypeThreadReleased)
+	threads := byThread(envs)
+	var own []string
+	for _, r := range refs {
+		explained, after := false, 0
+		for _, e := range threads[r.thread] {
+			if e.Seq <= r.expect || e.Kind != kind {
+				continue
+			}
+			after++
+			if e.Event == nil || e.Event.GetClaimSeq() != r.claim || e.Event.GetHolder() != r.holder {
+				explained = true
+				break
+			}
+		}
+		if !explained {
+			own = append(own, fmt.Sprintf("%s claim %d by %s expecting %d (%d events of its own after it)", r.thread, r.claim, r.holder, r.expect, after))
+		}
+	}
+	h.t.Logf("%s: %d releases refused, %d of them over the holder's own writes only", h.cfg.name, len(refs), len(own))
+	if len(own) > 0 {
+		h.t.Errorf("seed %d: %d releases refused with no newer claim or other writer's event after what they expected (fence %q): %s",
+			h.cfg.seed, len(own), h.cfg.fence, strings.Join(own[:min(len(own), 10)], "; "))
+	}
+}

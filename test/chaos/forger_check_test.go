@@ -75,6 +75,7 @@ func runForger(t *testing.T, cfg config) {
 	t.Logf("forger: %s; aim=%.2f", f.stats.list(""), f.cfg.aim)
 
 	h.checkLayout(envs)
+	h.checkReleases(envs)
 	h.checkForgeries(envs, r, specTrace(envs, h.subjects()), recs)
 	h.checkLeases(recs)
 	h.checkFirstEntries(envs, recs)

@@ -65,6 +65,8 @@ type harness struct {
 	// forged are the forger's events by sequence (TestChaos_forger): the
 	// consumption checks exempt the posts they took.
 	forged map[uint64]forgedEvent
+	// releases are the releases the store refused (checkReleases).
+	releases releaseLog
 }
 
 func newHarness(t *testing.T, cfg config) *harness {
@@ -250,6 +252,7 @@ func (sl *slot) startRunner(id string) {
 		base = eventstest.Unfenced(ns) // the mutation: no fence on consuming writes
 	}
 	cs := newChaosStore(base, &h.stats)
+	cs.releases = &h.releases
 	// The runner is wired by package server, as serve's is; the faults
 	// come in through its config: the store, the clock, the append hook.
 	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)

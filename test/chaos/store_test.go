@@ -81,6 +81,8 @@ func (c *counters) list(prefix string) string {
 type chaosStore struct {
 	events.Store
 	stats *counters
+	// releases records the releases refused (checkReleases); nil: none.
+	releases *releaseLog
 
 	mu     sync.Mutex        // protects the fields below
 	gate   chan struct{}     // closed when the freeze ends; nil when none
@@ -107,6 +109,9 @@ func (s *chaosStore) Append(ctx context.Context, ev *eventspb.Event, chk events.
 		resume()
 	}
 	typ := events.TypeOf(ev)
+	if typ == events.TypeThreadReleased && errors.Is(err, events.ErrConflict) && s.releases != nil {
+		s.releases.add(refusedRelease{thread: ev.GetThread(), claim: ev.GetClaimSeq(), holder: ev.GetHolder(), expect: chk.Seq})
+	}
 	switch {
 	case err == nil && ack.Duplicate:
 		s.stats.add("duplicate_ack:"+string(typ), 1)
@@ -381,4 +386,29 @@ func (l *logCounter) summary() string {
 		return "none"
 	}
 	return strings.Join(parts, " ")
+}
+
+// refusedRelease is a release the store refused: its compare-and-set
+// expected expect on the subject the layout keeps releases on.
+type refusedRelease struct {
+	thread, holder string
+	claim, expect  uint64
+}
+
+// releaseLog collects the refused releases of every runner.
+type releaseLog struct {
+	mu   sync.Mutex // protects refs
+	refs []refusedRelease
+}
+
+func (l *releaseLog) add(r refusedRelease) {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	l.refs = append(l.refs, r)
+}
+
+func (l *releaseLog) list() []refusedRelease {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	return append([]refusedRelease(nil), l.refs...)
 }
