@@ -25,6 +25,19 @@ func TestChaos_soak(t *testing.T) {
 	runSoak(t, soakConfig(t))
 }
 
+// TestChaos_soakRunFence: the soak's faults (stalls past the TTL, frozen
+// and killed runners, skewed clocks, dropped connections, duplicate posts)
+// in the RUNFENCE layout (natsstore.FenceRun, issue 23): claim markers and
+// releases on the run subject, every holder write one compare-and-set on
+// it. Shorter than the soak (18 s of faults: SOAK_RUNFENCE or
+// -chaos.runfence). After the drain: the markers on the run subject, no
+// audit violation, the spec's trace validation clean, every acknowledged
+// post consumed exactly once within the bound. Spec:
+// I1_ConsumedAtMostOnce, I3_OneActiveRun.
+func TestChaos_soakRunFence(t *testing.T) {
+	runSoak(t, soakRunFenceConfig(t))
+}
+
 // TestChaos_http: the soak's faults under two serves' HTTP APIs
 // (httpapi.Server, as serve --http runs it) with clients creating runs
 // through both: input messages with message ids, some creates retried with
@@ -151,6 +164,8 @@ func runSoak(t *testing.T, cfg config) {
 		}
 	}
 	envs := h.readLog()
+	h.checkLayout(envs)
+	h.checkReleases(envs)
 	rep := h.audit(envs)
 	h.summary(envs, rep, drained)
 	for i, v := range rep.Violations {

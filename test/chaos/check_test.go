@@ -534,6 +534,7 @@ func (h *harness) summary(envs []events.Envelope, rep audit.Report, drained time
 			f.events, f.posts, h.posts.count(), f.claims, f.takeovers, f.released, f.started, f.completed, f.failed, f.abandoned, f.answers, f.steering),
 		fmt.Sprintf("  fenced writes refused=%d (%s)", h.stats.sum("refused_fenced:"), h.stats.list("refused_fenced:")),
 		fmt.Sprintf("  stale run-subject writes refused=%d (%s)", h.stats.sum("refused_cas:"), h.stats.list("refused_cas:")),
+		fmt.Sprintf("  guarded writes refused, the run subject moved=%d (%s)", h.stats.sum("refused_run_moved:"), h.stats.list("refused_run_moved:")),
 		fmt.Sprintf("  appends with unknown outcome after retries=%d (%s); duplicate acks on append=%d", h.stats.sum("unknown_outcome:"), h.stats.list("unknown_outcome:"), h.stats.sum("duplicate_ack:")),
 		fmt.Sprintf("  runners (sum over all lives): claims=%d abandoned=%d fenced=%d completed=%d failed=%d wake-ups kept parked past a claim=%d", rs.Claims, rs.Abandoned, rs.Fenced, rs.Completed, rs.Failed, rs.KeptParked),
 		fmt.Sprintf("  faults injected=%d: %s", h.faults.sum(""), h.faults.list("")),
@@ -605,4 +606,102 @@ func dumpStacks(t *testing.T) {
 		t.Logf("stacks: %v", err)
 	}
 	t.Logf("goroutine stacks written to %s", path)
+}
+
+// checkLayout checks that the log is in the layout the run asked for
+// (config.fence): each partition stream's metadata records it
+// (natsstore.MetaFence "run" for RUNFENCE, absent for the claim layout),
+// and every claim marker and release is on the subject the layout keeps
+// them on (the run subject under RUNFENCE, else the claim subject).
+func (h *harness) checkLayout(envs []events.Envelope) {
+	h.t.Helper()
+	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
+	defer cancel()
+	for _, stream := range h.streams() {
+		var meta map[string]string
+		err := h.retry(ctx, func(ctx context.Context) error {
+			js, err := jetstream.New(h.adminNC)
+			if err != nil {
+				return err
+			}
+			st, err := js.Stream(ctx, stream)
+			if err != nil {
+				return err
+			}
+			info, err := st.Info(ctx)
+			if err != nil {
+				return err
+			}
+			meta = info.Config.Metadata
+			return nil
+		})
+		if err != nil {
+			h.t.Fatalf("read stream %s's config: %v", stream, err)
+		}
+		want, has := "", false
+		if h.cfg.runFenced() {
+			want, has = string(natsstore.FenceRun), true
+		}
+		if got, ok := meta[natsstore.MetaFence]; ok != has || got != want {
+			h.t.Errorf("stream %s: metadata %s=%q (set %v), want %q (set %v)", stream, natsstore.MetaFence, got, ok, want, has)
+		}
+	}
+	subj := h.subjects()
+	var markers, wrong int
+	for _, e := range envs {
+		if e.Type != events.TypeThreadClaimed && e.Type != events.TypeThreadReleased {
+			continue
+		}
+		markers++
+		if want := subj.KindOf(e.Type); e.Kind != want {
+			wrong++
+			if wrong <= 3 {
+				h.t.Errorf("seed %d: %s on %s at %d is on its %s subject, want %s (fence %q)", h.cfg.seed, e.Type, e.Thread, e.Seq, e.Kind, want, h.cfg.fence)
+			}
+		}
+	}
+	h.t.Logf("%s: fence layout %q: %d claim markers and releases, %d on the wrong subject", h.cfg.name, h.cfg.fence, markers, wrong)
+	if markers == 0 {
+		h.t.Errorf("seed %d: no claim marker in the log", h.cfg.seed)
+	}
+}
+
+// checkReleases holds each release the store refused to its reason. A
+// release is a compare-and-set on the subject the layout keeps releases
+// on (the claim subject, or the run subject under RUNFENCE), expecting
+// the last sequence there that the holder knows (its claim's marker, or
+// under RUNFENCE the run subject's last it read, events.ReleaseClaimAt).
+// Its refusal must be explained by an event on that subject after what it
+// expected that its holder did not write under that claim: a newer claim,
+// or another writer's event. A release refused over the holder's own
+// writes only expected a sequence older than what it knew, and leaves its
+// marker unreleased for no reason (liveness: the next claimant takes the
+// thread over instead of finding it released).
+func (h *harness) checkReleases(envs []events.Envelope) {
+	h.t.Helper()
+	refs := h.releases.list()
+	kind := h.subjects().KindOf(events.TypeThreadReleased)
+	threads := byThread(envs)
+	var own []string
+	for _, r := range refs {
+		explained, after := false, 0
+		for _, e := range threads[r.thread] {
+			if e.Seq <= r.expect || e.Kind != kind {
+				continue
+			}
+			after++
+			if e.Event == nil || e.Event.GetClaimSeq() != r.claim || e.Event.GetHolder() != r.holder {
+				explained = true
+				break
+			}
+		}
+		if !explained {
+			own = append(own, fmt.Sprintf("%s claim %d by %s expecting %d (%d events of its own after it)", r.thread, r.claim, r.holder, r.expect, after))
+		}
+	}
+	h.t.Logf("%s: %d releases refused, %d of them over the holder's own writes only", h.cfg.name, len(refs), len(own))
+	if len(own) > 0 {
+		h.t.Errorf("seed %d: %d releases refused with no newer claim or other writer's event after what they expected (fence %q): %s",
+			h.cfg.seed, len(own), h.cfg.fence, strings.Join(own[:min(len(own), 10)], "; "))
+	}
 }

@@ -16,13 +16,15 @@ import (
 
 // Flags, each with an environment variable for CI (the flag wins).
 var (
-	flagSeed    = flag.String("chaos.seed", os.Getenv("CHAOS_SEED"), "chaos: PRNG seed of the fault schedule (default: random for the soaks, fixed for the mutation check; printed)")
-	flagSoak    = flag.String("chaos.soak", os.Getenv("SOAK"), "chaos: fault phase of the single-server soak, such as 10m (default 55s)")
-	flagCluster = flag.String("chaos.cluster", os.Getenv("SOAK_CLUSTER"), "chaos: fault phase of the cluster soak (default 45s)")
-	flagMany    = flag.String("chaos.many", os.Getenv("SOAK_MANY"), "chaos: fault phase of the 5,000-thread soak (default 25s)")
-	flagPClu    = flag.String("chaos.pcluster", os.Getenv("SOAK_PCLUSTER"), "chaos: fault phase of the partitioned cluster soak, P = 6 (default 18s)")
-	flagHTTP    = flag.String("chaos.http", os.Getenv("SOAK_HTTP"), "chaos: fault phase of the soak through the HTTP API (default 12s)")
-	flagGuard   = flag.String("chaos.guard", os.Getenv("CHAOS_GUARD"), "chaos: the runners' stores' guard of consuming writes, auto, on or off (natsstore.Config.Guard; default auto: on on the cluster, off on one server)")
+	flagSeed     = flag.String("chaos.seed", os.Getenv("CHAOS_SEED"), "chaos: PRNG seed of the fault schedule (default: random for the soaks, fixed for the mutation check; printed)")
+	flagSoak     = flag.String("chaos.soak", os.Getenv("SOAK"), "chaos: fault phase of the single-server soak, such as 10m (default 55s)")
+	flagCluster  = flag.String("chaos.cluster", os.Getenv("SOAK_CLUSTER"), "chaos: fault phase of the cluster soak (default 45s)")
+	flagMany     = flag.String("chaos.many", os.Getenv("SOAK_MANY"), "chaos: fault phase of the 5,000-thread soak (default 25s)")
+	flagPClu     = flag.String("chaos.pcluster", os.Getenv("SOAK_PCLUSTER"), "chaos: fault phase of the partitioned cluster soak, P = 6 (default 18s)")
+	flagRunFence = flag.String("chaos.runfence", os.Getenv("SOAK_RUNFENCE"), "chaos: fault phase of the RUNFENCE soak, such as 10m (default 18s)")
+	flagHTTP     = flag.String("chaos.http", os.Getenv("SOAK_HTTP"), "chaos: fault phase of the soak through the HTTP API (default 12s)")
+	flagGuard    = flag.String("chaos.guard", os.Getenv("CHAOS_GUARD"), "chaos: the runners' stores' guard of consuming writes, auto, on or off (natsstore.Config.Guard; default auto: on on the cluster, off on one server)")
+	flagFence    = flag.String("chaos.fence", os.Getenv("CHAOS_FENCE"), "chaos: the stream's fence layout, claim or run (natsstore.Config.Fence; run is RUNFENCE, issue 23: markers on the run subject; default claim); the *RunFence cases use run whatever it says")
 )
 
 // mutationSeed is the mutation check's default seed: the check must fail the
@@ -108,6 +110,26 @@ type config struct {
 	unexplainedLease time.Duration
 	// guard is the stores' natsstore.Config.Guard (-chaos.guard).
 	guard natsstore.GuardMode
+	// fence is the stream's layout, every store's natsstore.Config.Fence
+	// (-chaos.fence): FenceClaim or FenceRun (RUNFENCE, issue 23).
+	fence natsstore.FenceLayout
+}
+
+// runFenced reports whether the run is in the RUNFENCE layout.
+func (c config) runFenced() bool { return c.fence == natsstore.FenceRun }
+
+// fenceLayout returns the -chaos.fence value: claim (the default) or run.
+func fenceLayout(t *testing.T) natsstore.FenceLayout {
+	t.Helper()
+	switch v := natsstore.FenceLayout(*flagFence); v {
+	case "", natsstore.FenceClaim:
+		return natsstore.FenceClaim
+	case natsstore.FenceRun:
+		return v
+	default:
+		t.Fatalf("-chaos.fence / CHAOS_FENCE %q: want claim or run", *flagFence)
+		return ""
+	}
 }
 
 // guardMode returns the -chaos.guard value.
@@ -140,7 +162,20 @@ func soakConfig(t *testing.T) config {
 		skews:    []float64{-2, -1.2, 0, 0, 0, 1.2, 2},
 		pDupPost: 0.1, pRetryPost: 0.05,
 		guard: guardMode(t),
+		fence: fenceLayout(t),
 	}
+}
+
+// soakRunFenceConfig is the soak in the RUNFENCE layout (issue 23), short
+// enough for `go test -race ./...` (SOAK_RUNFENCE or -chaos.runfence makes
+// it longer).
+func soakRunFenceConfig(t *testing.T) config {
+	c := soakConfig(t)
+	c.name = "soak-runfence"
+	c.fence = natsstore.FenceRun
+	c.faults = duration(t, *flagRunFence, "-chaos.runfence / SOAK_RUNFENCE", 18*time.Second)
+	c.drain = 60 * time.Second
+	return c
 }
 
 // httpConfig is the soak through the HTTP API, short enough for
@@ -226,6 +261,7 @@ func mutationConfig(t *testing.T) config {
 		skews:           []float64{0},
 		stopOnViolation: true,
 		minFaults:       6 * time.Second,
+		fence:           fenceLayout(t),
 	}
 }
 

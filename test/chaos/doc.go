@@ -43,6 +43,18 @@
 // is logged as the KNOWN GAP the guard closes. CHAOS_GUARD sets the other
 // cases' stores too (default auto).
 //
+// CHAOS_FENCE (-chaos.fence: claim, the default, or run) is the stream's
+// fence layout, every store's natsstore.Config.Fence. Under run (RUNFENCE,
+// issue 23) claim markers and releases are on the thread's run subject and
+// every holder write is one compare-and-set on it: the forger stores its
+// fenced forgeries with events.FencedGuarded expecting the run subject's
+// last sequence, which it reads, and its claims on the run subject; the
+// holder's window is closed, so an honest write in it fails the forger
+// case as with the guard. TestChaos_forgerRunFence and
+// TestChaos_soakRunFence (18 s of faults: SOAK_RUNFENCE) run in that
+// layout whatever CHAOS_FENCE says, and check that the stream records it
+// and every marker is on the run subject.
+//
 // # Usage
 //
 //	go test -race -count=1 -v ./test/chaos/
@@ -51,6 +63,9 @@
 //	SOAK_PCLUSTER=2m go test -race -count=1 -v -run TestChaos_clusterPartitioned ./test/chaos/
 //	CHAOS_FORGER_AIM=0.3 go test -race -count=1 -v -run TestChaos_forger ./test/chaos/
 //	CHAOS_GUARD=off CHAOS_FORGER_AIM=0.3 go test -count=1 -v -run TestChaos_forger ./test/chaos/
+//	CHAOS_FORGER_AIM=0.3 go test -race -count=1 -v -run TestChaos_forgerRunFence ./test/chaos/
+//	SOAK_RUNFENCE=5m go test -race -count=1 -v -run TestChaos_soakRunFence ./test/chaos/
+//	CHAOS_FENCE=run go test -race -count=1 -v ./test/chaos/
 //
 // test/README.md describes the suites, their knobs and the latest figures.
 package chaos

@@ -339,14 +339,14 @@ func (f *forger) forge(ctx context.Context, k forgeKind) bool {
 			return false
 		}
 		c := events.Claim{Thread: th, Seq: s.active.ClaimSeq, Holder: s.active.Holder}
-		f.appendLast(ctx, id, k, events.NewRunCompleted(c, now, s.active.ID, "forged end"), events.KindRun, false)
+		f.appendLast(ctx, id, k, events.NewRunCompleted(c, now, s.active.ID, "forged end"), false)
 	case kindNoClaimEnd:
 		th, s, ok := f.pick(func(s snap) bool { return s.active != nil })
 		if !ok {
 			return false
 		}
 		c := events.Claim{Thread: th, Holder: "forger"}
-		f.appendLast(ctx, id, k, events.NewRunCompleted(c, now, s.active.ID, "forged end"), events.KindRun, false)
+		f.appendLast(ctx, id, k, events.NewRunCompleted(c, now, s.active.ID, "forged end"), false)
 	case kindClaimGhost:
 		th, _, ok := f.pick(func(s snap) bool { return s.held() })
 		if !ok {
@@ -355,12 +355,14 @@ func (f *forger) forge(ctx context.Context, k forgeKind) bool {
 		holder := fmt.Sprintf("forger/%d", id)
 		marker := &eventspb.Event{Thread: th, Holder: holder, Body: &eventspb.Event_ThreadClaimed{
 			ThreadClaimed: &eventspb.ThreadClaimed{Holder: holder, LeaseRevision: 1, LeaseTtlMs: 3000}}}
-		seq, ok := f.appendLast(ctx, id, k, marker, events.KindClaim, false)
+		// The marker goes where the layout keeps them (appendLast): the
+		// claim subject, or under RUNFENCE the run subject.
+		seq, ok := f.appendLast(ctx, id, k, marker, false)
 		if !ok {
 			return true
 		}
 		c := events.Claim{Thread: th, Seq: seq, Holder: holder}
-		f.appendLast(ctx, id, k, events.NewRunCompleted(c, now, fmt.Sprintf("ghost-%d", id), "forged end"), events.KindRun, false)
+		f.appendLast(ctx, id, k, events.NewRunCompleted(c, now, fmt.Sprintf("ghost-%d", id), "forged end"), false)
 	case kindStartActive:
 		th, s, ok := f.pick(func(s snap) bool { return s.active != nil && s.held() })
 		if !ok {
@@ -489,6 +491,11 @@ func (f *forger) record(r forgedEvent, err error) bool {
 	case errors.Is(err, events.ErrThreadBusy) || errors.Is(err, events.ErrConflict):
 		f.stats.add("refused:"+string(r.kind), 1)
 		return false
+	case errors.Is(err, events.ErrInvalidEvent):
+		// Refused before any I/O: the forger used a check the layout does
+		// not take (under RUNFENCE an unguarded fence, say). A forger bug.
+		f.h.t.Errorf("forger: %s %s on %s: %v", r.kind, r.typ, r.thread, err)
+		return false
 	default:
 		f.stats.add("unknown:"+string(r.kind), 1)
 	}
@@ -501,16 +508,33 @@ func (f *forger) record(r forgedEvent, err error) bool {
 
 func (f *forger) msgID(th string) string { return fmt.Sprintf("forger:%s:%d", th, f.n.Add(1)) }
 
+// appendFenced appends ev fenced by c, as the holder would. Under the
+// RUNFENCE layout the fence is a compare-and-set on the run subject
+// (events.FencedGuarded): the forger reads the run subject's last sequence
+// and expects it, as a holder that had just read the thread would, so the
+// forgery lands unless some write landed on the run subject since.
 func (f *forger) appendFenced(ctx context.Context, id int, k forgeKind, ev *eventspb.Event, c events.Claim, aimed bool) {
+	chk := events.Fenced(c)
+	if f.s.Subjects().RunFence {
+		last, err := f.s.LastSeq(ctx, ev.GetThread(), events.KindRun)
+		if err != nil {
+			f.stats.add("error:"+string(k), 1)
+			return
+		}
+		chk = events.FencedGuarded(c, last)
+	}
 	mid := f.msgID(ev.GetThread())
-	ack, err := f.s.Append(ctx, ev, events.Fenced(c), events.WithMsgID(mid))
+	ack, err := f.s.Append(ctx, ev, chk, events.WithMsgID(mid))
 	f.record(forgedEvent{id: id, kind: k, thread: ev.GetThread(), typ: events.TypeOf(ev), seq: ack.Seq, msgID: mid, msg: consumer(ev), aimed: aimed}, err)
 }
 
 // appendLast appends ev with a compare-and-set on its subject's last
 // sequence, read anew after a conflict, as a runner's run-subject writes
-// and claims are made.
-func (f *forger) appendLast(ctx context.Context, id int, k forgeKind, ev *eventspb.Event, kind events.Kind, aimed bool) (uint64, bool) {
+// and claims are made. Its subject is the one the layout stores its type
+// on (Subjects.KindOf): a claim marker's is the run subject under
+// RUNFENCE.
+func (f *forger) appendLast(ctx context.Context, id int, k forgeKind, ev *eventspb.Event, aimed bool) (uint64, bool) {
+	kind := f.s.Subjects().KindOf(events.TypeOf(ev))
 	for range 5 {
 		last, err := f.s.LastSeq(ctx, ev.GetThread(), kind)
 		if err != nil {

@@ -42,9 +42,12 @@ type harness struct {
 	slots    []*slot
 
 	faultsOn atomic.Bool // stalls are injected only while set
-	guarded  atomic.Bool // a store opened guards consuming writes (Config.Guard)
-	faults   counters    // faults injected, by kind
-	stats    counters    // store outcomes (chaosStore) and post outcomes
+	// guarded: a store opened guards consuming writes (Config.Guard), or
+	// the layout is RUNFENCE, where every consuming write is one
+	// compare-and-set on the run subject: the holder's window is closed.
+	guarded  atomic.Bool
+	faults   counters // faults injected, by kind
+	stats    counters // store outcomes (chaosStore) and post outcomes
 	runStats runner.Stats
 	statsMu  sync.Mutex // protects runStats
 
@@ -62,6 +65,8 @@ type harness struct {
 	// forged are the forger's events by sequence (TestChaos_forger): the
 	// consumption checks exempt the posts they took.
 	forged map[uint64]forgedEvent
+	// releases are the releases the store refused (checkReleases).
+	releases releaseLog
 }
 
 func newHarness(t *testing.T, cfg config) *harness {
@@ -86,7 +91,7 @@ func (h *harness) replicas() int {
 // subjects are the log's subjects (its partitions), as the test's store
 // names them.
 func (h *harness) subjects() events.Subjects {
-	return events.Subjects{Partitions: max(h.cfg.partitions, 1)}
+	return events.Subjects{Partitions: max(h.cfg.partitions, 1), RunFence: h.cfg.runFenced()}
 }
 
 // streams are the partition streams, in partition order: one at P = 1.
@@ -146,10 +151,15 @@ func (h *harness) openStore(name string, now func() time.Time) (*nats.Conn, *nat
 			ctx, cancel := context.WithTimeout(context.Background(), 20*time.Second)
 			var s *natsstore.Store
 			s, err = natsstore.New(ctx, natsstore.Config{Conn: nc, Replicas: h.replicas(), Now: now, Timeout: 5 * time.Second, Logger: h.log,
-				UnexplainedLeaseTTL: h.cfg.unexplainedLease, Guard: h.cfg.guard, Partitions: h.cfg.partitions})
+				UnexplainedLeaseTTL: h.cfg.unexplainedLease, Guard: h.cfg.guard, Partitions: h.cfg.partitions, Fence: h.cfg.fence})
 			cancel()
+			if err == nil && s.Subjects().RunFence != h.cfg.runFenced() {
+				s.Close()
+				nc.Close()
+				return nil, nil, fmt.Errorf("open store %s: Config.Fence %q, yet the store's layout has RunFence=%v", name, h.cfg.fence, s.Subjects().RunFence)
+			}
 			if err == nil {
-				if s.Guarded() {
+				if s.Guarded() || s.Subjects().RunFence {
 					h.guarded.Store(true)
 				}
 				return nc, s, nil
@@ -242,6 +252,7 @@ func (sl *slot) startRunner(id string) {
 		base = eventstest.Unfenced(ns) // the mutation: no fence on consuming writes
 	}
 	cs := newChaosStore(base, &h.stats)
+	cs.releases = &h.releases
 	// The runner is wired by package server, as serve's is; the faults
 	// come in through its config: the store, the clock, the append hook.
 	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)

@@ -81,6 +81,8 @@ func (c *counters) list(prefix string) string {
 type chaosStore struct {
 	events.Store
 	stats *counters
+	// releases records the releases refused (checkReleases); nil: none.
+	releases *releaseLog
 
 	mu     sync.Mutex        // protects the fields below
 	gate   chan struct{}     // closed when the freeze ends; nil when none
@@ -93,8 +95,10 @@ func newChaosStore(s events.Store, stats *counters) *chaosStore {
 
 // Append makes the append, ends the thread's pause if this append was the
 // stalled one, and counts the outcome: refusals of fenced writes (the fence
-// at work), refusals of compare-and-set writes (a stale run end after an
-// abandon), and outcomes left unknown after natsstore's retries.
+// at work), refusals of guarded writes whose run subject moved (the guard,
+// or RUNFENCE's compare-and-set, at work), refusals of compare-and-set
+// writes (a stale run end after an abandon), and outcomes left unknown
+// after natsstore's retries.
 func (s *chaosStore) Append(ctx context.Context, ev *eventspb.Event, chk events.Check, opts ...events.AppendOption) (events.Ack, error) {
 	ack, err := s.Store.Append(ctx, ev, chk, opts...)
 	s.mu.Lock()
@@ -105,12 +109,19 @@ func (s *chaosStore) Append(ctx context.Context, ev *eventspb.Event, chk events.
 		resume()
 	}
 	typ := events.TypeOf(ev)
+	if typ == events.TypeThreadReleased && errors.Is(err, events.ErrConflict) && s.releases != nil {
+		s.releases.add(refusedRelease{thread: ev.GetThread(), claim: ev.GetClaimSeq(), holder: ev.GetHolder(), expect: chk.Seq})
+	}
 	switch {
 	case err == nil && ack.Duplicate:
 		s.stats.add("duplicate_ack:"+string(typ), 1)
 	case err == nil:
 	case errors.Is(err, events.ErrThreadBusy):
 		s.stats.add("refused_fenced:"+string(typ), 1)
+	case errors.Is(err, events.ErrRunMoved):
+		// The guard, or under RUNFENCE the run subject's compare-and-set:
+		// a write the holder had not read landed first (issue 23's window).
+		s.stats.add("refused_run_moved:"+string(typ), 1)
 	case errors.Is(err, events.ErrConflict):
 		s.stats.add("refused_cas:"+string(typ), 1)
 	case ctx.Err() != nil:
@@ -375,4 +386,29 @@ func (l *logCounter) summary() string {
 		return "none"
 	}
 	return strings.Join(parts, " ")
+}
+
+// refusedRelease is a release the store refused: its compare-and-set
+// expected expect on the subject the layout keeps releases on.
+type refusedRelease struct {
+	thread, holder string
+	claim, expect  uint64
+}
+
+// releaseLog collects the refused releases of every runner.
+type releaseLog struct {
+	mu   sync.Mutex // protects refs
+	refs []refusedRelease
+}
+
+func (l *releaseLog) add(r refusedRelease) {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	l.refs = append(l.refs, r)
+}
+
+func (l *releaseLog) list() []refusedRelease {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	return append([]refusedRelease(nil), l.refs...)
 }
