@@ -37,12 +37,11 @@ func (h *harness) readLog() []events.Envelope {
 	return envs
 }
 
-// readPartition reads partition p's stream up to its last sequence.
-func (h *harness) readPartition(p int, stream string) []events.Envelope {
+// streamInfo reads stream's info with the admin connection, retrying
+// through faults; it fails the test when it cannot.
+func (h *harness) streamInfo(ctx context.Context, stream string) *jetstream.StreamInfo {
 	h.t.Helper()
-	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
-	defer cancel()
-	var last uint64
+	var info *jetstream.StreamInfo
 	err := h.retry(ctx, func(ctx context.Context) error {
 		js, err := jetstream.New(h.adminNC)
 		if err != nil {
@@ -52,16 +51,21 @@ func (h *harness) readPartition(p int, stream string) []events.Envelope {
 		if err != nil {
 			return err
 		}
-		info, err := st.Info(ctx)
-		if err != nil {
-			return err
-		}
-		last = info.State.LastSeq
-		return nil
+		info, err = st.Info(ctx)
+		return err
 	})
 	if err != nil {
-		h.t.Fatalf("read stream %s's last sequence: %v", stream, err)
+		h.t.Fatalf("read stream %s's info: %v", stream, err)
 	}
+	return info
+}
+
+// readPartition reads partition p's stream up to its last sequence.
+func (h *harness) readPartition(p int, stream string) []events.Envelope {
+	h.t.Helper()
+	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
+	defer cancel()
+	last := h.streamInfo(ctx, stream).State.LastSeq
 	if last == 0 {
 		return nil
 	}
@@ -618,26 +622,7 @@ func (h *harness) checkLayout(envs []events.Envelope) {
 	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
 	defer cancel()
 	for _, stream := range h.streams() {
-		var meta map[string]string
-		err := h.retry(ctx, func(ctx context.Context) error {
-			js, err := jetstream.New(h.adminNC)
-			if err != nil {
-				return err
-			}
-			st, err := js.Stream(ctx, stream)
-			if err != nil {
-				return err
-			}
-			info, err := st.Info(ctx)
-			if err != nil {
-				return err
-			}
-			meta = info.Config.Metadata
-			return nil
-		})
-		if err != nil {
-			h.t.Fatalf("read stream %s's config: %v", stream, err)
-		}
+		meta := h.streamInfo(ctx, stream).Config.Metadata
 		want, has := "", false
 		if h.cfg.runFenced() {
 			want, has = string(natsstore.FenceRun), true

@@ -65,8 +65,8 @@
 //
 // # The fence layouts
 //
-// Every other pair of seeds (2, 3, 6, 7, ...: [RunFenced]; Config.Layout
-// [LayoutBySeed], which TestSim uses) runs on the RUNFENCE layout (issue
+// Every other pair of seeds (2, 3, 6, 7, ...: [eventstest.RunFenced]; Config.Layout
+// [eventstest.LayoutBySeed], which TestSim uses) runs on the RUNFENCE layout (issue
 // 23, events.Subjects.RunFence; natsstore.FenceRun on natsstore): claim
 // markers and releases on the run subject, every holder write a
 // compare-and-set on it (the core's FencedGuarded with its K), a release

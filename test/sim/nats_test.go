@@ -14,6 +14,7 @@ import (
 	"github.com/nats-io/nats.go"
 	"github.com/nats-io/nats.go/jetstream"
 
+	"github.com/artifactr/artifactr/events/eventstest"
 	"github.com/artifactr/artifactr/internal/natsembed"
 	"github.com/artifactr/artifactr/projections/audit"
 	"github.com/artifactr/artifactr/test/sim"
@@ -251,7 +252,7 @@ func natsReadBackSeeds() uint64 {
 // I1_ConsumedAtMostOnce or I3_OneActiveRun, or the natsstore share could
 // not fail.
 func TestSim_natsUnfencedControl(t *testing.T) {
-	for _, l := range []sim.Layout{sim.LayoutClaim, sim.LayoutRun} {
+	for _, l := range []eventstest.Layout{eventstest.LayoutClaim, eventstest.LayoutRun} {
 		t.Run(l.String(), func(t *testing.T) {
 			cfg := sim.Config{Steps: *flagSteps, Unfenced: true, NATS: natsEnv(t), Layout: l, Fatal: func(c string) bool {
 				return c == audit.CheckI1 || c == audit.CheckI3

@@ -11,6 +11,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/artifactr/artifactr/events/eventstest"
 	"github.com/artifactr/artifactr/events/memstore"
 	"github.com/artifactr/artifactr/projections/audit"
 	"github.com/artifactr/artifactr/test/sim"
@@ -23,22 +24,17 @@ var (
 	flagBase  = flag.String("sim.base", os.Getenv("SIM_BASE"), "sim: first seed (default: random, printed)")
 	flagSeed  = flag.String("sim.seed", os.Getenv("SIM_SEED"), "sim: replay this one seed and print its trace")
 	flagCtl   = flag.Int("sim.control", envInt("SIM_CONTROL", 0), "sim: seeds 1..N the unfenced control runs (default 200; 50 with -race or -short)")
-	flagFence = flag.String("sim.fence", os.Getenv("SIM_FENCE"), "sim: the seeds' fence layout: claim, run, or seed (default: the seed's, sim.RunFenced)")
+	flagFence = flag.String("sim.fence", os.Getenv("SIM_FENCE"), "sim: the seeds' fence layout: claim, run, or seed (default: the seed's, eventstest.RunFenced)")
 )
 
 // layout is -sim.fence's layout.
-func layout(t *testing.T) sim.Layout {
+func layout(t *testing.T) eventstest.Layout {
 	t.Helper()
-	switch *flagFence {
-	case "", "seed":
-		return sim.LayoutBySeed
-	case "claim":
-		return sim.LayoutClaim
-	case "run":
-		return sim.LayoutRun
+	l, err := eventstest.ParseLayout(*flagFence)
+	if err != nil {
+		t.Fatalf("-sim.fence: %v", err)
 	}
-	t.Fatalf("-sim.fence %q: want claim, run or seed", *flagFence)
-	return 0
+	return l
 }
 
 // fenceArg is the -sim.fence that replays r's layout.
@@ -129,7 +125,7 @@ func TestSim(t *testing.T) {
 	for l, name := range []string{"claim", "run"} {
 		t.Logf("fence on the %s subject: %d seeds, exercised %+v", name, count[l], layout[l])
 	}
-	if cfg.Layout == sim.LayoutBySeed && ran >= 4 && (count[0] == 0 || count[1] == 0) {
+	if cfg.Layout == eventstest.LayoutBySeed && ran >= 4 && (count[0] == 0 || count[1] == 0) {
 		t.Errorf("the seeds ran on one layout only: %v", count)
 	}
 	if ran >= 100 && total.Steered == 0 {
@@ -224,7 +220,7 @@ func report(t *testing.T, test string, seed uint64, cfg sim.Config, r sim.Result
 // Only those two count: without the fence headers FenceNewestClaim fails at
 // the first consuming write, which would prove nothing about the invariants.
 func TestSim_unfencedControl(t *testing.T) {
-	unfencedControl(t, sim.LayoutClaim)
+	unfencedControl(t, eventstest.LayoutClaim)
 }
 
 // TestSim_runFenceUnfencedControl is the control on the run subject's
@@ -232,10 +228,10 @@ func TestSim_unfencedControl(t *testing.T) {
 // subject dropped (eventstest.Unfenced), the other writes' kept. With
 // -sim.seed it replays that seed on this layout.
 func TestSim_runFenceUnfencedControl(t *testing.T) {
-	unfencedControl(t, sim.LayoutRun)
+	unfencedControl(t, eventstest.LayoutRun)
 }
 
-func unfencedControl(t *testing.T, l sim.Layout) {
+func unfencedControl(t *testing.T, l eventstest.Layout) {
 	cfg := sim.Config{Steps: *flagSteps, Unfenced: true, Layout: l, Fatal: func(c string) bool {
 		return c == audit.CheckI1 || c == audit.CheckI3
 	}}
@@ -276,7 +272,7 @@ func unfencedControl(t *testing.T, l sim.Layout) {
 // printed seed would not replay.
 // On each layout.
 func TestSim_deterministic(t *testing.T) {
-	for _, l := range []sim.Layout{sim.LayoutClaim, sim.LayoutRun} {
+	for _, l := range []eventstest.Layout{eventstest.LayoutClaim, eventstest.LayoutRun} {
 		cfg := sim.Config{Steps: *flagSteps, Trace: true, Layout: l}
 		a, b := sim.Run(42, cfg), sim.Run(42, cfg)
 		if a.FormatTrace() != b.FormatTrace() {
@@ -288,26 +284,12 @@ func TestSim_deterministic(t *testing.T) {
 	}
 }
 
-// TestSim_layoutBySeed: LayoutBySeed runs half the seeds on each layout,
-// and a seed on the claim layout does what it does with LayoutClaim (the
+// TestSim_layoutBySeed: eventstest.LayoutBySeed runs half the seeds on each layout,
+// and a seed on the claim layout does what it does with eventstest.LayoutClaim (the
 // split draws nothing from the seed's PRNG).
 func TestSim_layoutBySeed(t *testing.T) {
-	run := 0
-	for seed := uint64(0); seed < 8; seed++ {
-		by := sim.Run(seed, sim.Config{Steps: 100, Trace: true, Layout: sim.LayoutBySeed})
-		if by.RunFence != sim.RunFenced(seed) {
-			t.Fatalf("seed %d: ran on the run subject %v, RunFenced says %v", seed, by.RunFence, sim.RunFenced(seed))
-		}
-		want := sim.LayoutClaim
-		if by.RunFence {
-			run++
-			want = sim.LayoutRun
-		}
-		if one := sim.Run(seed, sim.Config{Steps: 100, Trace: true, Layout: want}); one.FormatTrace() != by.FormatTrace() {
-			t.Fatalf("seed %d on the %s layout ran otherwise by seed", seed, want)
-		}
-	}
-	if run != 4 {
-		t.Fatalf("%d of 8 seeds on the run subject, want 4", run)
-	}
+	eventstest.CheckLayoutBySeed(t, func(seed uint64, l eventstest.Layout) (bool, string) {
+		r := sim.Run(seed, sim.Config{Steps: 100, Trace: true, Layout: l})
+		return r.RunFence, r.FormatTrace()
+	})
 }

@@ -5,6 +5,7 @@ import (
 	"testing"
 
 	"github.com/artifactr/artifactr/events"
+	"github.com/artifactr/artifactr/events/eventstest"
 	"github.com/artifactr/artifactr/spec"
 	"github.com/artifactr/artifactr/spec/spectest"
 )
@@ -37,7 +38,7 @@ func TestSim_specTrace_fencedLogsConform(t *testing.T) {
 	}
 	events := 0
 	for seed := uint64(1); seed <= n; seed++ {
-		log, rep, res := specLog(seed, Config{Steps: 300, Layout: LayoutBySeed})
+		log, rep, res := specLog(seed, Config{Steps: 300, Layout: eventstest.LayoutBySeed})
 		if res.Failed() {
 			t.Fatalf("seed %d: the simulation failed: %s: %s", seed, res.Check, res.Failure)
 		}
@@ -50,7 +51,7 @@ func TestSim_specTrace_fencedLogsConform(t *testing.T) {
 }
 
 func TestSim_specTrace_unfencedLogFlagged(t *testing.T) {
-	for _, l := range []Layout{LayoutClaim, LayoutRun} {
+	for _, l := range []eventstest.Layout{eventstest.LayoutClaim, eventstest.LayoutRun} {
 		cfg := Config{Steps: 300, Unfenced: true, Layout: l, Fatal: func(string) bool { return false }}
 		flagged := false
 		for seed := uint64(1); seed <= 50 && !flagged; seed++ {
@@ -89,7 +90,7 @@ func TestSim_oneVerdict_auditAndSpec(t *testing.T) {
 		return w.envs
 	}
 	for seed := uint64(1); seed <= n; seed++ {
-		v := spectest.OneVerdict(logOf(seed, Config{Steps: 300, Layout: LayoutBySeed}))
+		v := spectest.OneVerdict(logOf(seed, Config{Steps: 300, Layout: eventstest.LayoutBySeed}))
 		for _, d := range v.Disagree {
 			t.Errorf("seed %d: %s", seed, d)
 		}
@@ -99,7 +100,7 @@ func TestSim_oneVerdict_auditAndSpec(t *testing.T) {
 	}
 	flagged := 0
 	for seed := uint64(1); seed <= 50; seed++ {
-		v := spectest.OneVerdict(logOf(seed, Config{Steps: 300, Unfenced: true, Layout: LayoutBySeed, Fatal: func(string) bool { return false }}))
+		v := spectest.OneVerdict(logOf(seed, Config{Steps: 300, Unfenced: true, Layout: eventstest.LayoutBySeed, Fatal: func(string) bool { return false }}))
 		for _, d := range v.Disagree {
 			t.Errorf("seed %d without the fence: %s", seed, d)
 		}

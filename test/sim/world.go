@@ -72,41 +72,9 @@ type Config struct {
 	NATS *NATS
 	// Layout is the stream's fence layout: the claim subject's (the zero
 	// value), the run subject's (RUNFENCE, issue 23), or the seed's
-	// ([LayoutBySeed]).
-	Layout Layout
+	// ([eventstest.LayoutBySeed]).
+	Layout eventstest.Layout
 }
-
-// Layout chooses where a seed's claim markers are.
-type Layout uint8
-
-const (
-	// LayoutClaim: markers on the claim subject, the fence on it.
-	LayoutClaim Layout = iota
-	// LayoutRun: events.Subjects.RunFence, markers and releases on the
-	// run subject, every holder write a compare-and-set on it
-	// (natsstore.FenceRun).
-	LayoutRun
-	// LayoutBySeed: [RunFenced] of the seed says.
-	LayoutBySeed
-)
-
-// RunFenced says which seeds LayoutBySeed runs on the run subject's
-// layout: every other pair (2, 3, 6, 7, ...), so that both log modes
-// ([ModeOf], the seed's parity) get both layouts. It draws nothing from the
-// seed's PRNG: a seed on the claim layout does what it did before.
-func RunFenced(seed uint64) bool { return seed>>1&1 == 1 }
-
-func (l Layout) runFence(seed uint64) bool {
-	switch l {
-	case LayoutRun:
-		return true
-	case LayoutBySeed:
-		return RunFenced(seed)
-	}
-	return false
-}
-
-func (l Layout) String() string { return [...]string{"claim", "run", "by seed"}[l] }
 
 // ModeOf is the log mode seed runs in: odd seeds check before they
 // deduplicate, as a single-server (R1) stream does, even seeds the other
@@ -298,7 +266,7 @@ func newWorld(seed uint64, cfg Config) *world {
 		handed: make(map[uint64]string),
 		posts:  postBook{acked: make(map[string]uint64)},
 	}
-	w.subj.RunFence = cfg.Layout.runFence(seed)
+	w.subj.RunFence = cfg.Layout.RunFence(seed)
 	if cfg.NATS != nil {
 		w.openNATS()
 	} else {

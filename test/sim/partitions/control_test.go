@@ -3,6 +3,7 @@ package partitions_test
 import (
 	"testing"
 
+	"github.com/artifactr/artifactr/events/eventstest"
 	"github.com/artifactr/artifactr/test/sim/partitions"
 )
 
@@ -16,17 +17,17 @@ const controlSeeds = 200
 // partition, froze and came back still writes for a thread that its new
 // owner took meanwhile.
 func TestPartitions_unfencedControl(t *testing.T) {
-	unfencedControl(t, partitions.LayoutClaim)
+	unfencedControl(t, eventstest.LayoutClaim)
 }
 
 // TestPartitions_runFenceUnfencedControl is the control on the run
 // subject's layout (RUNFENCE): the consuming writes' compare-and-set on
 // the run subject dropped, the run end's kept.
 func TestPartitions_runFenceUnfencedControl(t *testing.T) {
-	unfencedControl(t, partitions.LayoutRun)
+	unfencedControl(t, eventstest.LayoutRun)
 }
 
-func unfencedControl(t *testing.T, l partitions.Layout) {
+func unfencedControl(t *testing.T, l eventstest.Layout) {
 	cfg := partitions.Small()
 	cfg.Unfenced, cfg.Fatal, cfg.Layout = true, partitions.Safety, l
 	other := map[string]int{}
@@ -52,7 +53,7 @@ func unfencedControl(t *testing.T, l partitions.Layout) {
 // before its core stepped) refused by the fence, and every check holds.
 // On each layout.
 func TestPartitions_twoBelievedOwners(t *testing.T) {
-	for _, l := range []partitions.Layout{partitions.LayoutClaim, partitions.LayoutRun} {
+	for _, l := range []eventstest.Layout{eventstest.LayoutClaim, eventstest.LayoutRun} {
 		t.Run(l.String(), func(t *testing.T) {
 			cfg := partitions.Small()
 			cfg.Layout = l

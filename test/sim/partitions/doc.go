@@ -50,8 +50,8 @@
 //
 // # The fence layouts
 //
-// Every other pair of seeds (2, 3, 6, 7, ...: [RunFenced]; TestPartitions
-// uses [LayoutBySeed]) runs on the RUNFENCE layout (issue 23,
+// Every other pair of seeds (2, 3, 6, 7, ...: [eventstest.RunFenced]; TestPartitions
+// uses [eventstest.LayoutBySeed]) runs on the RUNFENCE layout (issue 23,
 // events.Subjects.RunFence on every handle): markers and releases on the
 // run subject; a holder keeps K, the run subject's last sequence it knows
 // (claim_seq at its claim, each ack after), and every write expects it

@@ -8,6 +8,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/artifactr/artifactr/events/eventstest"
 	"github.com/artifactr/artifactr/test/sim/partitions"
 )
 
@@ -17,22 +18,17 @@ var (
 	flagSeed  = flag.String("partitions.seed", os.Getenv("PARTITIONS_SEED"), "replay this one seed with its trace")
 	flagLarge = flag.Bool("partitions.large", os.Getenv("PARTITIONS_LARGE") != "", "run issue 29's scale: 10 runners, P = 64, posts over 1,000,000 thread ids")
 	flagPosts = flag.Int("partitions.posts", envInt("PARTITIONS_POSTS", 0), "posts of the large run (default partitions.Large's)")
-	flagFence = flag.String("partitions.fence", os.Getenv("PARTITIONS_FENCE"), "the seeds' fence layout: claim, run, or seed (default: the seed's, partitions.RunFenced)")
+	flagFence = flag.String("partitions.fence", os.Getenv("PARTITIONS_FENCE"), "the seeds' fence layout: claim, run, or seed (default: the seed's, eventstest.RunFenced)")
 )
 
 // layout is -partitions.fence's layout.
-func layout(t *testing.T) partitions.Layout {
+func layout(t *testing.T) eventstest.Layout {
 	t.Helper()
-	switch *flagFence {
-	case "", "seed":
-		return partitions.LayoutBySeed
-	case "claim":
-		return partitions.LayoutClaim
-	case "run":
-		return partitions.LayoutRun
+	l, err := eventstest.ParseLayout(*flagFence)
+	if err != nil {
+		t.Fatalf("-partitions.fence: %v", err)
 	}
-	t.Fatalf("-partitions.fence %q: want claim, run or seed", *flagFence)
-	return 0
+	return l
 }
 
 func envInt(key string, def int) int {
@@ -109,7 +105,7 @@ func report(t *testing.T, seed uint64, cfg partitions.Config, r partitions.Resul
 // TestPartitions_deterministic runs one seed twice: the traces must match.
 // On each layout.
 func TestPartitions_deterministic(t *testing.T) {
-	for _, l := range []partitions.Layout{partitions.LayoutClaim, partitions.LayoutRun} {
+	for _, l := range []eventstest.Layout{eventstest.LayoutClaim, eventstest.LayoutRun} {
 		cfg := partitions.Small()
 		cfg.Trace, cfg.Layout = true, l
 		a, b := partitions.Run(42, cfg), partitions.Run(42, cfg)

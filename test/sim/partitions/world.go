@@ -62,39 +62,9 @@ type Config struct {
 	Trace bool
 	// Layout is the stream's fence layout: the claim subject's (the zero
 	// value), the run subject's (RUNFENCE, issue 23), or the seed's
-	// ([LayoutBySeed]).
-	Layout Layout
+	// ([eventstest.LayoutBySeed]).
+	Layout eventstest.Layout
 }
-
-// Layout chooses where a seed's claim markers are.
-type Layout uint8
-
-const (
-	// LayoutClaim: markers on the claim subject, the fence on it.
-	LayoutClaim Layout = iota
-	// LayoutRun: events.Subjects.RunFence, markers and releases on the
-	// run subject, every holder write a compare-and-set on it.
-	LayoutRun
-	// LayoutBySeed: [RunFenced] of the seed says.
-	LayoutBySeed
-)
-
-// RunFenced says which seeds LayoutBySeed runs on the run subject's
-// layout: every other pair (2, 3, 6, 7, ...), so that both log modes (the
-// seed's parity) get both layouts. It draws nothing from the seed's PRNG.
-func RunFenced(seed uint64) bool { return seed>>1&1 == 1 }
-
-func (l Layout) runFence(seed uint64) bool {
-	switch l {
-	case LayoutRun:
-		return true
-	case LayoutBySeed:
-		return RunFenced(seed)
-	}
-	return false
-}
-
-func (l Layout) String() string { return [...]string{"claim", "run", "by seed"}[l] }
 
 // Small is the default run's scale: a few runs a second.
 func Small() Config {
@@ -245,7 +215,7 @@ func newWorld(seed uint64, cfg Config) *world {
 		live:      map[string]bool{},
 	}
 	w.srv.Clock = w.clock
-	w.subj.RunFence = cfg.Layout.runFence(seed)
+	w.subj.RunFence = cfg.Layout.RunFence(seed)
 	w.auditor = audit.NewWithOptions(audit.Options{Subjects: w.subj})
 	w.log = memstore.NewLogWith(memstore.LogConfig{Mode: memstore.Mode(seed % 2), Now: w.clock.Now, AfterFunc: w.afterFunc,
 		SessionID: func() string { return fmt.Sprintf("%016x", w.rng.Uint64()) }})

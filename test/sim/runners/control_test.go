@@ -3,6 +3,7 @@ package runners_test
 import (
 	"testing"
 
+	"github.com/artifactr/artifactr/events/eventstest"
 	"github.com/artifactr/artifactr/projections/audit"
 	"github.com/artifactr/artifactr/test/sim/runners"
 )
@@ -56,7 +57,7 @@ func TestRunners_unfencedControl(t *testing.T) {
 // run subject dropped (eventstest.Unfenced), the non-consuming ones'
 // compare-and-set kept.
 func TestRunners_runFenceUnfencedControl(t *testing.T) {
-	unfencedControl(t, runners.Config{Steps: *flagSteps, Layout: runners.LayoutRun}, 1)
+	unfencedControl(t, runners.Config{Steps: *flagSteps, Layout: eventstest.LayoutRun}, 1)
 }
 
 // TestRunners_natsUnfencedControl is the control on natsstore. It starts

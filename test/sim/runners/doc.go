@@ -65,8 +65,8 @@
 //
 // # The fence layouts
 //
-// Every other pair of seeds (2, 3, 6, 7, ...: [RunFenced]; Config.Layout
-// [LayoutBySeed], which TestRunners and the random seeds of
+// Every other pair of seeds (2, 3, 6, 7, ...: [eventstest.RunFenced]; Config.Layout
+// [eventstest.LayoutBySeed], which TestRunners and the random seeds of
 // TestRunners_nats use) runs on the RUNFENCE layout (issue 23,
 // events.Subjects.RunFence on every handle of the memstore Log,
 // natsstore.FenceRun on natsstore): claim markers and releases on the run

@@ -9,6 +9,7 @@ import (
 	"github.com/nats-io/nats.go"
 	"github.com/nats-io/nats.go/jetstream"
 
+	"github.com/artifactr/artifactr/events/eventstest"
 	"github.com/artifactr/artifactr/internal/natsembed/natsembedtest"
 	"github.com/artifactr/artifactr/test/sim/runners"
 )
@@ -73,7 +74,7 @@ func TestRunners_nats(t *testing.T) {
 	// The fixed seeds keep the claim layout their worlds were found on
 	// (soak_test.go); the random ones take the seed's (-runners.fence).
 	fixed := cfg
-	fixed.Layout = runners.LayoutClaim
+	fixed.Layout = eventstest.LayoutClaim
 	base := baseSeed(t)
 	n := natsSeeds()
 	seeds := append([]uint64(nil), natsFixed...)

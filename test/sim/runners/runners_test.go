@@ -8,6 +8,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/artifactr/artifactr/events/eventstest"
 	"github.com/artifactr/artifactr/test/sim/runners"
 )
 
@@ -17,22 +18,17 @@ var (
 	flagSteps = flag.Int("runners.steps", envInt("RUNNERS_STEPS", 600), "random steps per seed before the faults stop")
 	flagBase  = flag.String("runners.base", os.Getenv("RUNNERS_BASE"), "first seed (default: random, printed)")
 	flagSeed  = flag.String("runners.seed", os.Getenv("RUNNERS_SEED"), "replay this one seed and print its trace")
-	flagFence = flag.String("runners.fence", os.Getenv("RUNNERS_FENCE"), "the seeds' fence layout: claim, run, or seed (default: the seed's, runners.RunFenced)")
+	flagFence = flag.String("runners.fence", os.Getenv("RUNNERS_FENCE"), "the seeds' fence layout: claim, run, or seed (default: the seed's, eventstest.RunFenced)")
 )
 
 // layout is -runners.fence's layout.
-func layout(t *testing.T) runners.Layout {
+func layout(t *testing.T) eventstest.Layout {
 	t.Helper()
-	switch *flagFence {
-	case "", "seed":
-		return runners.LayoutBySeed
-	case "claim":
-		return runners.LayoutClaim
-	case "run":
-		return runners.LayoutRun
+	l, err := eventstest.ParseLayout(*flagFence)
+	if err != nil {
+		t.Fatalf("-runners.fence: %v", err)
 	}
-	t.Fatalf("-runners.fence %q: want claim, run or seed", *flagFence)
-	return 0
+	return l
 }
 
 func envInt(key string, def int) int {
@@ -89,7 +85,7 @@ func TestRunners(t *testing.T) {
 	for l, name := range []string{"claim", "run"} {
 		t.Logf("fence on the %s subject: %d seeds in %s, %d with a work queue; exercised %+v", name, count[l], took[l].Round(time.Millisecond), work[l], total[l])
 	}
-	if cfg.Layout == runners.LayoutBySeed && n >= 4 && (count[0] == 0 || count[1] == 0) {
+	if cfg.Layout == eventstest.LayoutBySeed && n >= 4 && (count[0] == 0 || count[1] == 0) {
 		t.Fatalf("the seeds ran on one layout only: %v", count)
 	}
 }
@@ -145,7 +141,7 @@ func fenceFlag(r runners.Result) string {
 // TestRunners_deterministic runs one seed twice: the traces must match.
 // On each layout.
 func TestRunners_deterministic(t *testing.T) {
-	for _, l := range []runners.Layout{runners.LayoutClaim, runners.LayoutRun} {
+	for _, l := range []eventstest.Layout{eventstest.LayoutClaim, eventstest.LayoutRun} {
 		cfg := runners.Config{Steps: *flagSteps, Trace: true, Layout: l}
 		a, b := runners.Run(42, cfg), runners.Run(42, cfg)
 		if a.FormatTrace() != b.FormatTrace() {
@@ -154,28 +150,14 @@ func TestRunners_deterministic(t *testing.T) {
 	}
 }
 
-// TestRunners_layoutBySeed: LayoutBySeed runs half the seeds on each
+// TestRunners_layoutBySeed: eventstest.LayoutBySeed runs half the seeds on each
 // layout, and a seed on the claim layout does what it does with
-// LayoutClaim (the split draws nothing from the seed's PRNG).
+// eventstest.LayoutClaim (the split draws nothing from the seed's PRNG).
 func TestRunners_layoutBySeed(t *testing.T) {
-	run := 0
-	for seed := uint64(0); seed < 8; seed++ {
-		by := runners.Run(seed, runners.Config{Steps: 100, Trace: true, Layout: runners.LayoutBySeed})
-		if by.RunFence != runners.RunFenced(seed) {
-			t.Fatalf("seed %d: ran on the run subject %v, RunFenced says %v", seed, by.RunFence, runners.RunFenced(seed))
-		}
-		want := runners.LayoutClaim
-		if by.RunFence {
-			run++
-			want = runners.LayoutRun
-		}
-		if one := runners.Run(seed, runners.Config{Steps: 100, Trace: true, Layout: want}); one.FormatTrace() != by.FormatTrace() {
-			t.Fatalf("seed %d on the %s layout ran otherwise by seed", seed, want)
-		}
-	}
-	if run != 4 {
-		t.Fatalf("%d of 8 seeds on the run subject, want 4", run)
-	}
+	eventstest.CheckLayoutBySeed(t, func(seed uint64, l eventstest.Layout) (bool, string) {
+		r := runners.Run(seed, runners.Config{Steps: 100, Trace: true, Layout: l})
+		return r.RunFence, r.FormatTrace()
+	})
 }
 
 // replayed replays the seed -runners.seed names, with its trace, and

@@ -62,42 +62,8 @@ type Config struct {
 	Fatal func(check string) bool
 	// Layout is the stream's fence layout: the claim subject's (the zero
 	// value), the run subject's (RUNFENCE, issue 23), or the seed's
-	// ([LayoutBySeed]).
-	Layout Layout
-}
-
-// Layout chooses where a seed's claim markers are.
-type Layout uint8
-
-const (
-	// LayoutClaim: markers on the claim subject, the fence on it.
-	LayoutClaim Layout = iota
-	// LayoutRun: events.Subjects.RunFence, markers on the run subject and
-	// every holder write a compare-and-set on it (natsstore.FenceRun).
-	LayoutRun
-	// LayoutBySeed: [RunFenced] of the seed says.
-	LayoutBySeed
-)
-
-// RunFenced says which seeds LayoutBySeed runs on the run subject's
-// layout: every other pair of seeds (2, 3, 6, 7, ...), so that memstore's
-// modes (the seed's parity) each get both layouts. It draws nothing from
-// the seed's PRNG: a seed on the claim layout does what it did before.
-func RunFenced(seed uint64) bool { return seed>>1&1 == 1 }
-
-// runFence resolves the layout for seed.
-func (l Layout) runFence(seed uint64) bool {
-	switch l {
-	case LayoutRun:
-		return true
-	case LayoutBySeed:
-		return RunFenced(seed)
-	}
-	return false
-}
-
-func (l Layout) String() string {
-	return [...]string{"claim", "run", "by seed"}[l]
+	// ([eventstest.LayoutBySeed]).
+	Layout eventstest.Layout
 }
 
 // Result is what one seed did.
@@ -222,7 +188,7 @@ func newWorld(seed uint64, cfg Config) *world {
 	}
 	w.srv.Clock = w.clock
 	w.names = map[string]string{}
-	w.subj.RunFence = cfg.Layout.runFence(seed)
+	w.subj.RunFence = cfg.Layout.RunFence(seed)
 	if cfg.NATS != nil {
 		w.auditor = audit.New()
 		if w.openNATS(); w.reader != nil {
