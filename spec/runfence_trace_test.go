@@ -228,3 +228,32 @@ func TestTrace_runFenceBeyondChecked(t *testing.T) {
 		t.Errorf("beyond %+v, want pending messages at 6", r.Beyond)
 	}
 }
+
+// With the stream's layout known (audit.Options.KnownLayout), a forged
+// first marker on the claim subject of a run-fenced stream is where the
+// validation fails; inferred from the first marker, it fails at the honest
+// marker after it. The verdict is the shared rules' (the audit's
+// KnownLayout); the validator takes the stream's layout for its model too.
+func TestTrace_knownLayoutFlagsForgedFirstMarker(t *testing.T) {
+	l := newLog() // the forger's marker on the claim subject
+	l.post()
+	l.claim("forger")
+	forged := l.lastEnv().Seq
+	l.runFence = true // the honest runner's, on the run subject
+	l.claim("A")
+	honest := l.lastEnv().Seq
+	for _, known := range []bool{true, false} {
+		v := NewTraceValidatorWith(audit.Options{Subjects: events.Subjects{RunFence: true}, KnownLayout: known})
+		for _, env := range *l.envs {
+			v.Add(env)
+		}
+		bad := v.Report().Nonconforming
+		want := honest
+		if known {
+			want = forged
+		}
+		if len(bad) != 1 || bad[0].Seq != want {
+			t.Errorf("known=%v: nonconforming %+v, want one at %d", known, bad, want)
+		}
+	}
+}

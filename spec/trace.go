@@ -132,6 +132,9 @@ type TraceValidator struct {
 	events    int
 	bad       []Nonconformance
 	beyond    []Beyond // trace_reach.go
+	// layout, when known, is every thread's (audit.Options.KnownLayout):
+	// runFence tells which.
+	layoutKnown, runFence bool
 }
 
 // NewTraceValidator returns a validator against the fenced model, with the
@@ -158,7 +161,8 @@ func newTraceValidator(c Config, o audit.Options) *TraceValidator {
 	if err != nil {
 		panic(fmt.Sprintf("spec: trace model: %v", err))
 	}
-	v := &TraceValidator{m: m, mt: tcl{c}, rf: rf, rft: tcl{rc}, threads: make(map[string]*threadTrace)}
+	v := &TraceValidator{m: m, mt: tcl{c}, rf: rf, rft: tcl{rc}, threads: make(map[string]*threadTrace),
+		layoutKnown: o.KnownLayout, runFence: o.Subjects.RunFence}
 	o.MaxFindings = 1 // the hooks see every finding; the report is not read
 	o.StrandedAfter = 0
 	o.OnViolation = func(f audit.Violation) { v.found = append(v.found, f) }
@@ -352,12 +356,12 @@ func (v *TraceValidator) step(th *threadTrace, env *events.Envelope) (string, *N
 		if slot < 0 {
 			return "Claim", bad("by holder %q: more than %d claims that can still write, the validator's capacity", holder, maxProcs)
 		}
-		th.setLayout(env)
+		v.setLayout(th, env)
 		h = &holderInfo{name: holder, slot: slot}
 		action = "Claim"
 	default:
 		if ev.GetThreadReleased() != nil {
-			th.setLayout(env)
+			v.setLayout(th, env)
 		}
 		var n *Nonconformance
 		if h, action, n = v.writer(th, ev); n != nil {
@@ -376,11 +380,16 @@ func (v *TraceValidator) step(th *threadTrace, env *events.Envelope) (string, *N
 	return action + "(" + h.name + ")", nil
 }
 
-// setLayout fixes th's layout by its first marker, env: RUNFENCE when it is
-// on the run subject. Writers of the two layouts never share a stream (the
-// rules flag a later marker on the other subject: ClaimChain).
-func (th *threadTrace) setLayout(env *events.Envelope) {
-	if !th.layoutSet {
+// setLayout fixes th's layout: the stream's when it is known, else by its
+// first marker, env: RUNFENCE when it is on the run subject. Writers of the
+// two layouts never share a stream (the rules flag a marker on the other
+// subject: ClaimChain).
+func (v *TraceValidator) setLayout(th *threadTrace, env *events.Envelope) {
+	switch {
+	case th.layoutSet:
+	case v.layoutKnown:
+		th.layoutSet, th.runFence = true, v.runFence
+	default:
 		th.layoutSet = true
 		th.runFence = projections.SubjectKind(env, events.TypeOf(env.Event)) == events.KindRun
 	}

@@ -141,10 +141,13 @@ func (a *app) audit(ctx context.Context, conn *connFlags, o auditOpts) error {
 		return err
 	}
 	defer store.Close()
+	// The stream records its fence layout: a marker off its subject is
+	// the violation, a thread's first too.
+	aopts.Subjects, aopts.KnownLayout = store.Subjects(), true
 	prog := newProgress(a.stderr)
 	var sv *spec.TraceValidator
 	if withSpec {
-		sv = spec.NewTraceValidatorWith(audit.Options{Subjects: store.Subjects()})
+		sv = spec.NewTraceValidatorWith(audit.Options{Subjects: store.Subjects(), KnownLayout: true})
 		prog.each = sv.Add
 	}
 	var r audit.Report

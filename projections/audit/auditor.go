@@ -23,6 +23,14 @@ type Options struct {
 	// event's expected-subject header with its thread's claim subject (its
 	// run subject when the thread's markers are there: RUNFENCE).
 	Subjects events.Subjects
+	// KnownLayout says that Subjects.RunFence is the stream's recorded fence
+	// layout (natsstore reads it from the stream's metadata): every
+	// thread's markers belong on the subject it names, and a marker on the
+	// other one is the violation, even a thread's first. Without it a
+	// thread's first marker fixes the thread's layout, so a forged first
+	// marker on the wrong subject would put the violation on the honest
+	// marker after it.
+	KnownLayout bool
 	// MaxFindings bounds how many violations, and separately how many
 	// anomalies, a report lists, so that auditing a badly broken log of
 	// millions of events stays in bounded memory. The counts stay exact.
@@ -351,6 +359,9 @@ func (a *Auditor) claimChain(th *thread, env *events.Envelope, prevClaim, prevRu
 	onRun := projections.SubjectKind(env, env.Type) == events.KindRun
 	if !th.layoutSet {
 		th.layoutSet, th.runFence = true, onRun
+		if a.opts.KnownLayout {
+			th.runFence = a.opts.Subjects.RunFence
+		}
 	}
 	prev, subj, isSubj := prevClaim, "claim", a.isClaimSubject
 	if onRun {

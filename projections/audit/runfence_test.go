@@ -263,3 +263,40 @@ func TestAuditor_Add_runFenceStaleRunWrite(t *testing.T) {
 	}
 	checkAgreesWithFold(t, l.envs)
 }
+
+// With the stream's layout known (Options.KnownLayout), a forged first
+// marker on the other subject is the violation, and the honest marker
+// after it is not; inferred from the first marker, the violation falls on
+// the honest one. Both layouts, each forged on the other's subject.
+func TestAuditor_Add_knownLayoutFlagsForgedFirstMarker(t *testing.T) {
+	for _, runFence := range []bool{true, false} {
+		forgedOn, honestOn := events.KindClaim, events.KindRun
+		if !runFence {
+			forgedOn, honestOn = events.KindRun, events.KindClaim
+		}
+		l := newRFLog()
+		f := eventgen.Writer{Thread: "T", Holder: "forger"}
+		l.add(f.Claimed(1), forgedOn, 0, "")           // 1: a compare-and-set on an empty subject
+		a := eventgen.Writer{Thread: "T", Holder: "A"} // the honest claim, on its layout's subject
+		a.ClaimSeq = l.add(a.Claimed(1), honestOn, l.last[honestOn], "").Seq
+		for _, known := range []bool{true, false} {
+			au := NewWithOptions(Options{Subjects: events.Subjects{RunFence: runFence}, KnownLayout: known})
+			for _, env := range l.envs {
+				au.Add(env)
+			}
+			var at [][]uint64
+			for _, v := range au.Report().Violations {
+				if v.Check == CheckClaimChain {
+					at = append(at, v.Seqs)
+				}
+			}
+			want := uint64(2) // inferred: the honest marker is off the first one's subject
+			if known {
+				want = 1
+			}
+			if len(at) != 1 || !slices.Equal(at[0], []uint64{want}) {
+				t.Errorf("runFence=%v known=%v: ClaimChain violations at %v, want one at [%d]", runFence, known, at, want)
+			}
+		}
+	}
+}
