@@ -115,6 +115,10 @@ func (t Type) StoredOn(k Kind) bool {
 	return t.Kind() == k || t.Kind() == KindClaim && k == KindRun
 }
 
+// Marker reports whether t is a claim marker or a release: the events that
+// say who holds a thread.
+func (t Type) Marker() bool { return t == TypeThreadClaimed || t == TypeThreadReleased }
+
 // Fenced reports whether the type consumes a message or ends another claim's
 // run, and so may only be appended with [Fenced] (DESIGN §3).
 func (t Type) Fenced() bool {

@@ -255,12 +255,6 @@ func SubjectKind(env *events.Envelope, typ events.Type) events.Kind {
 	return typ.Kind()
 }
 
-// IsMarker reports whether typ is a claim marker or a release: the events
-// that say who holds a thread.
-func IsMarker(typ events.Type) bool {
-	return typ == events.TypeThreadClaimed || typ == events.TypeThreadReleased
-}
-
 // Rules applies env, an admitted event of type typ, to s.
 //
 //   - An event that contradicts the state is recorded as an anomaly. A

@@ -148,7 +148,7 @@ func (a *threadActor) takeover() bool {
 		// A marker is on the claim or, with events.Subjects.RunFence, the
 		// run subject: its type tells.
 		typ := events.TypeOf(env.Event)
-		if env.Seq >= a.claim.Seq || typ != events.TypeThreadClaimed && typ != events.TypeThreadReleased {
+		if env.Seq >= a.claim.Seq || !typ.Marker() {
 			continue
 		}
 		return typ == events.TypeThreadClaimed

@@ -597,7 +597,7 @@ func (c *Core) foreign(env *events.Envelope) string {
 		return ""
 	}
 	ev := env.Event
-	if t := events.TypeOf(ev); t == events.TypeThreadClaimed || t == events.TypeThreadReleased {
+	if events.TypeOf(ev).Marker() {
 		// A marker: on the run subject under RUNFENCE
 		// (events.Subjects.RunFence). It is the claim protocol's, no
 		// holder's write, and observe stops on it as on the claim

@@ -3,6 +3,8 @@ package eventstest
 import (
 	"fmt"
 	"testing"
+
+	"github.com/artifactr/artifactr/events"
 )
 
 // Layout chooses where a seeded run's claim markers are: the simulations
@@ -88,4 +90,15 @@ func CheckLayoutBySeed(t *testing.T, run func(seed uint64, l Layout) (runFence b
 	if fenced != 4 {
 		t.Fatalf("%d of 8 seeds in the run layout, want 4", fenced)
 	}
+}
+
+// Misplaced says why env, a claim marker or release, is not on the subject
+// subj's layout keeps it on, or "" when it is, or env is no marker: the
+// simulations' CheckLayout.
+func Misplaced(subj events.Subjects, env events.Envelope) string {
+	typ := events.TypeOf(env.Event)
+	if !typ.Marker() || env.Kind == subj.KindOf(typ) {
+		return ""
+	}
+	return fmt.Sprintf("%s at seq %d on the %s subject, the layout's is %s", typ, env.Seq, env.Kind, subj.KindOf(typ))
 }

@@ -85,7 +85,7 @@ func (s *Store) ThreadHead(ctx context.Context, thread, messageID string) (event
 func lastRunEvent(recs []record, runSubj string) *record {
 	for i := len(recs) - 1; i >= 0; i-- {
 		r := &recs[i]
-		if r.subject == runSubj && !isMarker(events.Type(r.hdr.Get(events.HeaderType))) {
+		if r.subject == runSubj && !events.Type(r.hdr.Get(events.HeaderType)).Marker() {
 			c := *r
 			return &c
 		}

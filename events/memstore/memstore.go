@@ -478,16 +478,11 @@ func (l *Log) markerAfter(subject string, after uint64) (uint64, bool) {
 	defer l.mu.Unlock()
 	recs := l.streamLocked(l.streamOfLocked(subject)).recs
 	for i := after; i < uint64(len(recs)); i++ {
-		if r := recs[i]; r.subject == subject && isMarker(events.Type(r.hdr.Get(events.HeaderType))) {
+		if r := recs[i]; r.subject == subject && events.Type(r.hdr.Get(events.HeaderType)).Marker() {
 			return r.seq, true
 		}
 	}
 	return 0, false
-}
-
-// isMarker reports whether t is a claim marker or a release.
-func isMarker(t events.Type) bool {
-	return t == events.TypeThreadClaimed || t == events.TypeThreadReleased
 }
 
 // landed returns the sequence of the write with message id id on subject

@@ -114,15 +114,10 @@ func (s *Store) markerAfter(ctx context.Context, w write) (uint64, error) {
 			return 0, err
 		}
 		env := s.decodeRaw(m)
-		if isMarker(env.Type) || isMarker(events.TypeOf(env.Event)) {
+		if env.Type.Marker() || events.TypeOf(env.Event).Marker() {
 			return m.Sequence, nil
 		}
 		seq = m.Sequence + 1
 	}
 	return 0, fmt.Errorf("natsstore: more than %d messages on %s since %d; gave up looking for a marker", maxReadBack, w.subject, w.after)
-}
-
-// isMarker reports whether t is a claim marker or a release.
-func isMarker(t events.Type) bool {
-	return t == events.TypeThreadClaimed || t == events.TypeThreadReleased
 }

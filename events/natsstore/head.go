@@ -112,7 +112,7 @@ const maxMarkerWalk = 1000
 func (s *Store) lastRunEvent(ctx context.Context, thread string, env events.Envelope) (events.Envelope, error) {
 	subject := s.subj.Thread(thread, events.KindRun)
 	for range maxMarkerWalk {
-		if env.Err != nil || !isMarker(events.TypeOf(env.Event)) {
+		if env.Err != nil || !events.TypeOf(env.Event).Marker() {
 			return env, nil
 		}
 		prev := env.ExpectSeq

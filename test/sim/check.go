@@ -7,6 +7,7 @@ import (
 
 	"github.com/artifactr/artifactr/actors/runner"
 	"github.com/artifactr/artifactr/events"
+	"github.com/artifactr/artifactr/events/eventstest"
 	"github.com/artifactr/artifactr/events/natsstore"
 	"github.com/artifactr/artifactr/projections/audit"
 )
@@ -30,8 +31,8 @@ func (w *world) check() bool {
 		}
 		w.envs = append(w.envs, e)
 		w.last = e.Seq
-		if typ := events.TypeOf(e.Event); (typ == events.TypeThreadClaimed || typ == events.TypeThreadReleased) && e.Kind != w.subj.KindOf(typ) {
-			w.fail(CheckLayout, fmt.Sprintf("%s at seq %d on the %s subject, the layout's is %s", typ, e.Seq, e.Kind, w.subj.KindOf(typ)))
+		if why := eventstest.Misplaced(w.subj, e); why != "" {
+			w.fail(CheckLayout, why)
 		}
 		w.auditor.Add(e)
 		w.fold.Apply(e)

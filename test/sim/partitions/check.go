@@ -6,6 +6,7 @@ import (
 
 	"github.com/artifactr/artifactr/actors/runner/owner"
 	"github.com/artifactr/artifactr/events"
+	"github.com/artifactr/artifactr/events/eventstest"
 	"github.com/artifactr/artifactr/projections"
 	"github.com/artifactr/artifactr/projections/audit"
 )
@@ -19,8 +20,8 @@ func (w *world) catchUp() {
 			return // nothing more for now
 		}
 		w.events++
-		if typ := events.TypeOf(env.Event); (typ == events.TypeThreadClaimed || typ == events.TypeThreadReleased) && env.Kind != w.subj.KindOf(typ) {
-			w.fail(CheckLayout, fmt.Sprintf("%s at seq %d on the %s subject, the layout's is %s", typ, env.Seq, env.Kind, w.subj.KindOf(typ)))
+		if why := eventstest.Misplaced(w.subj, env); why != "" {
+			w.fail(CheckLayout, why)
 		}
 		w.auditor.Add(env)
 		th := env.Thread

@@ -8,6 +8,7 @@ import (
 
 	artrunner "github.com/artifactr/artifactr/actors/runner"
 	"github.com/artifactr/artifactr/events"
+	"github.com/artifactr/artifactr/events/eventstest"
 	"github.com/artifactr/artifactr/projections"
 )
 
@@ -19,8 +20,8 @@ func (w *world) catchUp() {
 			panic(fmt.Sprintf("runners: sequence %d after %d", env.Seq, len(w.envs)))
 		}
 		w.envs = append(w.envs, env)
-		if typ := events.TypeOf(env.Event); (typ == events.TypeThreadClaimed || typ == events.TypeThreadReleased) && env.Kind != w.subj.KindOf(typ) {
-			w.fail(CheckLayout, fmt.Sprintf("%s at seq %d on the %s subject, the layout's is %s", typ, env.Seq, env.Kind, w.subj.KindOf(typ)))
+		if why := eventstest.Misplaced(w.subj, env); why != "" {
+			w.fail(CheckLayout, why)
 		}
 		w.auditor.Add(env)
 		w.folds[env.Thread].Apply(env)
