@@ -6,7 +6,7 @@
 set -euo pipefail
 cd "$(dirname "$0")/.."
 
-step() { printf '\n==> %s\n' "$*"; }
+step() { printf '\n==> %s (at %ss)\n' "$*" "$SECONDS"; }
 
 step "gofmt"
 bad=$(gofmt -l $(git ls-files '*.go' | grep -v '\.pb\.go$') 2>&1 || true)
@@ -61,3 +61,5 @@ SOAK_MANY="${SOAK_MANY:-25s}" go test -count=1 -timeout 15m -run '^TestChaos_man
 # (200 with -race, above).
 step "simulations: threads, 2000 seeds (30 more on natsstore); runners, 2000 seeds"
 go test -count=1 -timeout 10m ./test/sim/ ./test/sim/runners/
+
+printf '\n==> all passed in %ss\n' "$SECONDS"

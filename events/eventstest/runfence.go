@@ -7,6 +7,8 @@ import (
 	"testing"
 	"time"
 
+	"google.golang.org/protobuf/proto"
+
 	"github.com/artifactr/artifactr/events"
 	"github.com/artifactr/artifactr/events/eventspb"
 )
@@ -33,6 +35,7 @@ func RunRunFence(t *testing.T, h Harness) {
 		{"ClaimOnRunSubject", testRunFenceClaimOnRunSubject},
 		{"ConsumingAppendExpectsK", testRunFenceConsumingAppendExpectsK},
 		{"StaleHolderBusy", testRunFenceStaleHolderBusy},
+		{"MarkerByBodyBusy", testRunFenceMarkerByBodyBusy},
 		{"ForgeryRunMoved", testRunFenceForgeryRunMoved},
 		{"RetrySameMsgID", testRunFenceRetrySameMsgID},
 		{"UnguardedFenceInvalid", testRunFenceUnguardedFenceInvalid},
@@ -137,6 +140,27 @@ func testRunFenceStaleHolderBusy(t *testing.T, h Harness) {
 	}
 	if got := runLast(t, s, th); got != b.Seq {
 		t.Fatalf("a refused append wrote: run subject at %d, want %d", got, b.Seq)
+	}
+}
+
+// A marker whose type header says otherwise (a forged or damaged one) is a
+// marker by its body: the holder's write after it is refused as busy, the
+// safe answer, on every store alike.
+func testRunFenceMarkerByBodyBusy(t *testing.T, h Harness) {
+	s := h.Open(t, time.Now)
+	th := NewThread(t)
+	m := post(t, s, th, "m1", "one")
+	c, _ := claim(t, s, th, "A", time.Now())
+	k := runLast(t, s, th)
+	data, err := proto.Marshal(&eventspb.Event{Thread: th, Holder: "B",
+		Body: &eventspb.Event_ThreadClaimed{ThreadClaimed: &eventspb.ThreadClaimed{}}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	h.PublishRaw(t, h.Subjects.Thread(th, events.KindRun), events.Header{events.HeaderType: {string(events.TypeRunOutput)}}, data)
+	_, err = s.Append(ctxT(t), events.NewRunStarted(c, time.Now(), "r1", m, "a"), events.FencedGuarded(c, k))
+	if !errors.Is(err, events.ErrThreadBusy) || errors.Is(err, events.ErrRunMoved) {
+		t.Fatalf("the holder's start after a thread_claimed stored as run_output: %v, want ErrThreadBusy", err)
 	}
 }
 

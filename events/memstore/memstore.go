@@ -472,13 +472,23 @@ func (s *Store) appendRunFenced(ev *eventspb.Event, subject string, h events.Hea
 }
 
 // markerAfter returns the sequence of the first thread_claimed or
-// thread_released on subject after sequence after, if there is one.
+// thread_released on subject after sequence after, if there is one. A
+// record whose type header or body says marker counts, as in natsstore:
+// busy is the safe answer, as the holder then stops writing.
 func (l *Log) markerAfter(subject string, after uint64) (uint64, bool) {
 	l.mu.Lock()
 	defer l.mu.Unlock()
 	recs := l.streamLocked(l.streamOfLocked(subject)).recs
 	for i := after; i < uint64(len(recs)); i++ {
-		if r := recs[i]; r.subject == subject && events.Type(r.hdr.Get(events.HeaderType)).Marker() {
+		r := recs[i]
+		if r.subject != subject {
+			continue
+		}
+		if events.Type(r.hdr.Get(events.HeaderType)).Marker() {
+			return r.seq, true
+		}
+		var ev eventspb.Event
+		if proto.Unmarshal(r.data, &ev) == nil && events.TypeOf(&ev).Marker() {
 			return r.seq, true
 		}
 	}

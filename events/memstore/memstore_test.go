@@ -80,6 +80,9 @@ func TestStore_guarded(t *testing.T) {
 					Open: func(t *testing.T, now func() time.Time) events.Store {
 						return log.Open(memstore.Config{Now: now, Subjects: subj})
 					},
+					PublishRaw: func(t *testing.T, subject string, h events.Header, data []byte) {
+						log.PublishRaw(subject, h, data)
+					},
 				})
 			})
 		}
@@ -98,6 +101,9 @@ func TestStore_contractRunFence(t *testing.T) {
 					Subjects: subj,
 					Open: func(t *testing.T, now func() time.Time) events.Store {
 						return log.Open(memstore.Config{Now: now, Subjects: subj})
+					},
+					PublishRaw: func(t *testing.T, subject string, h events.Header, data []byte) {
+						log.PublishRaw(subject, h, data)
 					},
 				})
 			})

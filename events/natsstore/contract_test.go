@@ -5,8 +5,6 @@ import (
 	"testing"
 	"time"
 
-	"github.com/nats-io/nats.go"
-
 	"github.com/artifactr/artifactr/events"
 	"github.com/artifactr/artifactr/events/eventstest"
 	"github.com/artifactr/artifactr/internal/natsembed/natsembedtest"
@@ -40,11 +38,7 @@ func runContract(t *testing.T, direct bool, partitions int) {
 			s.direct = s.direct && direct
 			return s
 		},
-		PublishRaw: func(t *testing.T, subject string, h events.Header, data []byte) {
-			if _, err := js.PublishMsg(ctxT(t), &nats.Msg{Subject: subject, Header: nats.Header(h), Data: data}); err != nil {
-				t.Fatalf("publish raw to %s: %v", subject, err)
-			}
-		},
+		PublishRaw: publishRaw(js),
 	})
 }
 

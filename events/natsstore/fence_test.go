@@ -23,6 +23,7 @@ func TestStore_contractRunFence(t *testing.T) {
 		for _, direct := range []bool{true, false} {
 			t.Run(fmt.Sprintf("P%d/direct=%t", p, direct), func(t *testing.T) {
 				srv := natsembedtest.RunForTest(t)
+				_, js := connect(t, srv)
 				eventstest.RunRunFence(t, eventstest.Harness{
 					Subjects: events.Subjects{Partitions: p, RunFence: true},
 					Open: func(t *testing.T, now func() time.Time) events.Store {
@@ -30,6 +31,7 @@ func TestStore_contractRunFence(t *testing.T) {
 						s.direct = s.direct && direct
 						return s
 					},
+					PublishRaw: publishRaw(js),
 				})
 			})
 		}

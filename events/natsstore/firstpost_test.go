@@ -30,11 +30,7 @@ func TestStore_firstPosts(t *testing.T) {
 					Open: func(t *testing.T, now func() time.Time) events.Store {
 						return open(t, srv, func(c *Config) { c.Now, c.Partitions = now, p })
 					},
-					PublishRaw: func(t *testing.T, subject string, h events.Header, data []byte) {
-						if _, err := js.PublishMsg(ctxT(t), &nats.Msg{Subject: subject, Header: nats.Header(h), Data: data}); err != nil {
-							t.Fatalf("publish raw to %s: %v", subject, err)
-						}
-					},
+					PublishRaw: publishRaw(js),
 				},
 				Forge: func(t *testing.T, thread, id string, seq uint64) {
 					subj := "$KV." + DefaultFirstPostBucket + "." + thread + "." + id

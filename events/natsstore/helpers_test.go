@@ -129,3 +129,13 @@ func restartable(t *testing.T) (natsembed.Config, *natsembed.Server) {
 	t.Cleanup(func() { srv.Shutdown() })
 	return cfg, srv
 }
+
+// publishRaw returns an eventstest.Harness PublishRaw that writes with no
+// checks, as a forger with publish rights would.
+func publishRaw(js jetstream.JetStream) func(*testing.T, string, events.Header, []byte) {
+	return func(t *testing.T, subject string, h events.Header, data []byte) {
+		if _, err := js.PublishMsg(ctxT(t), &nats.Msg{Subject: subject, Header: nats.Header(h), Data: data}); err != nil {
+			t.Fatalf("publish raw to %s: %v", subject, err)
+		}
+	}
+}

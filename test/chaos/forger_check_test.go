@@ -77,7 +77,7 @@ func runForger(t *testing.T, cfg config) {
 	h.checkLayout(envs)
 	h.checkReleases(envs)
 	h.checkForgeries(envs, r, specTrace(envs, h.subjects()), recs)
-	h.checkLeases(recs)
+	h.checkLeases(envs, recs)
 	h.checkFirstEntries(envs, recs)
 	checkOneVerdict(t, envs, h.subjects(), cfg.seed)
 	for _, v := range h.checkViews(envs, 20) {
@@ -329,14 +329,47 @@ func consumes(t events.Type) bool {
 	return t == events.TypeRunStarted || t == events.TypeAnswerGiven || t == events.TypeSteeringGiven
 }
 
+// heldThrough returns "" when the post after the forged lease r, stored at
+// stored, was taken by a run under a claim stored before the
+// lease: that holder served the thread through. Else it says why not.
+func heldThrough(envs []events.Envelope, r forgedEvent, stored time.Time) string {
+	if r.msg == 0 {
+		return "the post after it was not acknowledged"
+	}
+	markers := map[uint64]events.Envelope{}
+	for _, e := range envs {
+		if e.Thread != r.thread || e.Event == nil {
+			continue
+		}
+		if e.Type.Marker() {
+			markers[e.Seq] = e
+		}
+		if consumer(e.Event) != r.msg {
+			continue
+		}
+		c, ok := markers[e.Event.GetClaimSeq()]
+		switch {
+		case !ok:
+			return fmt.Sprintf("the post after it at %d was taken at %d under no claim marker before it", r.msg, e.Seq)
+		case !c.Stored.Before(stored):
+			return fmt.Sprintf("the post after it at %d was taken at %d under a claim stored at %s, after the lease at %s",
+				r.msg, e.Seq, c.Stored.UTC().Format(time.RFC3339Nano), stored.UTC().Format(time.RFC3339Nano))
+		}
+		return ""
+	}
+	return fmt.Sprintf("the post after it at %d was never taken", r.msg)
+}
+
 func isForged(forged map[uint64]forgedEvent, seq uint64) bool {
 	_, ok := forged[seq]
 	return ok
 }
 
-// checkLeases checks that each forged lease was taken by a runner: a
-// later write on its key of the lease bucket.
-func (h *harness) checkLeases(recs []forgedEvent) {
+// checkLeases checks that each forged lease was taken by a runner (a later
+// write on its key of the lease bucket), or starved nothing: its thread's
+// holder, claimed before the lease was written, took the post after it, so
+// no runner had cause to take the thread since.
+func (h *harness) checkLeases(envs []events.Envelope, recs []forgedEvent) {
 	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
 	defer cancel()
 	js, err := jetstream.New(h.adminNC)
@@ -347,7 +380,7 @@ func (h *harness) checkLeases(recs []forgedEvent) {
 	if err != nil {
 		h.t.Fatal(err)
 	}
-	n := 0
+	n, held := 0, 0
 	for _, r := range recs {
 		if r.kind != kindLease {
 			continue
@@ -359,14 +392,24 @@ func (h *harness) checkLeases(recs []forgedEvent) {
 			h.t.Errorf("forged lease on %s at %d: its key is gone", r.thread, r.seq)
 		case err != nil:
 			h.t.Errorf("forged lease on %s: %v", r.thread, err)
-		case m.Sequence <= r.seq:
-			h.t.Errorf("seed %d: the forged lease on %s (bucket seq %d) is still the key's last value: no runner reclaimed it", h.cfg.seed, r.thread, r.seq)
+		case m.Sequence > r.seq:
+		default:
+			lm, err := st.GetMsg(ctx, r.seq)
+			if err != nil {
+				h.t.Errorf("forged lease on %s: %v", r.thread, err)
+				continue
+			}
+			if why := heldThrough(envs, r, lm.Time); why != "" {
+				h.t.Errorf("seed %d: the forged lease on %s (bucket seq %d) is still the key's last value: no runner reclaimed it, and %s", h.cfg.seed, r.thread, r.seq, why)
+			} else {
+				held++
+			}
 		}
 	}
 	h.statsMu.Lock()
 	reclaimed := h.runStats.LeasesReclaimed
 	h.statsMu.Unlock()
-	h.t.Logf("forger: %d forged leases; runners reclaimed %d leases no session explained", n, reclaimed)
+	h.t.Logf("forger: %d forged leases, %d of them over a holder that served the thread through; runners reclaimed %d leases no session explained", n, held, reclaimed)
 	if n == 0 {
 		h.t.Errorf("seed %d: the forger stored no lease", h.cfg.seed)
 	} else if reclaimed == 0 {
@@ -408,4 +451,39 @@ func (h *harness) checkFirstEntries(envs []events.Envelope, recs []forgedEvent) 
 		t.Errorf("seed %d: the forger stored no %s", h.cfg.seed, kindFirstEntry)
 	}
 	t.Logf("forged %-26s forgeries=%d: each repost untaken", kindFirstEntry, n)
+}
+
+// heldThrough accepts a forged lease left as the key's last value only
+// when a claim stored before it took the post after it.
+func TestHeldThrough(t *testing.T) {
+	t0 := time.Date(2026, 1, 1, 0, 0, 0, 0, time.UTC)
+	c := events.Claim{Thread: "t", Holder: "r0", Seq: 2}
+	claimed := func(seq uint64, at time.Time) events.Envelope {
+		return events.Envelope{Seq: seq, Thread: "t", Type: events.TypeThreadClaimed, Stored: at,
+			Event: &eventspb.Event{Thread: "t", Holder: "r0", Body: &eventspb.Event_ThreadClaimed{ThreadClaimed: &eventspb.ThreadClaimed{}}}}
+	}
+	started := func(seq uint64, claim, prompt uint64) events.Envelope {
+		c := c
+		c.Seq = claim
+		return events.Envelope{Seq: seq, Thread: "t", Type: events.TypeRunStarted, Event: events.NewRunStarted(c, t0, "r", prompt, "a")}
+	}
+	lease := forgedEvent{kind: kindLease, thread: "t", msg: 3}
+	stored := t0.Add(time.Second)
+	for _, tc := range []struct {
+		name  string
+		envs  []events.Envelope
+		lease forgedEvent
+		ok    bool
+	}{
+		{"claimed before, took it", []events.Envelope{claimed(2, t0), started(4, 2, 3)}, lease, true},
+		{"claimed after", []events.Envelope{claimed(2, t0), claimed(5, stored.Add(time.Millisecond)), started(6, 5, 3)}, lease, false},
+		{"never taken", []events.Envelope{claimed(2, t0), started(4, 2, 1)}, lease, false},
+		{"no claim marker", []events.Envelope{started(4, 2, 3)}, lease, false},
+		{"post not acknowledged", []events.Envelope{claimed(2, t0), started(4, 2, 3)}, forgedEvent{kind: kindLease, thread: "t"}, false},
+	} {
+		why := heldThrough(tc.envs, tc.lease, stored)
+		if (why == "") != tc.ok {
+			t.Errorf("%s: heldThrough = %q, want ok=%v", tc.name, why, tc.ok)
+		}
+	}
 }

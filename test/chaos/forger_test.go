@@ -75,7 +75,7 @@ type forgedEvent struct {
 	typ    events.Type
 	seq    uint64 // its sequence; the lease bucket's for a lease; 0 until read back
 	msgID  string
-	msg    uint64 // the message it consumes, 0 when none
+	msg    uint64 // the message it consumes, 0 when none; a lease's, the post after it
 	aimed  bool
 	acked  bool // its append was acknowledged; else its outcome is unknown
 }
@@ -571,11 +571,13 @@ func (f *forger) forgeLease(ctx context.Context, id int, th string) {
 		f.stats.add("unknown:"+string(kindLease), 1)
 		return
 	}
-	f.record(forgedEvent{id: id, kind: kindLease, thread: th, seq: ack.Sequence}, nil)
+	r := forgedEvent{id: id, kind: kindLease, thread: th, seq: ack.Sequence}
 	pid := fmt.Sprintf("L%06d", f.h.posts.next.Add(1))
-	if _, ok := f.h.post(f.s, th, pid, "hello "+pid); ok {
+	if pa, ok := f.h.post(f.s, th, pid, "hello "+pid); ok {
 		f.h.stats.add("post:after_forged_lease", 1)
+		r.msg = pa.Seq
 	}
+	f.record(r, nil)
 }
 
 // forgeries returns the forged events, their sequences resolved from envs
