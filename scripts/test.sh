@@ -1,7 +1,7 @@
 #!/usr/bin/env bash
 # The test command: everything CI checks, in the order that fails fastest.
-# Usage: scripts/test.sh            full run (5.5 minutes on 2 cores with a warm Go
-#                                   build cache, measured from a fresh clone)
+# Usage: scripts/test.sh            full run (about 14 minutes on 2 cores from a
+#                                   fresh clone, its step times printed)
 #        SOAK=10m scripts/test.sh   the chaos soak longer (see test/README.md)
 set -euo pipefail
 cd "$(dirname "$0")/.."

@@ -330,8 +330,8 @@ func consumes(t events.Type) bool {
 }
 
 // heldThrough returns "" when the post after the forged lease r, stored at
-// stored, was taken by a run under a claim stored before the
-// lease: that holder served the thread through. Else it says why not.
+// stored, was taken by a run under a claim stored before the lease: that
+// holder served the thread through. Else it says why not.
 func heldThrough(envs []events.Envelope, r forgedEvent, stored time.Time) string {
 	if r.msg == 0 {
 		return "the post after it was not acknowledged"
