@@ -1,6 +1,7 @@
 package client
 
 import (
+	"cmp"
 	"context"
 	"errors"
 	"fmt"
@@ -58,6 +59,10 @@ type Config struct {
 	// natsstore.ErrNoStream when the stream or the lease bucket is missing.
 	// Otherwise Dial creates them on first use, as `artifactr post` does.
 	ReadOnly bool
+	// NewFence is the fence layout of a stream Dial makes
+	// (natsstore.Config.NewFence); a stream already there keeps its own.
+	// Default natsstore.FenceRun, as `artifactr serve` makes one.
+	NewFence natsstore.FenceLayout
 	// Logger receives the store's warnings. Default discards.
 	Logger *slog.Logger
 }
@@ -92,6 +97,7 @@ func Dial(ctx context.Context, cfg Config) (*Client, error) {
 		Logger:         cfg.Logger,
 		NoCreate:       cfg.ReadOnly,
 		ConnectOptions: opts,
+		NewFence:       cmp.Or(cfg.NewFence, natsstore.FenceRun),
 	})
 	if err != nil {
 		return nil, fmt.Errorf("client: dial %s: %w", cfg.URL, err)

@@ -4,6 +4,7 @@ import (
 	"context"
 
 	"github.com/artifactr/artifactr/client"
+	"github.com/artifactr/artifactr/events/natsstore"
 )
 
 // dial connects a client (package client) for the commands that use it.
@@ -24,6 +25,7 @@ func (a *app) dial(ctx context.Context, c *connFlags, readOnly bool) (*client.Cl
 		Timeout:     c.timeout,
 		NATSOptions: opts, // the flags' credentials and TLS, checked as usage errors
 		ReadOnly:    readOnly,
+		NewFence:    natsstore.FenceLayout(c.fence),
 		Logger:      a.log,
 	})
 	if err != nil {
