@@ -117,11 +117,12 @@ publish acks, API replies, the lease watch and the bench's own follow).`,
 			if err != nil {
 				return usagef("--guard: %v", err)
 			}
-			if l := natsstore.FenceLayout(f.fence); l != natsstore.FenceRun && l != natsstore.FenceClaim {
-				return usagef("--fence %q: want run or claim", f.fence)
+			fence, err := natsstore.ParseFenceLayout(f.fence)
+			if err != nil {
+				return usagef("--fence %v", err)
 			}
 			cfg := bench.TurnsConfig{Threads: f.threads, Messages: f.messages, Sync: f.sync, ClaimTTL: f.claimTTL,
-				Partitions: f.partitions, Runners: f.runners, Guard: guard, Fence: natsstore.FenceLayout(f.fence),
+				Partitions: f.partitions, Runners: f.runners, Guard: guard, Fence: fence,
 				Out: a.stdout, Logger: a.errorLogger(), TraceConsole: a.stderr}
 			run := bench.Turns
 			if f.closedLoop {

@@ -252,8 +252,8 @@ func (c *connFlags) validate() error {
 	if c.partitions < 1 || c.partitions > events.MaxPartitions {
 		return usagef("--partitions %d: want 1 to %d", c.partitions, events.MaxPartitions)
 	}
-	if f := natsstore.FenceLayout(c.fence); f != natsstore.FenceRun && f != natsstore.FenceClaim {
-		return usagef("--fence %q: want run or claim", c.fence)
+	if _, err := natsstore.ParseFenceLayout(c.fence); err != nil {
+		return usagef("--fence %v", err)
 	}
 	return c.secFlags.validate()
 }

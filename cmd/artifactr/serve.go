@@ -364,13 +364,9 @@ func (a *app) serve(ctx context.Context, f *serveFlags, ag agent.Agent, external
 		return err
 	}
 	defer store.Close()
-	fence := "claim"
-	if store.Subjects().RunFence {
-		fence = "run"
-	}
 	// Under the run layout the guard is moot: every runner write is one
 	// compare-and-set on the run subject.
-	a.log.Info("consuming writes", "fence", fence, "guard", f.guard, "guarded", store.Guarded() && !store.Subjects().RunFence)
+	a.log.Info("consuming writes", "fence", store.Fence(), "guard", f.guard, "guarded", store.Guarded() && store.Fence() != natsstore.FenceRun)
 	tp, stopTracing, err := obs.TracerProviderFromEnv(ctx, "artifactr", a.stderr)
 	if err != nil {
 		return fail(err)

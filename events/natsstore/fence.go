@@ -43,8 +43,18 @@ func fenceOf(c jetstream.StreamConfig) (FenceLayout, error) {
 	}
 }
 
-// fence is the layout the store writes in.
-func (s *Store) fence() FenceLayout {
+// ParseFenceLayout parses a fence layout's name, run or claim.
+func ParseFenceLayout(v string) (FenceLayout, error) {
+	switch l := FenceLayout(v); l {
+	case FenceRun, FenceClaim:
+		return l, nil
+	}
+	return "", fmt.Errorf("%q: want run or claim", v)
+}
+
+// Fence returns the layout the store writes in: the stream's recorded one,
+// or the one it was opened with.
+func (s *Store) Fence() FenceLayout {
 	if s.subj.RunFence {
 		return FenceRun
 	}
@@ -63,10 +73,10 @@ func (s *Store) checkFence(p int, c jetstream.StreamConfig) error {
 		s.subj.RunFence = got == FenceRun
 		return nil
 	}
-	if got != s.fence() {
-		asked := "the " + string(s.fence()) + " layout"
+	if got != s.Fence() {
+		asked := "the " + string(s.Fence()) + " layout"
 		if s.cfg.Fence == "" {
-			asked = "partition 0's " + string(s.fence()) + " layout"
+			asked = "partition 0's " + string(s.Fence()) + " layout"
 		}
 		return fmt.Errorf("natsstore: %w: stream %s records the %s fence layout (%s), but the store was opened with %s: open it with Fence %q",
 			events.ErrLayout, c.Name, got, MetaFence, asked, got)
