@@ -66,6 +66,17 @@ func ParseLayout(s string) (Layout, error) {
 	return 0, fmt.Errorf("fence layout %q: want claim, run or seed", s)
 }
 
+// FlagLayout is [ParseLayout] of a simulation's fence flag, named flag,
+// whose value is v: a bad one fails t.
+func FlagLayout(t testing.TB, flag, v string) Layout {
+	t.Helper()
+	l, err := ParseLayout(v)
+	if err != nil {
+		t.Fatalf("%s: %v", flag, err)
+	}
+	return l
+}
+
 // CheckLayoutBySeed checks that LayoutBySeed runs half of seeds 0..7 in
 // each layout and that a seed does under LayoutBySeed what it does in its
 // layout named outright. run runs a seed under a layout and returns

@@ -30,11 +30,7 @@ var (
 // layout is -sim.fence's layout.
 func layout(t *testing.T) eventstest.Layout {
 	t.Helper()
-	l, err := eventstest.ParseLayout(*flagFence)
-	if err != nil {
-		t.Fatalf("-sim.fence: %v", err)
-	}
-	return l
+	return eventstest.FlagLayout(t, "-sim.fence", *flagFence)
 }
 
 // fenceArg is the -sim.fence that replays r's layout.

@@ -24,11 +24,7 @@ var (
 // layout is -runners.fence's layout.
 func layout(t *testing.T) eventstest.Layout {
 	t.Helper()
-	l, err := eventstest.ParseLayout(*flagFence)
-	if err != nil {
-		t.Fatalf("-runners.fence: %v", err)
-	}
-	return l
+	return eventstest.FlagLayout(t, "-runners.fence", *flagFence)
 }
 
 func envInt(key string, def int) int {
