@@ -66,6 +66,15 @@ func ParseLayout(s string) (Layout, error) {
 	return 0, fmt.Errorf("fence layout %q: want claim, run or seed", s)
 }
 
+// LayoutOf is the layout a run took: LayoutRun when runFence, else
+// LayoutClaim. Its String is the fence flag that replays it.
+func LayoutOf(runFence bool) Layout {
+	if runFence {
+		return LayoutRun
+	}
+	return LayoutClaim
+}
+
 // FlagLayout is [ParseLayout] of a simulation's fence flag, named flag,
 // whose value is v: a bad one fails t.
 func FlagLayout(t testing.TB, flag, v string) Layout {

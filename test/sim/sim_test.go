@@ -35,10 +35,7 @@ func layout(t *testing.T) eventstest.Layout {
 
 // fenceArg is the -sim.fence that replays r's layout.
 func fenceArg(r sim.Result) string {
-	if r.RunFence {
-		return " -sim.fence=run"
-	}
-	return " -sim.fence=claim"
+	return " -sim.fence=" + eventstest.LayoutOf(r.RunFence).String()
 }
 
 func envInt(key string, def int) int {

@@ -297,7 +297,7 @@ func newWorld(seed uint64, cfg Config) *world {
 		w.procs = append(w.procs, p)
 	}
 	w.tracef("seed %d: %d processes, steerable=%v, idle ticks %d, unfenced=%v, log %s, fence on the %s subject",
-		seed, n, w.coreCf.Steerable, w.coreCf.IdleTicks, cfg.Unfenced, w.logName(), layoutName(w.subj))
+		seed, n, w.coreCf.Steerable, w.coreCf.IdleTicks, cfg.Unfenced, w.logName(), eventstest.LayoutOf(w.subj.RunFence))
 	return w
 }
 
@@ -392,14 +392,6 @@ func (w *world) tracef(format string, args ...any) {
 		prefix = "drain"
 	}
 	w.trace = append(w.trace, prefix+"  "+fmt.Sprintf(format, args...))
-}
-
-// layoutName names the subject the layout puts markers on.
-func layoutName(s events.Subjects) string {
-	if s.RunFence {
-		return "run"
-	}
-	return "claim"
 }
 
 // FormatTrace renders a result's trace and failure for a test log.

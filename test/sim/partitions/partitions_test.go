@@ -90,10 +90,7 @@ func report(t *testing.T, seed uint64, cfg partitions.Config, r partitions.Resul
 	if len(tr) > 400 {
 		tr = tr[len(tr)-400:]
 	}
-	fence := "claim"
-	if r.RunFence {
-		fence = "run"
-	}
+	fence := eventstest.LayoutOf(r.RunFence)
 	t.Fatalf("seed %d failed at step %d: %s: %s\ntrace (last %d lines):\n%s\nreplay: go test ./test/sim/partitions/ -run '^TestPartitions$' -partitions.seed=%d -partitions.fence=%s -v",
 		seed, again.Steps, again.Check, again.Failure, len(tr), partitions.Result{Trace: tr}.FormatTrace(), seed, fence)
 }

@@ -128,10 +128,7 @@ func report(t *testing.T, seed uint64, cfg runners.Config, r runners.Result) {
 
 // fenceFlag is the -runners.fence that replays r's layout.
 func fenceFlag(r runners.Result) string {
-	if r.RunFence {
-		return "run"
-	}
-	return "claim"
+	return eventstest.LayoutOf(r.RunFence).String()
 }
 
 // TestRunners_deterministic runs one seed twice: the traces must match.

@@ -42,14 +42,6 @@ func (w *world) logName() string {
 	return w.log.Mode().String()
 }
 
-// layoutName names the seed's fence layout in its first trace line.
-func (w *world) layoutName() string {
-	if w.subj.RunFence {
-		return "run"
-	}
-	return "claim"
-}
-
 // readNew returns the log's events the checker has not read, in order.
 func (w *world) readNew() []events.Envelope {
 	if w.nats != nil {

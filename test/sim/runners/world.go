@@ -217,7 +217,7 @@ func newWorld(seed uint64, cfg Config) *world {
 	}
 	n := 2 + w.rng.IntN(3)
 	w.tracef("seed %d: %d runners, %d threads, work queue %v, steerable %v, idle %s, log %s, fence on the %s subject, unfenced %v",
-		seed, n, nth, w.work, w.coreCf.Steerable, w.idle, w.logName(), w.layoutName(), cfg.Unfenced)
+		seed, n, nth, w.work, w.coreCf.Steerable, w.idle, w.logName(), eventstest.LayoutOf(w.subj.RunFence), cfg.Unfenced)
 	for range n {
 		if w.res.Failed() {
 			break
